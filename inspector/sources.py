@@ -1,0 +1,96 @@
+"""Byte sources a GGUF header can be read from: local files, file objects, and (remote.py) HTTP.
+
+Every reader in specreg goes through ``Source.read_at`` so that a remote file is read by Range
+requests of exactly the bytes the parser asks for, and ``bytes_fetched`` can be reported.
+"""
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+
+class SourceError(Exception):
+    """A source could not be opened or read; the message is one line naming source and problem."""
+
+
+class Source(Protocol):
+    name: str  # how the user named it: a path or an hf:// URL
+    size: int | None  # total bytes, when known
+    bytes_fetched: int
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        """Up to ``n`` bytes from ``offset``; fewer only at the end of the file."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class FileSource:
+    """A local path or any seekable binary file object."""
+
+    def __init__(self, fileobj: BinaryIO, name: str, owns: bool = False) -> None:
+        self._f = fileobj
+        self.name = name
+        self._owns = owns
+        self.bytes_fetched = 0
+        try:
+            self.size: int | None = os.fstat(fileobj.fileno()).st_size
+        except (AttributeError, OSError, io.UnsupportedOperation):
+            try:
+                pos = fileobj.tell()
+                self.size = fileobj.seek(0, io.SEEK_END)
+                fileobj.seek(pos)
+            except (OSError, io.UnsupportedOperation) as exc:
+                raise SourceError(f"{name}: not a seekable file ({exc})") from None
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> FileSource:
+        p = Path(path)
+        try:
+            if p.is_dir():
+                raise SourceError(f"{p}: is a directory, not a GGUF file")
+            return cls(open(p, "rb"), str(path), owns=True)
+        except FileNotFoundError:
+            raise SourceError(f"{p}: no such file") from None
+        except PermissionError:
+            raise SourceError(f"{p}: permission denied") from None
+        except OSError as exc:
+            raise SourceError(f"{p}: cannot open ({exc.strerror or exc})") from None
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        try:
+            self._f.seek(offset)
+            data = self._f.read(n)
+        except OSError as exc:
+            raise SourceError(f"{self.name}: read failed ({exc.strerror or exc})") from None
+        self.bytes_fetched += len(data)
+        return data
+
+    def close(self) -> None:
+        if self._owns:
+            self._f.close()
+
+    def __enter__(self) -> FileSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def is_remote(spec: str) -> bool:
+    return spec.startswith(("hf://", "http://", "https://"))
+
+
+def open_source(spec: str | os.PathLike | BinaryIO) -> Source:
+    """Open a path, a file object, an ``http(s)://`` URL or an ``hf://OWNER/REPO[@REV]/PATH``."""
+    if isinstance(spec, (str, os.PathLike)):
+        s = os.fspath(spec)
+        if is_remote(s):
+            from .remote import open_remote
+
+            return open_remote(s)
+        return FileSource.open(s)
+    name = getattr(spec, "name", None)
+    return FileSource(spec, name if isinstance(name, str) else "<file object>")

@@ -1,0 +1,1 @@
+"""The registry web app: GGUF files, models, compatible pairs and their results."""

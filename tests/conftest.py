@@ -1,0 +1,28 @@
+"""Shared fixtures: the real small models (fetched once per machine) and the local test Hub."""
+from __future__ import annotations
+
+import pytest
+
+from tests.models import model_path
+
+pytest_plugins = ["tests.hub"]
+
+
+@pytest.fixture(scope="session")
+def smollm2_path():
+    return model_path("smollm2")
+
+
+@pytest.fixture(scope="session")
+def gemma3_header_path():
+    return model_path("gemma3", headers_only=True)
+
+
+@pytest.fixture(scope="session")
+def qwen05_header_path():
+    return model_path("qwen05", headers_only=True)
+
+
+@pytest.fixture(scope="session")
+def qwen15_header_path():
+    return model_path("qwen15", headers_only=True)
