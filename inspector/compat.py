@@ -1,0 +1,220 @@
+"""Draft/target compatibility exactly as llama.cpp's common_speculative_are_compatible, explained.
+
+llama.cpp stops at the first failing rule and reports every failure as "vocab type must match";
+here every rule is evaluated and explained, so a user with three problems sees all three.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .info import ModelInfo
+from .llama_rules import LLAMA_CPP_BUILD, RS_ROLLBACK_ARCHS, VOCAB_TYPE_LABELS
+from .tokens import CHECK_START_ID, MAX_SIZE_DIFFERENCE, first_text_mismatch
+
+RULES = ("architecture", "vocab_type", "bos", "eos", "vocab_size", "token_text")
+
+
+@dataclass
+class Check:
+    rule: str
+    ok: bool | None  # None: the rule cannot be evaluated for these files
+    detail: str
+
+
+@dataclass
+class PairWarning:
+    code: str
+    message: str
+
+
+@dataclass
+class PairCheck:
+    compatible: bool
+    llama_cpp_compatible: bool
+    rules_from: str
+    checks: list[Check]
+    failed_rule: str | None
+    first_mismatch_token_id: int | None
+    first_mismatch: dict[str, str] | None
+    target: dict[str, Any]
+    draft: dict[str, Any]
+    warnings: list[PairWarning] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def verdict(self) -> str:
+        if self.compatible:
+            return "compatible"
+        return f"incompatible (failed: {self.failed_rule})"
+
+
+def show(text: bytes | None) -> str:
+    """Token text for people: UTF-8 where it is, \\x escapes for raw bytes."""
+    if text is None:
+        return "(none)"
+    return text.decode("utf-8", errors="backslashreplace")
+
+
+def article(word: str) -> str:
+    return "an" if word[0] in "AEIOU" else "a"
+
+
+def _token(info: ModelInfo, token_id: int) -> str:
+    if token_id < 0:
+        return "none"
+    if info.tokens is None or token_id >= info.tokens.count:
+        return f"{token_id}"
+    return f"{token_id} {show(info.tokens.text(token_id))!r}"
+
+
+def _side(info: ModelInfo) -> dict[str, Any]:
+    t = info.tokenizer
+    return {
+        "source": info.source, "architecture": info.architecture,
+        "vocab_type": t.vocab_type if t else None, "n_vocab": t.n_tokens if t else None,
+        "add_bos_stored": t.add_bos_stored if t else None, "add_bos": t.add_bos if t else None,
+        "add_eos_stored": t.add_eos_stored if t else None, "add_eos": t.add_eos if t else None,
+        "bos_id": t.bos_id if t else None, "eos_id": t.eos_id if t else None,
+        "vocab_key": t.vocab_key if t else None,
+    }
+
+
+def _architecture(target: ModelInfo, draft: ModelInfo) -> Check:
+    problems = []
+    for role, info in (("target", target), ("draft", draft)):
+        kind = info.arch_kind
+        if kind == "transformer":
+            continue
+        if kind == "diffusion":
+            problems.append(f"the {role} ({info.architecture}) is a diffusion model: it does not generate "
+                            "left to right, so there is nothing to draft or verify")
+            continue
+        what = "recurrent (SSM/RWKV)" if kind == "recurrent" else "hybrid (attention + recurrent state)"
+        if info.architecture in RS_ROLLBACK_ARCHS:
+            cost = (f"llama.cpp {LLAMA_CPP_BUILD} can roll this architecture's state back, but "
+                    "specreg still excludes it from draft-model speculation")
+        else:
+            cost = (f"llama.cpp {LLAMA_CPP_BUILD} falls back to state checkpoints, which costs "
+                    "a copy of the state per draft")
+        problems.append(f"the {role} ({info.architecture}) is {what}: its state cannot be rolled back like a "
+                        f"KV cache when drafted tokens are rejected; {cost}")
+    if problems:
+        text = "; ".join(problems)
+        return Check("architecture", False, text[0].upper() + text[1:] + ".")
+    return Check("architecture", True,
+                 f"Both are attention-only models ({target.architecture}, {draft.architecture}) with a KV cache "
+                 "that can be rolled back.")
+
+
+def _missing(target: ModelInfo, draft: ModelInfo, need_table: bool) -> str | None:
+    """Why a tokenizer rule cannot be evaluated, or None when it can."""
+    for role, info in (("target", target), ("draft", draft)):
+        t = info.tokenizer
+        if t is None:
+            return f"The {role} has no tokenizer metadata (tokenizer.ggml.model is missing)."
+        if t.vocab_type.startswith(("unknown:", "missing")):
+            return f"The {role}'s tokenizer model {t.model!r} is unknown to llama.cpp {LLAMA_CPP_BUILD}, which refuses to load it."
+        if need_table and info.tokens is None and t.vocab_type != "none":
+            return f"The {role} has no token table (tokenizer.ggml.tokens), so its vocabulary cannot be compared."
+    return None
+
+
+def _vocab_type(target: ModelInfo, draft: ModelInfo) -> Check:
+    if why := _missing(target, draft, need_table=False):
+        return Check("vocab_type", None, why)
+    a, b = target.tokenizer.vocab_type, draft.tokenizer.vocab_type
+    la, lb = VOCAB_TYPE_LABELS.get(a, a), VOCAB_TYPE_LABELS.get(b, b)
+    if a == b:
+        return Check("vocab_type", True, f"Both use a {la} vocabulary.")
+    return Check("vocab_type", False, f"The target uses a {la} vocabulary but the draft uses {lb}; "
+                 "drafted token ids would mean different text to the target.")
+
+
+def _special(rule: str, target: ModelInfo, draft: ModelInfo) -> Check:
+    if why := _missing(target, draft, need_table=False):
+        return Check(rule, None, why)
+    tt, dt = target.tokenizer, draft.tokenizer
+    name = rule.upper()
+    add_t, add_d = (tt.add_bos, dt.add_bos) if rule == "bos" else (tt.add_eos, dt.add_eos)
+    id_t, id_d = (tt.bos_id, dt.bos_id) if rule == "bos" else (tt.eos_id, dt.eos_id)
+    if add_t != add_d:
+        on, off = ("target", "draft") if add_t else ("draft", "target")
+        return Check(rule, False, f"The {on} adds {article(name)} {name} token to every prompt but the {off} does not, so the two "
+                     f"models would see different prompts (add_{rule}: target {add_t}, draft {add_d}).")
+    if not add_t:
+        return Check(rule, True, f"Neither adds {article(name)} {name} token (llama.cpp compares {name} ids only when it is added).")
+    if id_t != id_d:
+        return Check(rule, False, f"Both add a {name} token but with different ids: target {_token(target, id_t)}, "
+                     f"draft {_token(draft, id_d)}.")
+    return Check(rule, True, f"Both add {name} {_token(target, id_t)}.")
+
+
+def _vocab_size(target: ModelInfo, draft: ModelInfo) -> Check:
+    if why := _missing(target, draft, need_table=True):
+        return Check("vocab_size", None, why)
+    nt, nd = target.tokenizer.n_tokens, draft.tokenizer.n_tokens
+    diff = abs(nt - nd)
+    if diff <= MAX_SIZE_DIFFERENCE:
+        same = "the same size" if diff == 0 else f"sizes within {MAX_SIZE_DIFFERENCE} (difference {diff})"
+        return Check("vocab_size", True, f"Vocabularies of {nt:,} and {nd:,} tokens: {same}.")
+    return Check("vocab_size", False, f"The target has {nt:,} tokens and the draft {nd:,}: they differ by {diff:,}, "
+                 f"more than the {MAX_SIZE_DIFFERENCE} llama.cpp allows.")
+
+
+def _token_text(target: ModelInfo, draft: ModelInfo) -> tuple[Check, Any]:
+    if why := _missing(target, draft, need_table=True):
+        return Check("token_text", None, why), None
+    if target.tokens is None or draft.tokens is None:  # both "none" vocabularies: all texts empty
+        return Check("token_text", True, "Neither file has a vocabulary; there are no texts to compare."), None
+    n = min(target.tokens.count, draft.tokens.count)
+    mm = first_text_mismatch(target.tokens, draft.tokens)
+    if mm is None:
+        return Check("token_text", True, f"Token texts are identical for ids {CHECK_START_ID} to {n - 1:,}."), None
+    return Check("token_text", False, f"Token {mm.token_id:,} differs: target {show(mm.target)!r}, draft {show(mm.draft)!r} "
+                 f"(llama.cpp compares ids {CHECK_START_ID} to {n - 1:,}; this is the first difference)."), mm
+
+
+def _warnings(target: ModelInfo, draft: ModelInfo) -> list[PairWarning]:
+    out = []
+    for role, info in (("target", target), ("draft", draft)):
+        t = info.tokenizer
+        if t and t.bos_defaulted and t.bos_id >= 0:
+            used = "and adds it to every prompt" if t.add_bos else "(not added to prompts, since add_bos is off)"
+            out.append(PairWarning("bos_default", f"The {role} has no valid tokenizer.ggml.bos_token_id, so llama.cpp uses its "
+                               f"default BOS {_token(info, t.bos_id)} for a {t.model!r} tokenizer {used}."))
+        if t and t.load_error:
+            out.append(PairWarning("llama_cpp_load_error", f"The {role}: {t.load_error}."))
+    if draft.parameter_count and target.parameter_count and draft.parameter_count >= target.parameter_count:
+        out.append(PairWarning("draft_not_smaller", f"The draft has {draft.parameter_count:,} parameters, not fewer than the "
+                           f"target's {target.parameter_count:,}: drafting cannot save time."))
+    ct, cd = (target.tokenizer.chat_template if target.tokenizer else None,
+              draft.tokenizer.chat_template if draft.tokenizer else None)
+    if ct != cd:
+        out.append(PairWarning("chat_template_differs", "The chat templates differ; prompts are rendered with the target's "
+                           "template, so the draft sees text formatted for another model." if ct and cd else
+                           f"Only the {'target' if ct else 'draft'} has a chat template."))
+    return out
+
+
+def check_pair(target: ModelInfo, draft: ModelInfo) -> PairCheck:
+    text_check, mm = _token_text(target, draft)
+    checks = [
+        _architecture(target, draft), _vocab_type(target, draft), _special("bos", target, draft),
+        _special("eos", target, draft), _vocab_size(target, draft), text_check,
+    ]
+    failed = next((c.rule for c in checks if c.ok is not True), None)
+    return PairCheck(
+        compatible=failed is None,
+        llama_cpp_compatible=all(c.ok is True for c in checks[1:]),
+        rules_from=LLAMA_CPP_BUILD,
+        checks=checks,
+        failed_rule=failed,
+        first_mismatch_token_id=mm.token_id if mm else None,
+        first_mismatch={"target": show(mm.target), "draft": show(mm.draft)} if mm else None,
+        target=_side(target),
+        draft=_side(draft),
+        warnings=_warnings(target, draft),
+    )

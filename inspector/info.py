@@ -1,0 +1,240 @@
+"""The inspector's typed view of a GGUF file: model facts, tokenizer (stored and effective), arch kind."""
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any, BinaryIO
+
+from gguf.constants import GGMLQuantizationType, LlamaFileType
+
+from . import llama_rules
+from .gguf_header import ArrayRef, GGUFError, Header, read_header
+from .sources import SourceError, open_source
+from .tokens import TokenTable, vocab_key
+
+DEFAULT_MAX_HEADER = 256 * 1024 * 1024
+
+
+class InspectError(Exception):
+    """Any reason a source cannot be inspected, as one line naming the source."""
+
+
+@dataclass
+class SpecialToken:
+    id: int
+    text: str | None  # None when the id lies outside the vocabulary
+
+
+@dataclass
+class TokenizerInfo:
+    model: str | None
+    pre: str | None
+    n_tokens: int
+    vocab_type: str
+    add_bos_stored: bool | None
+    add_eos_stored: bool | None
+    add_bos: bool
+    add_eos: bool
+    bos_id: int  # effective, -1 for none
+    eos_id: int
+    bos_defaulted: bool
+    eos_defaulted: bool
+    special: dict[str, SpecialToken]  # bos/eos/eot/pad/unk… as stored, with texts
+    chat_template: str | None
+    vocab_key: str
+    table_sha256: str | None
+    load_error: str | None
+
+    def token_text(self, table: TokenTable | None, token_id: int) -> str | None:
+        if table is None or not 0 <= token_id < table.count:
+            return None
+        return table.text(token_id).decode("utf-8", errors="replace")
+
+
+@dataclass
+class ModelInfo:
+    source: str
+    gguf_version: int
+    byteorder: str
+    architecture: str
+    arch_kind: str  # transformer / recurrent / hybrid / diffusion
+    name: str | None
+    basename: str | None
+    size_label: str | None
+    file_type: str | None  # quantization, e.g. Q4_K_M
+    parameter_count: int
+    context_length: int | None
+    block_count: int | None
+    expert_count: int | None
+    expert_used_count: int | None
+    n_tensors: int
+    split_count: int
+    header_size: int
+    data_offset: int
+    file_size: int | None
+    bytes_fetched: int
+    tokenizer: TokenizerInfo | None
+    tensor_types: dict[str, int]  # tensor count per ggml type
+    metadata: dict[str, Any]  # every key, JSON-safe (large arrays summarised)
+    tokens: TokenTable | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("tokens", None)
+        return d
+
+    def token_texts(self, n: int) -> list[str]:
+        if self.tokens is None:
+            return []
+        return [self.tokens.text(i).decode("utf-8", errors="replace") for i in range(min(n, self.tokens.count))]
+
+
+SPECIAL_KEYS = {
+    "bos": "tokenizer.ggml.bos_token_id", "eos": "tokenizer.ggml.eos_token_id",
+    "eot": "tokenizer.ggml.eot_token_id", "eom": "tokenizer.ggml.eom_token_id",
+    "pad": "tokenizer.ggml.padding_token_id", "unk": "tokenizer.ggml.unknown_token_id",
+    "sep": "tokenizer.ggml.seperator_token_id", "mask": "tokenizer.ggml.mask_token_id",
+}
+
+
+def _json_safe(v: Any) -> Any:
+    if isinstance(v, ArrayRef):
+        return v.describe()
+    if isinstance(v, float) and not math.isfinite(v):
+        return repr(v)
+    if isinstance(v, list):
+        return [_json_safe(x) for x in v]
+    return v
+
+
+def _int_key(kv: dict[str, Any], key: str) -> int | None:
+    v = kv.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _bool_key(kv: dict[str, Any], key: str) -> bool | None:
+    v = kv.get(key)
+    return v if isinstance(v, bool) else None
+
+
+def _str_key(kv: dict[str, Any], key: str) -> str | None:
+    v = kv.get(key)
+    return v if isinstance(v, str) else None
+
+
+def _file_type(kv: dict[str, Any]) -> str | None:
+    ft = _int_key(kv, "general.file_type")
+    if ft is None:
+        return None
+    try:
+        name = LlamaFileType(ft).name
+    except ValueError:
+        return f"unknown ({ft})"
+    return name.removeprefix("MOSTLY_").removeprefix("ALL_")
+
+
+def _tokenizer(h: Header) -> tuple[TokenizerInfo | None, TokenTable | None]:
+    kv = h.kv
+    model = _str_key(kv, "tokenizer.ggml.model")
+    tokens = kv.get("tokenizer.ggml.tokens")
+    table: TokenTable | None = None
+    if isinstance(tokens, ArrayRef) and tokens.offsets is not None:
+        table = TokenTable.from_header(h.buf, tokens.start, tokens.end, tokens.count, tokens.offsets, h.byteorder)
+    elif isinstance(tokens, list) and all(isinstance(t, str) for t in tokens):
+        # A tiny vocabulary was decoded as a list; rebuild the stored form.
+        import struct
+
+        blob = b"".join(struct.pack("<Q", len(b)) + b for b in (t.encode() for t in tokens))
+        table = TokenTable(blob, len(tokens))
+    if model is None and table is None:
+        return None, None
+    n_tokens = table.count if table else 0
+    if model in ("none", "no_vocab") and table is None:
+        n_tokens = _int_key(kv, f"{kv.get('general.architecture')}.vocab_size") or 0
+    eff = llama_rules.effective_tokenizer(
+        model, _str_key(kv, "tokenizer.ggml.pre"), n_tokens,
+        _bool_key(kv, "tokenizer.ggml.add_bos_token"), _bool_key(kv, "tokenizer.ggml.add_eos_token"),
+        _int_key(kv, SPECIAL_KEYS["bos"]), _int_key(kv, SPECIAL_KEYS["eos"]),
+    )
+    if table is None and model not in ("none", "no_vocab"):
+        eff = llama_rules.Effective(eff.vocab_type, eff.add_bos, eff.add_eos, eff.bos_id, eff.eos_id,
+                                    eff.bos_defaulted, eff.eos_defaulted,
+                                    "no tokenizer.ggml.tokens array: llama.cpp cannot load this vocabulary")
+
+    def text_of(i: int) -> str | None:
+        if table is None or not 0 <= i < table.count:
+            return None
+        return table.text(i).decode("utf-8", errors="replace")
+
+    special = {name: SpecialToken(i, text_of(i)) for name, key in SPECIAL_KEYS.items()
+               if (i := _int_key(kv, key)) is not None}
+    info = TokenizerInfo(
+        model=model, pre=_str_key(kv, "tokenizer.ggml.pre"), n_tokens=n_tokens, vocab_type=eff.vocab_type,
+        add_bos_stored=_bool_key(kv, "tokenizer.ggml.add_bos_token"),
+        add_eos_stored=_bool_key(kv, "tokenizer.ggml.add_eos_token"),
+        add_bos=eff.add_bos, add_eos=eff.add_eos, bos_id=eff.bos_id, eos_id=eff.eos_id,
+        bos_defaulted=eff.bos_defaulted, eos_defaulted=eff.eos_defaulted, special=special,
+        chat_template=_str_key(kv, "tokenizer.chat_template"),
+        vocab_key=vocab_key(eff.vocab_type, table), table_sha256=table.sha256 if table else None,
+        load_error=eff.load_error,
+    )
+    return info, table
+
+
+def info_from_headers(headers: list[Header]) -> ModelInfo:
+    """Build the typed view; ``headers`` are the shards of a split file, first shard first."""
+    h = headers[0]
+    kv = h.kv
+    arch = _str_key(kv, "general.architecture") or "unknown"
+    tensors = [t for sh in headers for t in sh.tensors]
+    tok, table = _tokenizer(h)
+    return ModelInfo(
+        source=h.source, gguf_version=h.version, byteorder="little" if h.byteorder == "<" else "big",
+        architecture=arch, arch_kind=llama_rules.arch_kind(arch),
+        name=_str_key(kv, "general.name"), basename=_str_key(kv, "general.basename"),
+        size_label=_str_key(kv, "general.size_label"), file_type=_file_type(kv),
+        parameter_count=sum(t.n_elements for t in tensors),
+        context_length=_int_key(kv, f"{arch}.context_length"), block_count=_int_key(kv, f"{arch}.block_count"),
+        expert_count=_int_key(kv, f"{arch}.expert_count"), expert_used_count=_int_key(kv, f"{arch}.expert_used_count"),
+        n_tensors=len(tensors), split_count=len(headers),
+        header_size=h.header_size, data_offset=h.data_offset,
+        file_size=sum(sh.file_size or 0 for sh in headers) if all(sh.file_size for sh in headers) else None,
+        bytes_fetched=sum(sh.bytes_fetched for sh in headers),
+        tokenizer=tok,
+        tensor_types=dict(Counter(_ggml_type_name(t.type) for t in tensors)),
+        metadata={k: _json_safe(v) for k, v in kv.items()},
+        tokens=table,
+    )
+
+
+def _ggml_type_name(t: int) -> str:
+    try:
+        return GGMLQuantizationType(t).name
+    except ValueError:
+        return f"type{t}"
+
+
+def inspect_source(spec: str | os.PathLike | BinaryIO, max_header_bytes: int | None = None) -> ModelInfo:
+    """Inspect a path, file object, URL or hf:// source; split files are followed to every shard."""
+    cap = max_header_bytes or DEFAULT_MAX_HEADER
+    name = spec if isinstance(spec, str) else getattr(spec, "name", "<file object>")
+    try:
+        shards = [spec]
+        if isinstance(spec, (str, os.PathLike)):
+            from .splits import shard_specs
+
+            shards = shard_specs(os.fspath(spec))
+        headers = []
+        for i, shard in enumerate(shards):
+            src = open_source(shard)
+            try:
+                headers.append(read_header(src, cap))
+            finally:
+                src.close()
+        return info_from_headers(headers)
+    except (GGUFError, SourceError) as exc:
+        msg = str(exc)
+        shown = os.fspath(name) if not isinstance(name, str) else name
+        raise InspectError(msg if msg.startswith(str(shown)) else f"{shown}: {msg}") from None
