@@ -137,7 +137,7 @@ class _Cursor:
         total = count * min_item
         rem = self.remaining_known()
         if rem is not None and total > rem:
-            raise GGUFError(f"{what} at offset {self.pos} claims {count:,} items but only {rem:,} bytes remain")
+            raise GGUFError(f"{what} at offset {self.pos} claims {count:,} items but only {rem:,} bytes remain (truncated or corrupt)")
         if self.pos + total > self.cap:
             raise GGUFError(f"{what} at offset {self.pos} claims {count:,} items, past the {self.cap:,}-byte header cap")
 

@@ -85,6 +85,17 @@ class ModelInfo:
         d.pop("tokens", None)
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], tokens: TokenTable | None = None) -> ModelInfo:
+        """Rebuild from ``to_dict()`` output (as a registry stores it) plus the stored token table."""
+        d = dict(d)
+        tok = d.pop("tokenizer", None)
+        if tok is not None:
+            tok = dict(tok)
+            tok["special"] = {k: SpecialToken(**v) for k, v in tok.get("special", {}).items()}
+            tok = TokenizerInfo(**tok)
+        return cls(**d, tokenizer=tok, tokens=tokens)
+
     def token_texts(self, n: int) -> list[str]:
         if self.tokens is None:
             return []
@@ -223,7 +234,7 @@ def inspect_source(spec: str | os.PathLike | BinaryIO, max_header_bytes: int | N
     try:
         shards = [spec]
         if isinstance(spec, (str, os.PathLike)):
-            from .splits import shard_specs
+            from .remote import shard_specs
 
             shards = shard_specs(os.fspath(spec))
         headers = []

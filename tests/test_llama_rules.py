@@ -1,0 +1,183 @@
+"""Effective tokenizer values and pair rules on synthetic files — one variant per default and rule.
+
+The same files are loaded vocab-only by the real libllama in test_llama_agrees.py, which asserts
+that llama.cpp reaches the values and verdicts asserted here.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from inspector.compat import RULES, check_pair
+from inspector.info import inspect_source
+from inspector.tokens import candidate_keys
+from tests.ggufgen import vocab, write_gguf
+
+# name → (writer kwargs, expected effective (add_bos, add_eos, bos, eos))
+SINGLE = {
+    "bpe_defaults": (dict(), (False, False, 11, 11)),
+    "bpe_llama3_adds_bos": (dict(pre="llama-bpe"), (True, False, 11, 11)),
+    "bpe_tekken_adds_bos": (dict(pre="tekken"), (True, False, 11, 11)),
+    "bpe_chatglm_has_no_bos": (dict(pre="chatglm-bpe"), (False, False, -1, 11)),
+    "bpe_stored_values_win": (dict(pre="llama-bpe", add_bos=False, add_eos=True, bos=7, eos=8), (False, True, 7, 8)),
+    "bpe_stored_id_out_of_range_keeps_default": (dict(bos=5000, eos=9999), (False, False, 11, 11)),
+    "bpe_small_vocab_disables_default": (dict(tokens=vocab(10)), (False, False, -1, -1)),
+    "spm_defaults": (dict(model="llama", pre="default"), (True, False, 1, 2)),
+    "spm_stored_add_bos_false": (dict(model="llama", pre="default", add_bos=False), (False, False, 1, 2)),
+    "ugm_defaults": (dict(model="t5", pre=None), (False, True, -1, 1)),
+    "wpm_defaults": (dict(model="bert", pre=None, tokens=vocab(300)), (True, False, 101, -1)),
+    "gemma4_forces_add_bos": (dict(model="gemma4", pre=None, add_bos=False, bos=2, eos=1), (True, False, 2, 1)),
+}
+
+
+def make(tmp_path, name, **kw):
+    kw.setdefault("tokens", vocab(300))
+    return write_gguf(tmp_path / f"{name}.gguf", **kw)
+
+
+@pytest.mark.parametrize("name", SINGLE)
+def test_effective_tokenizer_values_follow_llama_cpp(tmp_path, name):
+    kw, expected = SINGLE[name]
+    t = inspect_source(make(tmp_path, name, **kw)).tokenizer
+    assert (t.add_bos, t.add_eos, t.bos_id, t.eos_id) == expected
+    assert t.load_error is None
+
+
+def test_an_unknown_pre_tokenizer_is_a_load_error(tmp_path):
+    t = inspect_source(make(tmp_path, "x", pre="no-such-pre")).tokenizer
+    assert "unknown pre-tokenizer 'no-such-pre'" in t.load_error
+
+
+# name → (target kwargs, draft kwargs, failed rules, first mismatch id)
+PAIRS = {
+    "identical": (dict(), dict(), set(), None),
+    "vocab_type": (dict(model="llama", pre="default"), dict(), {"vocab_type", "bos"}, None),
+    "add_bos_differs": (dict(add_bos=True), dict(add_bos=False), {"bos"}, None),
+    "bos_id_differs": (dict(add_bos=True, bos=1), dict(add_bos=True, bos=2), {"bos"}, None),
+    "bos_id_differs_but_not_added": (dict(bos=1), dict(bos=2), set(), None),
+    "eos_id_differs": (dict(add_eos=True, eos=2), dict(add_eos=True, eos=3), {"eos"}, None),
+    "size_diff_128_allowed": (dict(tokens=vocab(428)), dict(tokens=vocab(300)), set(), None),
+    "size_diff_129_refused": (dict(tokens=vocab(429)), dict(tokens=vocab(300)), {"vocab_size"}, None),
+    "text_differs": (dict(tokens=vocab(300)), dict(tokens=vocab(150) + ["zz"] + vocab(300)[151:]), {"token_text"}, 150),
+    "text_differs_below_5_ignored": (dict(tokens=vocab(300)), dict(tokens=["a", "b", "c", "d", "e"] + vocab(300)[5:]), set(), None),
+    "raw_bytes_compared": (dict(tokens=vocab(300)), dict(tokens=vocab(299) + [b"\xff\xfe"]), {"token_text"}, 299),
+    "three_problems": (dict(add_bos=True, tokens=vocab(600)), dict(add_bos=False, tokens=vocab(300, seed="u")),
+                       {"bos", "vocab_size", "token_text"}, 5),
+}
+
+
+def pair_files(tmp_path, name):
+    tkw, dkw, _, _ = PAIRS[name]
+    return make(tmp_path, f"{name}_t", **tkw), make(tmp_path, f"{name}_d", **dkw)
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_every_failing_rule_is_reported(tmp_path, name):
+    t, d = pair_files(tmp_path, name)
+    result = check_pair(inspect_source(t), inspect_source(d))
+    _, _, failed, mismatch = PAIRS[name]
+    assert [c.rule for c in result.checks] == list(RULES)
+    assert {c.rule for c in result.checks if c.ok is False} == failed
+    assert result.compatible == (not failed) == result.llama_cpp_compatible
+    assert result.failed_rule == next((r for r in RULES if r in failed), None)
+    assert result.first_mismatch_token_id == mismatch
+    for c in result.checks:
+        assert c.detail.endswith(".") and len(c.detail) > 20
+
+
+def test_the_mismatch_names_both_texts(tmp_path):
+    t, d = pair_files(tmp_path, "raw_bytes_compared")
+    result = check_pair(inspect_source(t), inspect_source(d))
+    assert result.first_mismatch == {"target": "t299", "draft": "\\xff\\xfe"}
+    assert "Token 299 differs" in result.checks[-1].detail
+
+
+@pytest.mark.parametrize("arch, kind, words", [
+    ("mamba", "recurrent", "falls back to state checkpoints"),
+    ("qwen35", "hybrid", "can roll this architecture's state back"),
+    ("jamba", "hybrid", "falls back to state checkpoints"),
+    ("llada", "diffusion", "diffusion model"),
+])
+def test_recurrent_hybrid_and_diffusion_models_are_excluded(tmp_path, arch, kind, words):
+    t = inspect_source(make(tmp_path, "t", arch=arch, hparams=False))
+    d = inspect_source(make(tmp_path, "d"))
+    assert t.arch_kind == kind
+    result = check_pair(t, d)
+    assert not result.compatible and result.llama_cpp_compatible
+    assert result.failed_rule == "architecture" and words in result.checks[0].detail
+
+
+def test_a_file_without_a_token_table_cannot_be_evaluated(tmp_path):
+    t = inspect_source(make(tmp_path, "t"))
+    d = inspect_source(write_gguf(tmp_path / "d.gguf", tokens=None))
+    result = check_pair(t, d)
+    by_rule = {c.rule: c for c in result.checks}
+    assert by_rule["vocab_size"].ok is None and by_rule["token_text"].ok is None
+    assert "no token table" in by_rule["vocab_size"].detail
+    assert result.failed_rule == "vocab_size" and not result.compatible
+
+
+def test_warnings_name_the_default_bos_token(tmp_path):
+    tokens = vocab(300)
+    tokens[11] = ","
+    weights = {"w": np.ones(16, dtype=np.float32)}
+    t = inspect_source(make(tmp_path, "t", tokens=tokens, tensors=weights))
+    d = inspect_source(make(tmp_path, "d", tokens=tokens, tensors=weights, chat_template="{{ messages }}"))
+    codes = {w.code: w.message for w in check_pair(t, d).warnings}
+    assert "11 ','" in codes["bos_default"]
+    assert "draft_not_smaller" in codes and "chat_template_differs" in codes
+
+
+def test_vocab_key_matches_qwen_sizes_128_apart(tmp_path, qwen05_header_path):
+    base = inspect_source(qwen05_header_path)
+    texts = [base.tokens.text(i) for i in range(base.tokens.count)]
+    padded = inspect_source(make(tmp_path, "padded", tokens=texts + [f"<pad{i}>" for i in range(128)]))
+    changed = list(texts)
+    changed[100] = b"different"
+    other = inspect_source(make(tmp_path, "changed", tokens=changed))
+    assert padded.tokenizer.n_tokens == 152_064
+    assert padded.tokenizer.vocab_key == base.tokenizer.vocab_key
+    assert other.tokenizer.vocab_key != base.tokenizer.vocab_key
+    assert check_pair(padded, base).compatible
+    assert base.tokenizer.vocab_key in candidate_keys(padded.tokenizer.vocab_key)
+
+
+def test_small_vocabularies_are_looked_up_by_type():
+    assert candidate_keys("bpe:small") is None
+    assert candidate_keys("bpe:abc") == ["bpe:abc", "bpe:small"]
+
+
+def run_check_pair(*args):
+    return subprocess.run([sys.executable, "manage.py", "check_pair", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_check_pair_json_has_the_documented_shape(tmp_path):
+    t, d = pair_files(tmp_path, "three_problems")
+    r = run_check_pair(str(t), str(d), "--json")
+    assert r.returncode == 1
+    obj = json.loads(r.stdout)
+    assert set(obj) == {"compatible", "llama_cpp_compatible", "rules_from", "checks", "failed_rule",
+                        "first_mismatch_token_id", "first_mismatch", "target", "draft", "warnings"}
+    assert obj["rules_from"] == "b11434" and obj["failed_rule"] == "bos"
+    assert [c["rule"] for c in obj["checks"]] == list(RULES)
+    assert set(obj["target"]) == {"source", "architecture", "vocab_type", "n_vocab", "add_bos_stored", "add_bos",
+                                  "add_eos_stored", "add_eos", "bos_id", "eos_id", "vocab_key"}
+    assert obj["first_mismatch_token_id"] == 5
+
+
+def test_check_pair_human_output_starts_with_the_verdict(tmp_path):
+    t, d = pair_files(tmp_path, "identical")
+    r = run_check_pair(str(t), str(d))
+    assert r.returncode == 0 and r.stdout.startswith("Compatible: ")
+    assert len(r.stdout.strip().splitlines()) >= 7
+
+
+@pytest.mark.parametrize("args", [["only-one"], ["a.gguf", "b.gguf"], ["--json", "x", "y"]])
+def test_check_pair_errors_are_one_line_with_exit_2(args):
+    r = run_check_pair(*args)
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

@@ -1,0 +1,270 @@
+"""inspector.remote through the real huggingface_hub client against the local fake Hub, with real GGUF files."""
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from huggingface_hub import constants
+
+import tests.hub
+from inspector.remote import list_gguf_files, open_remote, parse_hf_spec, search_models, shard_specs
+from inspector.sources import SourceError, open_source
+from tests.models import MODELS, model_path
+
+SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
+SMOL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture
+def smol_hub(fake_hub):
+    fake_hub.add_repo(SMOL, {SMOL_FILE: model_path("smollm2"), "README.md": b"# SmolLM2 GGUF\n",
+                             "sub/other.gguf": model_path("smollm2"), "config.json": b"{}"},
+                      tags=["text-generation"], base_model="HuggingFaceTB/SmolLM2-135M-Instruct", downloads=500)
+    return fake_hub
+
+
+def _one_line(exc: pytest.ExceptionInfo) -> str:
+    message = str(exc.value)
+    assert "\n" not in message and "Traceback" not in message
+    return message
+
+
+def test_it_reads_the_same_bytes_as_the_local_file(smol_hub):
+    local = model_path("smollm2").read_bytes()
+    src = open_remote(f"hf://{SMOL}/{SMOL_FILE}")
+    for offset, n in [(0, 4), (4, 20), (12_345, 100_000), (len(local) // 2, 7), (len(local) - 10, 10)]:
+        assert src.read_at(offset, n) == local[offset:offset + n]
+    assert src.read_at(len(local) - 3, 100) == local[-3:]  # short only at EOF
+    assert src.read_at(len(local) + 5, 10) == b""
+    assert src.bytes_fetched == smol_hub.bytes_served(SMOL, SMOL_FILE) == 4 + 20 + 100_000 + 7 + 10 + 3
+
+
+def test_it_records_size_etag_commit_and_follows_the_cdn_redirect(smol_hub):
+    src = open_source(f"hf://{SMOL}/{SMOL_FILE}")
+    assert src.size == MODELS["smollm2"].size
+    assert src.etag == MODELS["smollm2"].sha256  # the LFS sha256, from X-Linked-Etag
+    assert src.commit == smol_hub.repos[SMOL].commit
+    assert src.url.startswith(smol_hub.cdn_url + "/")
+    src.read_at(0, 4)
+    assert [r.server for r in smol_hub.requests] == ["hub", "cdn"]  # one HEAD, then straight to the CDN
+
+
+def test_it_reads_a_real_gemma_header_region(fake_hub):
+    path = model_path("gemma3", headers_only=True)
+    fake_hub.add_repo("unsloth/gemma-3-270m-it-GGUF", {"gemma-3-270m-it-Q4_K_M.gguf": path})
+    src = open_remote("hf://unsloth/gemma-3-270m-it-GGUF/gemma-3-270m-it-Q4_K_M.gguf")
+    with open(path, "rb") as f:
+        for offset in (0, 1 << 20, 6_000_000):
+            f.seek(offset)
+            assert src.read_at(offset, 65_536) == f.read(65_536)
+    assert src.read_at(0, 4) == b"GGUF"
+    assert fake_hub.bytes_served("unsloth/gemma-3-270m-it-GGUF", "gemma-3-270m-it-Q4_K_M.gguf") == 3 * 65_536 + 4
+
+
+def test_it_pins_reads_of_small_git_files_to_the_resolved_commit(smol_hub):
+    src = open_remote(f"hf://{SMOL}/README.md")
+    assert src.commit in src.url and src.size == len(b"# SmolLM2 GGUF\n")
+    assert src.read_at(0, 1000) == b"# SmolLM2 GGUF\n"
+
+
+def test_it_takes_HF_ENDPOINT_at_call_time(smol_hub):
+    assert constants.ENDPOINT != smol_hub.url  # huggingface_hub froze the real Hub's address at import
+    assert open_remote(f"hf://{SMOL}/{SMOL_FILE}").size == MODELS["smollm2"].size
+
+
+def test_it_reports_an_unknown_repository_in_one_line(smol_hub):
+    with pytest.raises(SourceError) as exc:
+        open_remote("hf://nobody/nothing/model.gguf")
+    assert _one_line(exc).startswith("hf://nobody/nothing/model.gguf: repository nobody/nothing not found")
+
+
+def test_it_reports_a_missing_file(smol_hub):
+    with pytest.raises(SourceError) as exc:
+        open_remote(f"hf://{SMOL}/missing.gguf")
+    assert "file 'missing.gguf' not found" in _one_line(exc)
+
+
+def test_it_reports_an_unknown_revision_and_accepts_encoded_pr_refs(smol_hub):
+    with pytest.raises(SourceError) as exc:
+        open_remote(f"hf://{SMOL}@nope/{SMOL_FILE}")
+    assert "revision 'nope' not found" in _one_line(exc)
+    smol_hub.repos[SMOL].refs.add("refs/pr/1")
+    assert open_remote(f"hf://{SMOL}@refs%2Fpr%2F1/{SMOL_FILE}").read_at(0, 4) == b"GGUF"
+    assert open_remote(f"hf://{SMOL}@refs/pr/1/{SMOL_FILE}").read_at(0, 4) == b"GGUF"
+
+
+def test_it_stops_resolving_an_old_commit_after_a_push(smol_hub):
+    old = open_remote(f"hf://{SMOL}/{SMOL_FILE}").commit
+    assert open_remote(f"hf://{SMOL}@{old}/{SMOL_FILE}").commit == old
+    new = smol_hub.new_commit(SMOL)
+    assert new != old and open_remote(f"hf://{SMOL}/{SMOL_FILE}").commit == new
+    with pytest.raises(SourceError, match="not found"):
+        open_remote(f"hf://{SMOL}@{old}/{SMOL_FILE}")
+
+
+def test_it_asks_for_HF_TOKEN_on_a_gated_repo(fake_hub):
+    fake_hub.add_repo("google/gated-GGUF", {"m.gguf": model_path("smollm2")}, gated=True)
+    with pytest.raises(SourceError) as exc:
+        open_remote("hf://google/gated-GGUF/m.gguf")
+    assert "gated or private: set HF_TOKEN" in _one_line(exc)
+
+
+def test_it_says_a_token_without_access_cannot_read_a_gated_repo(fake_hub, monkeypatch):
+    fake_hub.add_repo("google/gated-GGUF", {"m.gguf": model_path("smollm2")}, gated=True)
+    monkeypatch.setenv("HF_TOKEN", "hf_wrong")
+    with pytest.raises(SourceError) as exc:
+        open_remote("hf://google/gated-GGUF/m.gguf")
+    assert "token in HF_TOKEN has no access" in _one_line(exc)
+
+
+def test_it_reads_a_gated_repo_with_HF_TOKEN_and_keeps_the_token_off_the_cdn(fake_hub, monkeypatch):
+    fake_hub.add_repo("google/gated-GGUF", {"m.gguf": model_path("smollm2")}, gated=True)
+    monkeypatch.setenv("HF_TOKEN", fake_hub.token)
+    src = open_remote("hf://google/gated-GGUF/m.gguf")
+    assert src.read_at(0, 4) == b"GGUF"
+    sent = {r.server: {k.lower() for k in r.headers} for r in fake_hub.requests}
+    assert "authorization" in sent["hub"] and "authorization" not in sent["cdn"]
+
+
+def test_it_refuses_a_server_that_ignores_range_without_downloading_the_file(smol_hub):
+    src = open_remote(f"hf://{SMOL}/{SMOL_FILE}")
+    smol_hub.ignore_range = True
+    started = time.monotonic()
+    with pytest.raises(SourceError) as exc:
+        src.read_at(0, 4)
+    assert "server ignored the Range request; refusing to download the whole file" in _one_line(exc)
+    assert time.monotonic() - started < 5
+    assert src.bytes_fetched == 0
+    time.sleep(0.2)  # let the server notice the hang-up
+    assert smol_hub.bytes_served(SMOL, SMOL_FILE) < MODELS["smollm2"].size // 10
+
+
+def test_it_reports_an_unsatisfiable_range(smol_hub, monkeypatch):
+    src = open_remote(f"hf://{SMOL}/{SMOL_FILE}")
+    monkeypatch.setattr(tests.hub, "_parse_range", lambda header, size: None)  # the server refuses every range
+    with pytest.raises(SourceError) as exc:
+        src.read_at(100, 10)
+    assert "not satisfiable (HTTP 416)" in _one_line(exc)
+
+
+def test_it_treats_a_416_past_the_end_as_end_of_file(smol_hub):
+    src = open_remote(f"{smol_hub.cdn_url}/{SMOL}/any/{SMOL_FILE}")
+    src.size = None  # as for a server that gave no length
+    assert src.read_at(MODELS["smollm2"].size + 1, 8) == b""
+    assert src.size == MODELS["smollm2"].size
+
+
+def test_it_notices_a_file_that_changed_on_the_server(smol_hub, tmp_path):
+    src = open_remote(f"hf://{SMOL}/{SMOL_FILE}")
+    shorter = tmp_path / "short.gguf"
+    shorter.write_bytes(b"GGUF" + bytes(100))
+    smol_hub.repos[SMOL].files[SMOL_FILE] = shorter
+    with pytest.raises(SourceError, match="file changed on the server"):
+        src.read_at(0, 4)
+
+
+def test_it_reports_a_refused_connection_in_one_line(monkeypatch, fake_hub):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    with pytest.raises(SourceError) as exc:
+        open_remote(f"hf://{SMOL}/{SMOL_FILE}")
+    assert "cannot connect to 127.0.0.1" in _one_line(exc)
+
+
+def test_it_reads_plain_http_urls(smol_hub):
+    local = model_path("smollm2")
+    src = open_source(f"{smol_hub.url}/{SMOL}/resolve/main/{SMOL_FILE}")  # redirected to the CDN
+    assert src.size == local.stat().st_size and src.url.startswith(smol_hub.cdn_url)
+    with open(local, "rb") as f:
+        f.seek(1000)
+        assert src.read_at(1000, 5000) == f.read(5000)
+    with pytest.raises(SourceError, match="HTTP 404"):
+        open_remote(f"{smol_hub.cdn_url}/no/such/file.gguf")
+
+
+@pytest.mark.parametrize("spec, why", [
+    ("hf://a/../b", "invalid repository id"),
+    ("hf://owner/repo/../x.gguf", "may not contain '..'"),
+    ("hf:///etc/passwd", "absolute path"),
+    ("hf://owner/repo//etc/passwd", "must be relative"),
+    ("hf://owner/repo", "missing the file path"),
+    ("hf://owner/repo@main", "missing the file path"),
+    ("hf://owner", "expected hf://OWNER/REPO"),
+    ("hf://datasets/owner/repo/x.gguf", "only model repositories"),
+])
+def test_it_rejects_invalid_specs(spec, why):
+    with pytest.raises(SourceError) as exc:
+        parse_hf_spec(spec)
+    assert _one_line(exc).startswith(f"{spec}: ") and why in str(exc.value)
+
+
+def test_it_parses_revisions_and_nested_paths():
+    s = parse_hf_spec("hf://org/model-GGUF@refs%2Fpr%2F3/q4/model-Q4_K_M.gguf")
+    assert (s.repo_id, s.revision, s.path) == ("org/model-GGUF", "refs/pr/3", "q4/model-Q4_K_M.gguf")
+    assert parse_hf_spec(str(s)) == s
+    assert parse_hf_spec("hf://org/m/x.gguf").revision is None
+
+
+def test_it_lists_only_gguf_files_with_sizes_and_the_commit(smol_hub):
+    listing = list_gguf_files(SMOL)
+    assert listing.commit == smol_hub.repos[SMOL].commit
+    assert [f.path for f in listing.files] == [SMOL_FILE, "sub/other.gguf"]
+    assert {f.size for f in listing.files} == {MODELS["smollm2"].size}
+    assert {f.etag for f in listing.files} == {MODELS["smollm2"].sha256}
+    assert not any(f.gated for f in listing.files)
+    assert [f.path for f in list_gguf_files(SMOL, include="sub/*").files] == ["sub/other.gguf"]
+    assert open_remote(listing.spec(SMOL_FILE)).commit == listing.commit
+
+
+def test_it_lists_a_gated_repo_without_a_token_but_marks_it(fake_hub):
+    fake_hub.add_repo("google/gated-GGUF", {"m.gguf": model_path("smollm2")}, gated=True)
+    assert [f.gated for f in list_gguf_files("google/gated-GGUF").files] == [True]
+
+
+def test_it_reports_unknown_and_private_repos_when_listing(fake_hub, monkeypatch):
+    fake_hub.add_repo("me/private-GGUF", {"m.gguf": b"GGUF"}, private=True)
+    for repo in ("nobody/nothing", "me/private-GGUF"):
+        with pytest.raises(SourceError) as exc:
+            list_gguf_files(repo)
+        assert f"repository {repo} not found (if it is private or gated, set HF_TOKEN)" in _one_line(exc)
+    monkeypatch.setenv("HF_TOKEN", fake_hub.token)
+    assert [f.path for f in list_gguf_files("me/private-GGUF").files] == ["m.gguf"]
+    with pytest.raises(SourceError, match="revision 'v9' not found"):
+        list_gguf_files("me/private-GGUF", revision="v9")
+    with pytest.raises(SourceError, match="invalid repository id"):
+        list_gguf_files("a/../b")
+
+
+def test_it_searches_models_by_tag_base_model_and_name(fake_hub):
+    fake_hub.add_repo("a/Qwen2.5-0.5B-DRAFT-GGUF", {"d.gguf": b"GGUF"}, tags=["draft"],
+                      base_model="Qwen/Qwen2.5-0.5B-Instruct", downloads=10)
+    fake_hub.add_repo("b/Qwen2.5-7B-GGUF", {"t.gguf": b"GGUF"}, base_model="Qwen/Qwen2.5-7B-Instruct", downloads=99)
+    fake_hub.add_repo("c/not-gguf", {"model.safetensors": b"{}"})
+    assert [m["id"] for m in search_models(filter="draft")] == ["a/Qwen2.5-0.5B-DRAFT-GGUF"]
+    assert [m["id"] for m in search_models(search="draft")] == ["a/Qwen2.5-0.5B-DRAFT-GGUF"]
+    by_base = search_models(filter=["gguf", "base_model:Qwen/Qwen2.5-7B-Instruct"])
+    assert [(m["id"], m["gguf"], m["base_models"]) for m in by_base] == [
+        ("b/Qwen2.5-7B-GGUF", True, ["Qwen/Qwen2.5-7B-Instruct"])]
+    assert [m["id"] for m in search_models(filter="gguf", sort="downloads")] == [
+        "b/Qwen2.5-7B-GGUF", "a/Qwen2.5-0.5B-DRAFT-GGUF"]
+    assert len(search_models(limit=1)) == 1
+
+
+def test_it_expands_split_gguf_names_into_all_shards(tmp_path):
+    assert shard_specs("hf://o/r/q4/m-00001-of-00003.gguf") == [
+        "hf://o/r/q4/m-00001-of-00003.gguf", "hf://o/r/q4/m-00002-of-00003.gguf", "hf://o/r/q4/m-00003-of-00003.gguf"]
+    local = str(tmp_path / "m-00001-of-00002.gguf")
+    assert shard_specs(local) == [local, str(tmp_path / "m-00002-of-00002.gguf")]
+    for single in ("hf://o/r/m.gguf", "/x/m-00002-of-00003.gguf", "/x/m-00001-of-00002.bin"):
+        assert shard_specs(single) == [single]
+
+
+def test_it_opens_every_shard_of_a_split_repo(fake_hub):
+    names = [f"m-0000{i}-of-00002.gguf" for i in (1, 2)]
+    fake_hub.add_repo("o/split-GGUF", {names[0]: b"GGUF" + bytes(60), names[1]: b"GGUF" + bytes(8)})
+    sources = [open_remote(s) for s in shard_specs(f"hf://o/split-GGUF/{names[0]}")]
+    assert [s.size for s in sources] == [64, 12]
+    assert all(s.read_at(0, 4) == b"GGUF" for s in sources)
