@@ -168,6 +168,7 @@ def _tokenizer(h: Header) -> tuple[TokenizerInfo | None, TokenTable | None]:
         model, _str_key(kv, "tokenizer.ggml.pre"), n_tokens,
         _bool_key(kv, "tokenizer.ggml.add_bos_token"), _bool_key(kv, "tokenizer.ggml.add_eos_token"),
         _int_key(kv, SPECIAL_KEYS["bos"]), _int_key(kv, SPECIAL_KEYS["eos"]),
+        has_merges="tokenizer.ggml.merges" in kv,
     )
     if table is None and model not in ("none", "no_vocab"):
         eff = llama_rules.Effective(eff.vocab_type, eff.add_bos, eff.add_eos, eff.bos_id, eff.eos_id,

@@ -116,6 +116,7 @@ def effective_tokenizer(
     add_eos_stored: bool | None,
     bos_stored: int | None,
     eos_stored: int | None,
+    has_merges: bool = True,
 ) -> Effective:
     """Apply llama_vocab::impl::load's defaults and overrides to the stored keys."""
     model = model or ""
@@ -133,9 +134,11 @@ def effective_tokenizer(
     if model == "gemma4":
         pre = "gemma4"
     if vtype == "bpe":
+        if not has_merges and (model == "gemma4" or pre != "kimi-k2"):
+            load_error = "llama.cpp cannot load a BPE vocabulary without tokenizer.ggml.merges"
         if not pre:
             pre = "default"  # llama.cpp warns, then uses the default pre-tokenizer
-        if pre not in KNOWN_BPE_PRE:
+        elif pre not in KNOWN_BPE_PRE and load_error is None:
             load_error = f"llama.cpp {LLAMA_CPP_BUILD} refuses unknown pre-tokenizer {pre!r}"
         if pre in BPE_PRE_ADD_BOS:
             add_bos = True

@@ -32,6 +32,7 @@ def write_gguf(
     tensors: dict[str, np.ndarray] | None = None,
     big_endian: bool = False,
     hparams: bool = True,
+    merges: bool = True,
 ) -> Path:
     """Write a small GGUF. With ``hparams`` it carries what llama.cpp needs to load it vocab-only."""
     w = GGUFWriter(str(path), arch, endianess=GGUFEndian.BIG if big_endian else GGUFEndian.LITTLE)
@@ -51,7 +52,7 @@ def write_gguf(
     if tokens is not None:
         w.add_token_list(tokens)
         w.add_token_types([1] * len(tokens))
-        if model in ("gpt2", None):
+        if merges and model in ("gpt2", "gemma4", None):
             w.add_token_merges(["t 1"])
         if model == "llama":
             w.add_token_scores([0.0] * len(tokens))

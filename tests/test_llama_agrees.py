@@ -55,8 +55,9 @@ def test_llama_cpp_reaches_our_effective_values(tmp_path, probe):
         assert values == our_view(path), path.name
 
 
-def test_llama_cpp_refuses_what_we_call_a_load_error(tmp_path, probe):
-    path = make(tmp_path, "x", pre="no-such-pre")
+@pytest.mark.parametrize("kw", [dict(pre="no-such-pre"), dict(merges=False)])
+def test_llama_cpp_refuses_what_we_call_a_load_error(tmp_path, probe, kw):
+    path = make(tmp_path, "x", **kw)
     assert inspect_source(path).tokenizer.load_error
     assert llama_cpp_view(probe, path) == [{"file": 1, "loaded": False}]
 
