@@ -193,28 +193,26 @@ def _array(c: _Cursor, etype: int, count: int, key: str, depth: int) -> Any:
 def _string_array(c: _Cursor, count: int, key: str) -> ArrayRef:
     """Walk a string array by its length prefixes, recording where each element starts.
 
-    This is the hot path (a vocabulary has up to ~260k tokens): one unpack per element,
-    no per-token objects besides the offset.
+    This is the hot path (a vocabulary has up to ~260k tokens), so the loop does one unpack
+    and one store per element; a single bounds check per element suffices because fetching
+    the next length prefix also proves the previous string's bytes are there.
     """
     start = c.pos
     offsets = array("Q", bytes(8 * count))
     unpack = struct.Struct(c.bo + "Q").unpack_from
     buf = c.buf
-    pos = c.pos
-    have = len(buf)
+    limit = len(buf) - 8
+    pos = start
     for i in range(count):
-        if pos + 8 > have:
+        if pos > limit:
             c.pos = pos
-            c.need(8, f"{key}[{i}] length")
-            buf, have = c.buf, len(c.buf)
+            c.need(8, f"{key}[{i}]")
+            buf = c.buf
+            limit = len(buf) - 8
         offsets[i] = pos
-        (n,) = unpack(buf, pos)
-        pos += 8 + n
-        if pos > have:
-            c.pos = pos - n
-            c.check_count(n, 1, f"{key}[{i}]")
-            c.need(n, f"{key}[{i}]")
-            buf, have = c.buf, len(c.buf)
+        pos += 8 + unpack(buf, pos)[0]
+    c.pos = offsets[count - 1] if count else start
+    c.need(pos - c.pos, f"{key}[{count - 1}]")
     c.pos = pos
     return ArrayRef(T.STRING, count, start, pos, offsets)
 

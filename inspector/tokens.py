@@ -20,26 +20,39 @@ MAX_SIZE_DIFFERENCE = 128
 KEY_PREFIX = 4096
 
 
-@dataclass
 class TokenTable:
-    blob: bytes  # the array's elements as stored: (u64 length, bytes) repeated
-    count: int
-    byteorder: str = "<"
-    offsets: array | None = None
+    """The array's elements as stored, (u64 length, bytes) repeated, inside ``buf[start:end]``.
 
-    def __post_init__(self) -> None:
-        if self.offsets is None:
-            self.offsets = walk_offsets(self.blob, self.count, self.byteorder)
+    Offsets are absolute positions in ``buf`` so a table read from a header shares the header's
+    bytes instead of copying them.
+    """
+
+    def __init__(self, blob: bytes, count: int, byteorder: str = "<", offsets: array | None = None,
+                 start: int = 0, end: int | None = None) -> None:
+        self.buf = blob
+        self.count = count
+        self.byteorder = byteorder
+        self.start = start
+        self.end = len(blob) if end is None else end
+        if offsets is None:
+            offsets = walk_offsets(blob[start : self.end], count, byteorder)
+            if start:
+                offsets = array("Q", (o + start for o in offsets))
+        self.offsets = offsets
+        self._unpack = struct.Struct(byteorder + "Q").unpack_from
 
     @classmethod
     def from_header(cls, buf: bytes, start: int, end: int, count: int, offsets: array, byteorder: str) -> TokenTable:
-        rel = array("Q", (o - start for o in offsets)) if start else offsets
-        return cls(buf[start:end], count, byteorder, rel)
+        return cls(buf, count, byteorder, offsets, start, end)
+
+    @property
+    def blob(self) -> bytes:
+        return self.buf[self.start : self.end]
 
     def text(self, i: int) -> bytes:
         o = self.offsets[i]
-        (n,) = struct.unpack_from(self.byteorder + "Q", self.blob, o)
-        return self.blob[o + 8 : o + 8 + n]
+        (n,) = self._unpack(self.buf, o)
+        return self.buf[o + 8 : o + 8 + n]
 
     def llama_text(self, i: int) -> bytes:
         """The text llama.cpp compares: empty tokens become "[EMPTY_i]", and strcmp stops at NUL."""
@@ -50,9 +63,9 @@ class TokenTable:
 
     def region(self, lo: int, hi: int) -> bytes:
         """Raw bytes of elements [lo, hi)."""
-        start = self.offsets[lo] if lo < self.count else len(self.blob)
-        end = self.offsets[hi] if hi < self.count else len(self.blob)
-        return self.blob[start:end]
+        start = self.offsets[lo] if lo < self.count else self.end
+        end = self.offsets[hi] if hi < self.count else self.end
+        return self.buf[start:end]
 
     @property
     def sha256(self) -> str:

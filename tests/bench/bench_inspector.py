@@ -1,0 +1,80 @@
+"""Benchmark the inspector: header read vs gguf.GGUFReader, peak memory, bytes fetched remotely.
+
+Run: .venv/bin/python tests/bench/bench_inspector.py   (prints figures; goals in brackets)
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "registry.settings")
+
+from inspector.info import inspect_source  # noqa: E402
+from tests.hub import FakeHub  # noqa: E402
+from tests.models import model_path  # noqa: E402
+
+# VmHWM (peak resident set, kB) resets on exec, unlike ru_maxrss which a child inherits.
+MEMORY_PROBE = """
+import sys
+sys.path.insert(0, {root!r})
+def hwm():
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
+base = hwm()
+from inspector.info import inspect_source
+imported = hwm()
+info = inspect_source({path!r})
+print(info.header_size, base, imported, hwm())
+"""
+
+
+def best_of(n: int, fn) -> float:
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main() -> None:
+    gemma = model_path("gemma3")
+    out = subprocess.run([sys.executable, "-c", MEMORY_PROBE.format(root=str(ROOT), path=str(gemma))],
+                         capture_output=True, text=True, check=True).stdout.split()
+    header, base, imported, peak = map(int, out)
+    memory = (f"Peak RSS reading a {header / 1e6:.1f} MB header: {peak / 1024:.0f} MB "
+              f"(interpreter {base / 1024:.0f} MB, after imports {imported / 1024:.0f} MB)  [goal < 150 MB]")
+    ours = best_of(5, lambda: inspect_source(gemma))
+    from gguf import GGUFReader
+
+    theirs = best_of(1, lambda: GGUFReader(gemma))
+    print(f"Gemma-3-270M header read: specreg {ours * 1000:.1f} ms, gguf.GGUFReader {theirs * 1000:.0f} ms, "
+          f"speed-up {theirs / ours:.0f}x  [goal >= 200x]")
+    print(memory)
+
+    t15, t05 = model_path("qwen15", headers_only=True), model_path("qwen05", headers_only=True)
+    with FakeHub() as hub:
+        os.environ["HF_ENDPOINT"] = hub.url
+        os.environ["NO_PROXY"] = "127.0.0.1"
+        hub.add_repo("Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", {"q4_k_m.gguf": t15})
+        hub.add_repo("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", {"q4_k_m.gguf": t05})
+        from inspector.compat import check_pair
+
+        start = time.perf_counter()
+        a = inspect_source("hf://Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF/q4_k_m.gguf")
+        b = inspect_source("hf://Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF/q4_k_m.gguf")
+        verdict = check_pair(a, b)
+        elapsed = time.perf_counter() - start
+        served = (hub.bytes_served("Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", "q4_k_m.gguf")
+                  + hub.bytes_served("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", "q4_k_m.gguf"))
+    headers = a.header_size + b.header_size
+    print(f"Remote pair check (Qwen2.5-Coder 1.5B + 0.5B over the local test Hub): {verdict.verdict} in "
+          f"{elapsed:.2f} s; {served:,} bytes served for {headers:,} header bytes = {served / headers:.2f}x  [goal <= 1.25]")
+
+
+if __name__ == "__main__":
+    main()
