@@ -108,6 +108,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 if os.environ.get("TEST_DATABASE_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not Django's in-memory default, so a real worker process can share the test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test_specreg_{os.getpid()}.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -123,6 +126,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
+# Serve straight from the apps' static/ folders too, so pages work before collectstatic.
+WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
@@ -131,15 +137,16 @@ LOGOUT_REDIRECT_URL = "home"
 # The embedded broker is kombu's filesystem transport: queues are folders under DATA_DIR,
 # shared by the web server and workers on the same machine, no server needed.
 BROKER_DIR = DATA_DIR / "broker"
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://localhost/")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 if CELERY_BROKER_URL.startswith("filesystem:"):
-    for sub in ("in", "processed"):
+    for sub in ("in", "processed", "control"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "in"),
         "data_folder_out": str(BROKER_DIR / "in"),
         "processed_folder": str(BROKER_DIR / "processed"),
+        "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
     }
 CELERY_TASK_IGNORE_RESULT = True  # results live in the database, not in a result backend
@@ -152,6 +159,11 @@ SPECREG_QUEUE_PREFIX = os.environ.get("SPECREG_QUEUE_PREFIX", "")
 CELERY_TASK_DEFAULT_QUEUE = f"{SPECREG_QUEUE_PREFIX}specreg"
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", "False")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULE = {
+    # Fails runs whose worker died, so nothing stays "running" forever on any broker.
+    "sweep-stale-runs": {"task": "runner.tasks.sweep_stale_runs", "schedule": 60.0},
+}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # --- specreg ------------------------------------------------------------------------------
 # Header bytes we are willing to read from any GGUF source before giving up.

@@ -5,7 +5,7 @@ import pytest
 
 from tests.models import model_path
 
-pytest_plugins = ["tests.hub"]
+pytest_plugins = ["tests.hub", "tests.worker"]
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,68 @@
+"""Admin for staff: browse everything, enter reported results; computed data stays read-only."""
+from __future__ import annotations
+
+from django.contrib import admin
+
+from .models import Family, GGUFFile, Model, Pair, ReportedResult, TokenTable
+from .results import refresh_best
+
+
+@admin.register(GGUFFile)
+class GGUFFileAdmin(admin.ModelAdmin):
+    list_display = ("source", "architecture", "file_type", "parameter_count", "n_vocab", "inspected_at")
+    list_filter = ("architecture", "vocab_type", "arch_kind")
+    search_fields = ("source", "repo", "path")
+    readonly_fields = [f.name for f in GGUFFile._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # files come in through import_hf / register_gguf, which inspect them
+
+
+@admin.register(Pair)
+class PairAdmin(admin.ModelAdmin):
+    list_display = ("target", "draft", "compatible", "failed_rule", "size_ratio", "best_kind", "best_speedup")
+    list_filter = ("compatible", "failed_rule", "best_kind")
+    search_fields = ("target__source", "draft__source")
+    readonly_fields = [f.name for f in Pair._meta.fields]
+    list_select_related = ("target", "draft")
+
+    def has_add_permission(self, request) -> bool:
+        return False  # pairs are computed, never typed in
+
+
+@admin.register(ReportedResult)
+class ReportedResultAdmin(admin.ModelAdmin):
+    list_display = ("pair", "k", "acceptance", "speedup", "content_type", "hardware", "citation")
+    list_filter = ("content_type",)
+    raw_id_fields = ("pair",)
+    search_fields = ("citation", "pair__target__source", "pair__draft__source")
+
+    def save_model(self, request, obj, form, change) -> None:
+        if not obj.reported_by_id:
+            obj.reported_by = request.user
+        super().save_model(request, obj, form, change)
+        refresh_best(obj.pair)
+
+    def delete_model(self, request, obj) -> None:
+        pair = obj.pair
+        super().delete_model(request, obj)
+        refresh_best(pair)
+
+
+@admin.register(Model)
+class ModelAdmin(admin.ModelAdmin):
+    list_display = ("name", "repo", "architecture", "parameter_count", "family")
+    search_fields = ("name", "repo")
+
+
+@admin.register(Family)
+class FamilyAdmin(admin.ModelAdmin):
+    list_display = ("name", "vocab_type", "key")
+    search_fields = ("name", "key")
+
+
+@admin.register(TokenTable)
+class TokenTableAdmin(admin.ModelAdmin):
+    list_display = ("sha256", "count", "created_at")
+    exclude = ("blob",)
+    readonly_fields = ("sha256", "count", "created_at")

@@ -1,0 +1,72 @@
+"""The read-only JSON API: the same data every page shows."""
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from django.http import HttpRequest, JsonResponse
+from django.shortcuts import get_object_or_404
+
+from .checking import CheckError, check_sources
+from .examples import curated_repos, reported_examples
+from .models import GGUFFile
+from .pages import model_page, pair_page, tokenizer_view
+from .serializers import file_ref, model_summary, pair_row
+from .table import TableQuery, facets, page_of
+
+
+def _json(data: object, status: int = 200) -> JsonResponse:
+    return JsonResponse(data, status=status, safe=False, json_dumps_params={"ensure_ascii": False})
+
+
+def pairs(request: HttpRequest) -> JsonResponse:
+    tq = TableQuery.from_params(request.GET)
+    page, rows = page_of(tq)
+    return _json({
+        "query": asdict(tq), "count": page.paginator.count, "page": page.number,
+        "num_pages": page.paginator.num_pages, "results": [pair_row(r.pair, r.best) for r in rows],
+        "facets": facets(), "first_start": not GGUFFile.objects.exists(),
+    })
+
+
+def pair(request: HttpRequest, pk: int) -> JsonResponse:
+    page = pair_page(pk)
+    rec = page.recommendation
+    return _json({
+        **pair_row(page.pair), "checks": page.checks, "warnings": page.pair.result.get("warnings", []),
+        "first_mismatch": page.pair.result.get("first_mismatch"),
+        "measured": [f.to_dict() for f in page.measured], "reported": [f.to_dict() for f in page.reported],
+        "recommendation": {"use_draft": rec.use_draft, "k": rec.k, "basis": rec.basis, "command": rec.command,
+                           "download": rec.download},
+    })
+
+
+def model(request: HttpRequest, pk: int) -> JsonResponse:
+    page = model_page(pk, request.GET.get("file"))
+    return _json({
+        **model_summary(page.model),
+        "files": [file_ref(f) | {"size": f.size, "commit": f.commit, "split_count": f.split_count} for f in page.files],
+        "file": file_detail(page.file),
+        "drafts": [pair_row(p) for p in page.drafts], "targets": [pair_row(p) for p in page.targets],
+    })
+
+
+def file_detail(f: GGUFFile) -> dict:
+    return file_ref(f) | {"size": f.size, "etag": f.etag, "commit": f.commit, "revision": f.revision,
+                          "inspected_at": f.inspected_at.isoformat(), "info": f.info,
+                          "tokenizer_view": tokenizer_view(f.info)}
+
+
+def file(request: HttpRequest, pk: int) -> JsonResponse:
+    return _json(file_detail(get_object_or_404(GGUFFile.objects.select_related("model"), pk=pk)))
+
+
+def check(request: HttpRequest) -> JsonResponse:
+    try:
+        result, _, _ = check_sources(request.GET.get("target", ""), request.GET.get("draft", ""))
+    except CheckError as exc:
+        return _json({"error": str(exc)}, status=400)
+    return _json(result.to_dict())
+
+
+def examples(request: HttpRequest) -> JsonResponse:
+    return _json({"reported_examples": reported_examples(), "curated": curated_repos()})

@@ -1,0 +1,195 @@
+"""Finding drafts for a target: compatible files already registered, then candidates searched on the Hub."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.db.models import F, QuerySet
+
+from inspector.remote import search_models
+from inspector.sources import SourceError, is_remote
+
+from .examples import apply_reported_examples
+from .hub_import import Entry, HubImportError, import_entry, import_source, list_repo
+from .local_files import LocalFileError, register_local
+from .models import GGUFFile, Pair
+
+# "1.5B", "0.5b", "135M", "8x7B" — the size a repo or file name states.
+_SIZE = re.compile(r"(?<![A-Za-z0-9.])(?:\d+x)?(\d+(?:\.\d+)?)([BbMm])(?![A-Za-z0-9])")
+_PREFERRED_QUANTS = ("q8_0", "q4_k_m", "q6_k", "q5_k_m")
+
+
+class DraftSearchError(Exception):
+    """The target cannot be found or registered; one line."""
+
+
+@dataclass
+class HubCandidate:
+    repo_id: str
+    why: str
+    status: str = "pending"  # compatible, incompatible, unrelated, skipped, failed
+    message: str = ""
+    pair: Pair | None = None
+
+
+@dataclass
+class DraftSearch:
+    target: GGUFFile
+    registered: list[Pair]
+    hub: list[HubCandidate] = field(default_factory=list)
+    hub_error: str = ""
+
+    @property
+    def found(self) -> list[Pair]:
+        return [c.pair for c in self.hub if c.status == "compatible" and c.pair is not None]
+
+
+def resolve_target(text: str) -> GGUFFile:
+    """A registered source, or an hf:// spec / local path registered on the way."""
+    text = text.strip()
+    if (f := GGUFFile.objects.filter(source=text).first()) is not None:
+        return f
+    try:
+        if text.startswith("hf://"):
+            outcome = import_source(text)
+            return GGUFFile.objects.get(pk=outcome.file_id)
+        if is_remote(text):
+            raise DraftSearchError(f"{text}: name a Hub file as hf://OWNER/REPO[@REVISION]/PATH")
+        if Path(text).exists():
+            return register_local(text).file
+    except (HubImportError, LocalFileError) as exc:
+        raise DraftSearchError(str(exc)) from None
+    raise DraftSearchError(f"{text}: not a registered file, an hf://OWNER/REPO/PATH spec or an existing path")
+
+
+def compatible_drafts(target: GGUFFile) -> QuerySet[Pair]:
+    """Registered drafts for ``target``, fastest known first, then the biggest size ratio."""
+    return (Pair.objects.filter(target=target, compatible=True).select_related("draft__model")
+            .order_by(F("best_speedup").desc(nulls_last=True), F("size_ratio").desc(nulls_last=True), "pk"))
+
+
+def size_from_name(name: str) -> float | None:
+    """Parameters a name states (its last size token: a DRAFT repo names the target's size first)."""
+    found = _SIZE.findall(name.rsplit("/", 1)[-1])
+    if not found:
+        return None
+    number, unit = found[-1]
+    return float(number) * (1e9 if unit in "Bb" else 1e6)
+
+
+def family_stem(name: str) -> str | None:
+    """``Qwen2.5-Coder-1.5B-Instruct`` → ``Qwen2.5-Coder``: what sibling sizes share in their names."""
+    base = name.rsplit("/", 1)[-1]
+    m = _SIZE.search(base)
+    if m is None:
+        return None
+    stem = base[: m.start()].rstrip("-_. ")
+    return stem if len(stem) >= 3 else None
+
+
+def _base_models(target: GGUFFile) -> list[str]:
+    bases: list[str] = []
+    meta = target.info.get("metadata", {})
+    for i in range(8):
+        url = meta.get(f"general.base_model.{i}.repo_url")
+        if isinstance(url, str) and "huggingface.co/" in url:
+            bases.append(url.split("huggingface.co/", 1)[1].strip("/"))
+        elif isinstance(meta.get(f"general.base_model.{i}.name"), str) and isinstance(
+                meta.get(f"general.base_model.{i}.organization"), str):
+            bases.append(f"{meta[f'general.base_model.{i}.organization']}/{meta[f'general.base_model.{i}.name']}")
+    if target.repo:
+        for m in search_models(search=target.repo.split("/", 1)[1], limit=20):
+            if m["id"] == target.repo:
+                bases += m["base_models"]
+    return list(dict.fromkeys(b for b in bases if "/" in b))
+
+
+def hub_candidates(target: GGUFFile, limit: int) -> list[HubCandidate]:
+    """Repositories worth checking: same family name, the target's model tree, purpose-built drafts."""
+    bases = _base_models(target)
+    stems = {s.lower() for s in map(family_stem, [target.model.name, target.repo, *bases]) if s}
+    found: dict[str, tuple[int, int, str]] = {}  # repo -> (priority, -downloads, why)
+
+    def add(results: list[dict], priority: int, why: str, need_stem: bool) -> None:
+        for m in results:
+            rid = m["id"]
+            if need_stem and stems and not any(s in rid.lower() for s in stems):
+                continue
+            key = (priority, -(m.get("downloads") or 0), why)
+            if rid not in found or key < found[rid]:
+                found[rid] = key
+
+    add(search_models(filter=["gguf", "draft"], limit=100), 0, "tagged draft", need_stem=True)
+    add(search_models(search="draft", filter="gguf", limit=100), 0, "named *DRAFT*", need_stem=True)
+    for base in bases:
+        add(search_models(filter=f"base_model:{base}", limit=50), 1, f"model tree of {base}", need_stem=False)
+    for stem in sorted(stems):
+        add(search_models(search=stem, filter="gguf", limit=50), 2, f"same family name ({stem})", need_stem=False)
+
+    registered = set(GGUFFile.objects.exclude(repo="").values_list("repo", flat=True).distinct())
+    out = []
+    for rid, (_, _, why) in sorted(found.items(), key=lambda kv: kv[1][:2]):
+        if rid == target.repo or rid in registered:
+            continue
+        size = size_from_name(rid)
+        if size is not None and target.parameter_count and size >= 0.9 * target.parameter_count:
+            continue  # not smaller: it could not save time as a draft
+        out.append(HubCandidate(rid, why))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def choose_file(entries: list[Entry]) -> Entry | None:
+    """One quant per repository is enough: every quant of a model carries the same vocabulary."""
+    usable = [e for e in entries if not e.problem]
+    for quant in _PREFERRED_QUANTS:
+        for e in usable:
+            if quant in e.path.lower():
+                return e
+    return min(usable, key=lambda e: e.size or 0, default=None)
+
+
+def check_candidate(target: GGUFFile, c: HubCandidate) -> None:
+    try:
+        listing, entries = list_repo(c.repo_id)
+    except HubImportError as exc:
+        c.status, c.message = "failed", str(exc)
+        return
+    entry = choose_file(entries)
+    if entry is None:
+        c.status, c.message = "failed", "no usable .gguf file"
+        return
+    outcome = import_entry(listing, entry, None)
+    if outcome.status == "failed":
+        c.status, c.message = "failed", f"{entry.path}: {outcome.message}"
+        return
+    pair = Pair.objects.filter(target=target, draft_id=outcome.file_id).first()
+    if pair is None:
+        if Pair.objects.filter(target_id=outcome.file_id, draft=target).exists():
+            c.status, c.message = "skipped", f"{entry.path} is not smaller than the target"
+        else:
+            c.status, c.message = "unrelated", f"{entry.path}: its vocabulary cannot match the target's"
+        return
+    c.pair = pair
+    c.status = "compatible" if pair.compatible else "incompatible"
+    c.message = outcome.source if pair.compatible else f"{outcome.source}: failed rule {pair.failed_rule}"
+
+
+def find_drafts(target_text: str, *, hub: bool = True, limit: int = 5, progress=None) -> DraftSearch:
+    target = resolve_target(target_text)
+    search = DraftSearch(target, list(compatible_drafts(target)))
+    if not hub:
+        return search
+    try:
+        search.hub = hub_candidates(target, limit)
+    except SourceError as exc:
+        search.hub_error = str(exc)
+        return search
+    for c in search.hub:
+        check_candidate(target, c)
+        if progress:
+            progress(c)
+    apply_reported_examples()
+    return search

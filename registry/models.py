@@ -1,0 +1,182 @@
+"""The registry's data: GGUF files, shared token tables, models, families, pairs and reported results."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+
+class TokenTable(models.Model):
+    """A ``tokenizer.ggml.tokens`` array as stored (little-endian), kept once per distinct content."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    count = models.PositiveIntegerField()
+    blob = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.count:,} tokens ({self.sha256[:12]})"
+
+
+class Family(models.Model):
+    """Models sharing a vocabulary (one vocabulary index key): candidates to draft for each other."""
+
+    key = models.CharField(max_length=120, unique=True)
+    vocab_type = models.CharField(max_length=32)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "families"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Model(models.Model):
+    """The quants of one model in one repository (``repo`` is empty for local files)."""
+
+    repo = models.CharField(max_length=200, blank=True)
+    name = models.CharField(max_length=300)
+    family = models.ForeignKey(Family, null=True, blank=True, on_delete=models.SET_NULL, related_name="models")
+    architecture = models.CharField(max_length=64, blank=True)
+    parameter_count = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["repo", "name"], name="model_repo_name_unique")]
+        ordering = ["repo", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.repo}: {self.name}" if self.repo else self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("model", args=[self.pk])
+
+
+class GGUFFile(models.Model):
+    """One registered GGUF file (the first shard of a split one), named by its ``source``."""
+
+    source = models.CharField(max_length=1024, unique=True)  # hf://OWNER/REPO[@REV]/PATH or a local path
+    repo = models.CharField(max_length=200, blank=True)
+    revision = models.CharField(max_length=255, blank=True)  # as asked for; empty: the default branch
+    path = models.CharField(max_length=1000)
+    commit = models.CharField(max_length=64, blank=True)  # what the revision resolved to when inspected
+    size = models.BigIntegerField(null=True, blank=True)  # all shards together
+    etag = models.CharField(max_length=200, blank=True)  # LFS sha256 (joined for shards) or local size+mtime
+    model = models.ForeignKey(Model, on_delete=models.PROTECT, related_name="files")
+    token_table = models.ForeignKey(TokenTable, null=True, blank=True, on_delete=models.PROTECT,
+                                    related_name="files")
+    info = models.JSONField()  # ModelInfo.to_dict(): pages read this, never the file again
+    vocab_key = models.CharField(max_length=120)
+    vocab_type = models.CharField(max_length=32)
+    n_vocab = models.PositiveIntegerField(default=0)
+    architecture = models.CharField(max_length=64)
+    arch_kind = models.CharField(max_length=16)
+    parameter_count = models.BigIntegerField(default=0)
+    file_type = models.CharField(max_length=32, blank=True)
+    header_size = models.BigIntegerField(default=0)
+    split_count = models.PositiveIntegerField(default=1)
+    inspected_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # Registration finds candidates by key and a ±128 vocabulary size window.
+            models.Index(fields=["vocab_key", "n_vocab"], name="file_vocab_key_n"),
+            models.Index(fields=["vocab_type", "n_vocab"], name="file_vocab_type_n"),
+        ]
+        ordering = ["source"]
+
+    def __str__(self) -> str:
+        return self.source
+
+    def get_absolute_url(self) -> str:
+        return reverse("model", args=[self.model_id]) + f"?file={self.pk}"
+
+    @property
+    def filename(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+class Pair(models.Model):
+    """A target and a draft whose vocabularies could match, with the checker's full verdict.
+
+    Pairs are computed at registration, one per two files, the bigger model as target. The best
+    result (measured first, reported otherwise) is copied here so the table sorts without joins;
+    ``registry.results.refresh_best`` keeps it current.
+    """
+
+    KIND_MEASURED = "measured"
+    KIND_REPORTED = "reported"
+
+    target = models.ForeignKey(GGUFFile, on_delete=models.CASCADE, related_name="pairs_as_target")
+    draft = models.ForeignKey(GGUFFile, on_delete=models.CASCADE, related_name="pairs_as_draft")
+    compatible = models.BooleanField()
+    llama_cpp_compatible = models.BooleanField()  # llama.cpp's own rules only (ignores architecture)
+    failed_rule = models.CharField(max_length=32, blank=True)
+    result = models.JSONField()  # PairCheck.to_dict()
+    rules_from = models.CharField(max_length=32)  # llama.cpp build the rules follow
+    checked_at = models.DateTimeField()
+    size_ratio = models.FloatField(null=True, blank=True)  # target parameters / draft parameters
+    best_kind = models.CharField(max_length=16, blank=True)
+    best_speedup = models.FloatField(null=True, blank=True)
+    best_k = models.PositiveIntegerField(null=True, blank=True)
+    best_acceptance = models.FloatField(null=True, blank=True)
+    best_content_type = models.CharField(max_length=32, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["target", "draft"], name="pair_target_draft_unique")]
+        indexes = [
+            models.Index(fields=["compatible", "best_speedup"], name="pair_verdict_speedup"),
+            models.Index(fields=["compatible", "size_ratio"], name="pair_verdict_ratio"),
+            models.Index(fields=["draft", "target"], name="pair_draft_target"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.draft} → {self.target}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("pair", args=[self.pk])
+
+
+class ResultFigures(models.Model):
+    """The figures every result carries, measured (the runner's model) or reported (below).
+
+    The runner's benchmark model subclasses this with a ``pair`` foreign key, so pages, filters
+    and ``refresh_best`` read both kinds through the same field names.
+    """
+
+    k = models.PositiveIntegerField(help_text="draft tokens per step (--spec-draft-n-max)")
+    acceptance = models.FloatField(null=True, blank=True, help_text="accepted / drafted, 0–1")
+    speedup = models.FloatField(null=True, blank=True, help_text="speculative ÷ plain tokens per second")
+    tokens_per_second = models.FloatField(null=True, blank=True)
+    baseline_tokens_per_second = models.FloatField(null=True, blank=True)
+    content_type = models.CharField(max_length=32, blank=True, help_text="code, chat, prose, …")
+    hardware = models.CharField(max_length=200, blank=True)
+    llama_cpp_build = models.CharField(max_length=32, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
+
+
+class ReportedResult(ResultFigures):
+    """Figures copied from elsewhere (a paper, a blog, a client's notes), never measured here."""
+
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="reported_results")
+    source_url = models.URLField(max_length=500, blank=True)
+    citation = models.CharField(max_length=500, help_text="where the figures come from")
+    notes = models.TextField(blank=True)
+    reported_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["pair", "content_type", "k"]
+
+    def __str__(self) -> str:
+        return f"{self.pair} K={self.k} (reported: {self.citation})"
+
+
+class RegistrationLock(models.Model):
+    """One row locked by every registration, so two imports never miss the pair between their files."""
+
+    name = models.CharField(max_length=32, unique=True)

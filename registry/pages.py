@@ -1,0 +1,103 @@
+"""What the model and pair pages show, gathered once for the HTML page and its JSON twin."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import F
+from django.shortcuts import get_object_or_404
+from django.template.loader import select_template
+from django.http import Http404
+
+from .models import GGUFFile, Model, Pair
+from .plot import speed_acceptance_svg
+from .recommend import Recommendation, recommend
+from .results import Figure, figures_for
+
+RULE_TITLES = {
+    "architecture": "Architecture (KV cache can be rolled back)",
+    "vocab_type": "1. Vocabulary type", "bos": "2. BOS token", "eos": "3. EOS token",
+    "vocab_size": "4. Vocabulary size (±128)", "token_text": "5. Token texts from id 5",
+}
+PARTNER_LIMIT = 200
+
+
+@dataclass
+class ModelPage:
+    model: Model
+    files: list[GGUFFile]
+    file: GGUFFile
+    drafts: list[Pair]  # compatible drafts when the file is the target
+    targets: list[Pair]  # compatible targets when it is the draft
+
+
+def model_page(pk: int, file_id: str | None) -> ModelPage:
+    model = get_object_or_404(Model.objects.select_related("family"), pk=pk)
+    files = list(model.files.order_by("path"))
+    if not files:
+        raise Http404("this model has no files")
+    chosen = next((f for f in files if str(f.pk) == (file_id or "")), files[0])
+    order = (F("best_speedup").desc(nulls_last=True), F("size_ratio").desc(nulls_last=True), "pk")
+    drafts = list(Pair.objects.filter(target=chosen, compatible=True).select_related("draft__model", "target__model")
+                  .order_by(*order)[:PARTNER_LIMIT])
+    targets = list(Pair.objects.filter(draft=chosen, compatible=True).select_related("target__model", "draft__model")
+                   .order_by(*order)[:PARTNER_LIMIT])
+    return ModelPage(model, files, chosen, drafts, targets)
+
+
+def tokenizer_view(info: dict[str, Any]) -> dict[str, Any] | None:
+    """Stored vs effective BOS/EOS settings side by side, for people."""
+    tok = info.get("tokenizer")
+    if not tok:
+        return None
+    return {
+        "rows": [
+            ("add_bos", tok["add_bos_stored"], tok["add_bos"]),
+            ("add_eos", tok["add_eos_stored"], tok["add_eos"]),
+        ],
+        "bos_id": tok["bos_id"], "eos_id": tok["eos_id"],
+        "bos_defaulted": tok["bos_defaulted"], "eos_defaulted": tok["eos_defaulted"],
+        "special": sorted(tok.get("special", {}).items()),
+    }
+
+
+def inspection_context(info: dict[str, Any]) -> dict[str, Any]:
+    """What the "What the header says" section needs, from a stored or fresh ModelInfo dict."""
+    return {"info": info, "tok": tokenizer_view(info), "metadata": sorted(info.get("metadata", {}).items()),
+            "tensor_types": sorted(info.get("tensor_types", {}).items(), key=lambda kv: -kv[1])}
+
+
+@dataclass
+class PairPage:
+    pair: Pair
+    checks: list[dict[str, Any]]
+    measured: list[Figure]
+    reported: list[Figure]
+    measured_plot: str
+    reported_plot: str
+    recommendation: Recommendation
+    runner_template: str | None  # the runner app's section for this pair, when it provides one
+
+
+def explained_checks(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{**c, "title": RULE_TITLES.get(c["rule"], c["rule"])} for c in result.get("checks", [])]
+
+
+def pair_page(pk: int) -> PairPage:
+    pair = get_object_or_404(Pair.objects.select_related("target__model", "draft__model"), pk=pk)
+    figs = figures_for([pair.pk])[pair.pk]
+    measured, reported = figs["measured"], figs["reported"]
+    try:
+        runner_template = select_template(["runner/pair_runs.html"]).template.name
+    except Exception:  # noqa: BLE001 - TemplateDoesNotExist until the runner provides its section
+        runner_template = None
+    return PairPage(
+        pair, explained_checks(pair.result), measured, reported,
+        speed_acceptance_svg(measured, "Measured speedup and acceptance against K"),
+        speed_acceptance_svg(reported, "Reported speedup and acceptance against K"),
+        recommend(pair.target, pair.draft, pair.compatible, measured, reported), runner_template,
+    )
+
+
+def files_for_datalist(limit: int = 500) -> list[str]:
+    return list(GGUFFile.objects.order_by("source").values_list("source", flat=True)[:limit])

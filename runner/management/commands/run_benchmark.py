@@ -1,0 +1,116 @@
+"""run_benchmark TARGET DRAFT: queue (and optionally wait for) a real llama.cpp benchmark of a pair."""
+from __future__ import annotations
+
+import time
+
+from django.core.management.base import CommandError
+
+from inspector.cli import SpecregCommand, UserError
+from runner import service
+from runner.models import BenchmarkRun
+from runner.sources import SourceRegistrationError, register_source
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise CommandError(f"expected comma-separated integers, got {text!r}", returncode=2) from None
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise CommandError(f"expected comma-separated numbers, got {text!r}", returncode=2) from None
+
+
+class Command(SpecregCommand):
+    help = ("Benchmark DRAFT drafting for TARGET with real llama.cpp, queued to a Celery worker. Sources are local "
+            "paths or hf:// files (registered automatically). With --wait, follow progress and print the results.")
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("target", nargs="?")
+        parser.add_argument("draft", nargs="?")
+        parser.add_argument("--k", type=_ints, help="draft lengths to sweep, e.g. 4,8,16 (default; extended while faster)")
+        parser.add_argument("--no-extend", action="store_true", help="measure exactly --k, no extension upward")
+        parser.add_argument("--tasks", help="content types, e.g. code,prose (default: all in the task set)")
+        parser.add_argument("--task-file", help="a JSON task set of your own")
+        parser.add_argument("--temperatures", type=_floats, help="e.g. 0,0.7 (default 0)")
+        parser.add_argument("--repeats", type=int)
+        parser.add_argument("--n-predict", type=int)
+        parser.add_argument("--prompts-per-type", type=int)
+        parser.add_argument("--hardware", help="queue for another hardware class, e.g. gpu-nvidia-h100")
+        parser.add_argument("--wait", action="store_true", help="follow the run until it finishes")
+        parser.add_argument("--timeout", type=float, default=0, help="with --wait: give up waiting after N seconds")
+        parser.add_argument("--cancel", type=int, metavar="RUN_ID", help="cancel a queued or running run instead")
+
+    def handle(self, *args, **o) -> None:
+        if o["cancel"] is not None:
+            try:
+                self.stdout.write(f"run {o['cancel']}: {service.cancel(o['cancel'])}")
+            except service.BenchmarkError as exc:
+                raise UserError(str(exc)) from None
+            return
+        if not (o["target"] and o["draft"]):
+            raise UserError("give TARGET and DRAFT (or --cancel RUN_ID)")
+        task_set = None
+        if o["task_file"]:
+            import json
+
+            try:
+                with open(o["task_file"]) as f:
+                    task_set = json.load(f)
+            except (OSError, ValueError) as exc:
+                raise UserError(f"{o['task_file']}: {exc}") from None
+        params = {"ks": o["k"], "content_types": o["tasks"].split(",") if o["tasks"] else None,
+                  "temperatures": o["temperatures"], "repeats": o["repeats"], "n_predict": o["n_predict"],
+                  "prompts_per_type": o["prompts_per_type"], "task_set": task_set,
+                  "extend": False if o["no_extend"] else None}
+        try:
+            target, draft = register_source(o["target"]), register_source(o["draft"])
+            pair = service.pair_for(target, draft)
+            run = service.queue_benchmark(pair, params, hardware=o["hardware"])
+        except (SourceRegistrationError, service.BenchmarkError) as exc:
+            raise UserError(str(exc)) from None
+        self.stdout.write(f"queued run {run.pk} on {run.queue}: {draft.source} drafting for {target.source}")
+        if o["wait"]:
+            self._follow(run.pk, o["timeout"])
+
+    def _follow(self, run_id: int, timeout: float) -> None:
+        start, last = time.monotonic(), None
+        while True:
+            run = BenchmarkRun.objects.get(pk=run_id)
+            line = f"{run.status} {run.progress * 100:5.1f}% {run.progress_message}"
+            if line != last:
+                self.stderr.write(line)
+                last = line
+            if run.finished:
+                break
+            if timeout and time.monotonic() - start > timeout:
+                raise UserError(f"run {run_id} still {run.status} after {timeout:.0f} s (it goes on; see its page)")
+            time.sleep(1)
+        self.stdout.write(format_results(run))
+        if run.status != BenchmarkRun.DONE:
+            raise UserError(f"run {run_id} {run.status}: {run.error}")
+
+
+def format_results(run: BenchmarkRun) -> str:
+    lines = [f"run {run.pk}: {run.status} on {run.hardware.get('cpu_model', '?')} with llama.cpp "
+             f"{run.build.get('label', '?')}",
+             f"{'type':<8} {'temp':>4} {'K':>3} {'plain t/s':>9} {'spec t/s':>9} {'speedup':>7} {'accept':>7} identical"]
+    for r in run.results.all():
+        spd = f"{r.speedup:.2f}x" if r.speedup is not None else "n/a"
+        acc = f"{r.acceptance * 100:.1f}%" if r.acceptance is not None else "n/a"
+        ident = {True: "yes", False: f"no (from char {r.divergences[0]['position']})" if r.divergences else "no",
+                 None: "-"}[r.identical]
+        if not r.speculation_ran:
+            ident = "speculation did not run"
+        lines.append(f"{r.content_type:<8} {r.temperature:>4.1f} {r.k:>3} {r.baseline_tokens_per_second or 0:>9.1f} "
+                     f"{r.tokens_per_second or 0:>9.1f} {spd:>7} {acc:>7} {ident}")
+    for rec in run.summary.get("recommendations", []):
+        what = f"K={rec['k']} ({rec['speedup']:.2f}x)" if rec["k"] else "run without a draft"
+        lines.append(f"recommended for {rec['content_type']} at temperature {rec['temperature']}: {what}")
+    if run.server_command:
+        lines.append(f"llama-server: {run.server_command}")
+    return "\n".join(lines)

@@ -1,0 +1,222 @@
+"""Benchmark task sets (code, json, prose, math prompts) and rendering a prompt through a model's chat template."""
+from __future__ import annotations
+
+import json
+import mmap
+import struct
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+DEFAULT_TASKS = Path(__file__).resolve().parent / "data" / "tasks" / "default.json"
+CONTENT_TYPES = ("code", "json", "prose", "math")
+
+
+class TaskSetError(ValueError):
+    """A task-set file that cannot be used; the message says which file and why."""
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    content_type: str
+    prompt: str
+    system: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskSet:
+    name: str
+    description: str
+    tasks: tuple[Task, ...]
+
+    @property
+    def content_types(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for task in self.tasks:
+            seen.setdefault(task.content_type, None)
+        return tuple(seen)
+
+    def by_type(self, content_type: str) -> tuple[Task, ...]:
+        return tuple(t for t in self.tasks if t.content_type == content_type)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The text handed to llama.cpp; ``templated`` False means the raw prompt was used (``note`` says why)."""
+
+    text: str
+    templated: bool
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    """What rendering needs from a GGUF: the Jinja source and the BOS/EOS token texts."""
+
+    source: str | None
+    bos_token: str = ""
+    eos_token: str = ""
+    add_bos: bool = False
+
+
+def _task_from(obj: Any, where: str) -> Task:
+    if not isinstance(obj, dict):
+        raise TaskSetError(f"{where}: each task must be an object")
+    missing = [k for k in ("id", "content_type", "prompt") if not isinstance(obj.get(k), str) or not obj.get(k)]
+    if missing:
+        raise TaskSetError(f"{where}: task needs non-empty string(s) {', '.join(missing)}")
+    system = obj.get("system")
+    if system is not None and not isinstance(system, str):
+        raise TaskSetError(f"{where}: task {obj['id']}: system must be a string")
+    return Task(obj["id"], obj["content_type"], obj["prompt"], system)
+
+
+def parse_task_set(data: Any, where: str = "task set") -> TaskSet:
+    """Validate a decoded task-set document (same schema as data/tasks/default.json)."""
+    if not isinstance(data, dict) or not isinstance(data.get("tasks"), list) or not data["tasks"]:
+        raise TaskSetError(f"{where}: expected an object with a non-empty 'tasks' list")
+    tasks = tuple(_task_from(t, where) for t in data["tasks"])
+    ids = [t.id for t in tasks]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise TaskSetError(f"{where}: duplicate task ids: {', '.join(dupes)}")
+    return TaskSet(str(data.get("name") or where), str(data.get("description") or ""), tasks)
+
+
+def load_task_set(path: str | Path | None = None) -> TaskSet:
+    """The standard task set, or a user's JSON file of the same schema."""
+    path = Path(path) if path is not None else DEFAULT_TASKS
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise TaskSetError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise TaskSetError(f"{path}: not valid JSON: {exc}") from None
+    return parse_task_set(data, str(path))
+
+
+def _raise_exception(message: str) -> None:
+    raise jinja2.TemplateError(message)
+
+
+def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
+            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
+    # Jinja's own tojson HTML-escapes <, >, & and ' ; chat templates expect plain JSON.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+def render_prompt(prompt: str, template: ChatTemplate | None, system: str | None = None) -> Rendered:
+    """Render one user turn with the model's chat template, ready for generation.
+
+    Falls back to the raw prompt when there is no template or it fails, and says so.
+    """
+    if template is None or not template.source:
+        return Rendered(prompt, False, "the model has no chat template; raw prompt used")
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+    # The same environment settings Hugging Face uses, so templates render as their authors tested them.
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = _tojson
+    env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now)
+    try:
+        text = env.from_string(template.source).render(
+            messages=messages, add_generation_prompt=True,
+            bos_token=template.bos_token, eos_token=template.eos_token,
+        )
+    except Exception as exc:  # any template error (syntax, sandbox, raise_exception) means: use the raw prompt
+        return Rendered(prompt, False, f"chat template failed ({type(exc).__name__}: {exc}); raw prompt used")
+    # llama.cpp adds BOS itself when the vocab asks for it; the template's copy would double it.
+    if template.add_bos and template.bos_token and text.startswith(template.bos_token):
+        text = text[len(template.bos_token):]
+    return Rendered(text, True)
+
+
+# --- reading the template from a GGUF header -------------------------------------------------------
+
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+_WANTED = {
+    "tokenizer.chat_template", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+    "tokenizer.ggml.add_bos_token", "tokenizer.ggml.model",
+}
+
+
+def _read_kv(buf: mmap.mmap) -> dict[str, Any]:
+    """The few metadata values rendering needs, plus the token table (as raw bytes)."""
+    if buf[:4] != b"GGUF":
+        raise ValueError("not a GGUF file")
+    version, _n_tensors, n_kv = struct.unpack_from("<IQQ", buf, 4)
+    if version < 2:
+        raise ValueError(f"GGUF version {version} is not supported")
+    pos = 24
+    found: dict[str, Any] = {}
+
+    def string(at: int) -> tuple[bytes, int]:
+        (n,) = struct.unpack_from("<Q", buf, at)
+        return buf[at + 8:at + 8 + n], at + 8 + n
+
+    def skip(vtype: int, at: int) -> int:
+        if vtype in _SCALARS:
+            return at + struct.calcsize(_SCALARS[vtype])
+        if vtype == _STRING:
+            return string(at)[1]
+        raise ValueError(f"unexpected value type {vtype}")
+
+    for _ in range(n_kv):
+        key_b, pos = string(pos)
+        key = key_b.decode("utf-8", errors="replace")
+        (vtype,) = struct.unpack_from("<I", buf, pos)
+        pos += 4
+        if vtype == _ARRAY:
+            etype, count = struct.unpack_from("<IQ", buf, pos)
+            pos += 12
+            if key == "tokenizer.ggml.tokens" and etype == _STRING:
+                tokens = []
+                for _ in range(count):
+                    tok, pos = string(pos)
+                    tokens.append(tok)
+                found[key] = tokens
+            elif etype in _SCALARS:
+                pos += count * struct.calcsize(_SCALARS[etype])
+            else:
+                for _ in range(count):
+                    pos = skip(etype, pos)
+        elif key in _WANTED:
+            if vtype == _STRING:
+                raw, pos = string(pos)
+                found[key] = raw.decode("utf-8", errors="replace")
+            else:
+                (found[key],) = struct.unpack_from(_SCALARS[vtype], buf, pos)
+                pos = skip(vtype, pos)
+        else:
+            pos = skip(vtype, pos)
+    return found
+
+
+def read_chat_template(model: str | Path) -> ChatTemplate:
+    """The chat template and BOS/EOS texts of a local GGUF file (``source`` None when it has none)."""
+    with open(model, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        kv = _read_kv(buf)
+    tokens: list[bytes] = kv.get("tokenizer.ggml.tokens", [])
+
+    def text(key: str) -> str:
+        idx = kv.get(key)
+        if isinstance(idx, int) and 0 <= idx < len(tokens):
+            return tokens[idx].decode("utf-8", errors="replace")
+        return ""
+
+    add_bos = kv.get("tokenizer.ggml.add_bos_token")
+    if add_bos is None:
+        # Approximation of llama.cpp's per-tokenizer default (SPM adds BOS, BPE mostly not);
+        # it only decides whether a template-rendered BOS is stripped.
+        add_bos = kv.get("tokenizer.ggml.model") == "llama"
+    return ChatTemplate(kv.get("tokenizer.chat_template"), text("tokenizer.ggml.bos_token_id"),
+                        text("tokenizer.ggml.eos_token_id"), bool(add_bos))

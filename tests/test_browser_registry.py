@@ -1,0 +1,147 @@
+"""End to end in headless Chromium (Debian's, driven by Playwright): import, search, pair page, check, local header."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+
+from inspector.info import inspect_source
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+Q05 = "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"
+Q15 = "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"
+SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not shutil.which(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop running on this thread, which makes Django refuse
+    # ORM calls here (test set-up, database creation); they are still plain synchronous calls.
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--no-first-run"])
+        yield b
+        b.close()
+    if before is None:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    else:
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    yield pg
+    context.close()
+
+
+def shot(pg, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def log_in(pg, live_server) -> None:
+    User.objects.create_user("alice", password=PASSWORD)
+    pg.goto(f"{live_server.url}/accounts/login/?next=/import/")
+    pg.fill("input[name=username]", "alice")
+    pg.fill("input[name=password]", PASSWORD)
+    pg.click("main button")
+    pg.wait_for_url(f"{live_server.url}/import/")
+
+
+@pytest.fixture
+def hub(fake_hub, smollm2_path, qwen05_header_path, qwen15_header_path):
+    fake_hub.add_repo(Q05, {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf": qwen05_header_path})
+    fake_hub.add_repo(Q15, {"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf": qwen15_header_path})
+    fake_hub.add_repo(SMOL, {"SmolLM2-135M-Instruct.Q4_1.gguf": smollm2_path})
+    return fake_hub
+
+
+def test_first_start_offers_examples_and_says_when_the_hub_is_unreachable(page, live_server, fake_hub, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens on the discard port
+    page.goto(live_server.url + "/")
+    assert page.locator("#first-start").is_visible()
+    assert "70.8%" in page.inner_text("#first-start")
+    shot(page, "01-first-start")
+    log_in(page, live_server)
+    page.goto(live_server.url + "/")
+    page.click("#import-curated")
+    page.wait_for_selector("ul.messages li.error")
+    assert "cannot be reached" in page.inner_text("ul.messages")
+    shot(page, "02-curated-hub-unreachable")
+
+
+def test_import_search_and_open_a_pair(page, live_server, hub):
+    log_in(page, live_server)
+    for repo in (Q05, Q15, SMOL):
+        page.fill("input[name=repo]", repo)
+        page.click("#import-form button")
+        page.wait_for_selector("#import-report")
+        assert "1 added" in page.inner_text("#import-report h2")
+    shot(page, "03-import-report")
+    page.goto(live_server.url + "/")
+    page.fill("input[name=q]", "coder")
+    page.click("#filters button")
+    page.wait_for_selector("#pairs")
+    assert page.locator("#pairs tbody tr").count() == 1
+    assert "qwen2.5-coder-1.5b-instruct" in page.inner_text("#pairs")
+    shot(page, "04-table-search")
+    page.click("#pairs a.pair-link")
+    page.wait_for_selector("#rules")
+    text = page.inner_text("main")
+    assert "5. Token texts from id 5" in text and "llama-server -m models/qwen2.5-coder-1.5b" in text
+    assert "Reported results" in text and page.locator("#reported svg.plot").count() == 1
+    shot(page, "05-pair-page")
+    page.click("text=qwen2.5-coder-1.5b-instruct >> nth=0")
+    page.wait_for_selector("#inspection")
+    assert "Effective in llama.cpp" in page.inner_text("#bos-eos")
+    shot(page, "06-model-page")
+
+
+def test_check_a_pair_explains_a_failing_rule(page, live_server, hub):
+    page.goto(live_server.url + "/check/")
+    page.fill("input[name=target]", f"hf://{Q15}/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+    page.fill("input[name=draft]", f"hf://{SMOL}/SmolLM2-135M-Instruct.Q4_1.gguf")
+    page.click("#check-form button")
+    page.wait_for_selector("#check-result")
+    text = page.inner_text("#check-result")
+    assert "llama.cpp refuses the pair" in text and "differ by 102,784" in text
+    shot(page, "07-check-a-pair")
+
+
+def test_the_local_header_page_sends_only_the_header(page, live_server, hub, smollm2_path, monkeypatch):
+    from registry import views_tools
+    from registry.hub_import import import_hf
+
+    import_hf(SMOL)  # so the local file has a registered partner
+    header_size = inspect_source(str(smollm2_path)).header_size
+    sent: list[int] = []
+    received: list[int] = []
+    real = views_tools.inspect_prefix
+    monkeypatch.setattr(views_tools, "inspect_prefix", lambda name, data, total: received.append(len(data)) or real(name, data, total))
+    page.on("request", lambda r: sent.append(len(r.post_data_buffer or b"")) if r.url.endswith("/local/inspect") else None)
+    page.goto(live_server.url + "/local/")
+    page.set_input_files("#gguf-file", str(smollm2_path))
+    page.wait_for_selector("#partners")
+    assert header_size <= sum(sent) <= 2 * header_size
+    assert sum(received) == sum(sent)  # what the server got is what the browser says it sent
+    assert int(page.get_attribute("#local-status", "data-sent")) == sum(sent)
+    assert smollm2_path.stat().st_size > 50 * sum(sent)  # 98 MB file, ~1.8 MB sent
+    assert "compatible" in page.inner_text("#partners")
+    shot(page, "08-local-header")

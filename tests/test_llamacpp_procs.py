@@ -1,0 +1,98 @@
+"""Process control for llama.cpp runs: time limits and cancellation end the whole process group."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+from runner import llamacpp
+from runner.llamacpp import GenParams
+from runner.procs import group_members, run_process
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def long_generation(smollm2_path) -> list[str]:
+    """llama-completion asked for far more tokens than a second allows, wrapped in a shell that
+    prints the child's pid: the child is what a group kill must reach."""
+    try:
+        caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.COMPLETION))
+    except llamacpp.LlamaCppNotFound as exc:
+        pytest.skip(str(exc))
+    argv = llamacpp.plain_argv(caps, smollm2_path, "Once upon a time", GenParams(100_000, ctx_size=4096))
+    argv.append("--ignore-eos")
+    return ["/bin/sh", "-c", '"$0" "$@" & echo $!; wait', *argv]
+
+
+def _child_pid(stdout: str) -> int:
+    return int(stdout.split()[0])
+
+
+@pytest.mark.llama
+def test_timeout_kills_the_whole_group(long_generation):
+    start = time.monotonic()
+    res = run_process(long_generation, timeout_s=1.0)
+    assert time.monotonic() - start < 6
+    assert res.timed_out and not res.cancelled and res.state == "timeout" and not res.ok
+    assert group_members(res.pid) == []
+    assert not _alive(_child_pid(res.stdout))
+
+
+@pytest.mark.llama
+def test_cancel_callback_kills_the_whole_group(long_generation):
+    start = time.monotonic()
+    polls = []
+
+    def should_cancel() -> bool:
+        polls.append(time.monotonic())
+        return time.monotonic() - start > 1.0
+
+    res = run_process(long_generation, timeout_s=60, should_cancel=should_cancel, poll_s=0.2)
+    assert res.cancelled and not res.timed_out and res.state == "cancelled"
+    assert 1.0 <= res.wall_s < 5
+    assert len(polls) >= 3
+    assert group_members(res.pid) == []
+    assert not _alive(_child_pid(res.stdout))
+
+
+def test_sigterm_ignored_escalates_to_sigkill():
+    res = run_process(["/bin/sh", "-c", 'trap "" TERM; sleep 30 & echo $!; wait'], timeout_s=0.5)
+    assert res.timed_out and res.wall_s < 5
+    assert group_members(res.pid) == []
+    assert not _alive(_child_pid(res.stdout))
+
+
+def test_captures_output_and_exit_status():
+    res = run_process([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"],
+                      timeout_s=30)
+    assert (res.rc, res.stdout, res.stderr, res.state) == (3, "out\n", "err\n", "failed")
+
+
+def test_stderr_is_bounded_but_keeps_head_and_tail():
+    code = "import sys; sys.stderr.write('HEAD' + 'x' * 3_000_000 + 'TAIL')"
+    res = run_process([sys.executable, "-c", code], timeout_s=30)
+    assert res.ok and res.stderr_truncated
+    assert res.stderr.startswith("HEAD") and res.stderr.endswith("TAIL") and len(res.stderr) < 1_200_000
+
+
+def test_missing_program_is_a_state_not_an_exception(tmp_path):
+    res = run_process([str(tmp_path / "nope")], timeout_s=5)
+    assert res.state == "not-started" and res.rc is None and "cannot start" in res.start_error
+
+
+def test_grandchild_holding_the_pipes_does_not_hang():
+    # the leader exits at once; the background sleep keeps stdout open
+    start = time.monotonic()
+    res = run_process(["/bin/sh", "-c", "sleep 30 & echo started"], timeout_s=10)
+    assert res.rc == 0 and time.monotonic() - start < 8
+    assert group_members(res.pid) == []
+    assert os.getpgid(os.getpid()) != res.pid

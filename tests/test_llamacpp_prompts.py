@@ -1,0 +1,82 @@
+"""The standard task set, user task sets, and prompts rendered through real models' chat templates."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runner.prompts import (CONTENT_TYPES, ChatTemplate, TaskSetError, load_task_set, read_chat_template,
+                            render_prompt)
+
+
+def test_default_task_set_has_every_content_type():
+    ts = load_task_set()
+    assert set(ts.content_types) == set(CONTENT_TYPES)
+    for ct in CONTENT_TYPES:
+        tasks = ts.by_type(ct)
+        assert len(tasks) >= 5
+        assert all(20 <= len(t.prompt) <= 600 for t in tasks)
+    assert len({t.id for t in ts.tasks}) == len(ts.tasks)
+    assert all("JSON" in t.prompt for t in ts.by_type("json"))
+
+
+def test_user_task_set(tmp_path):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"name": "mine", "tasks": [
+        {"id": "a", "content_type": "sql", "prompt": "Write a query.", "system": "You are terse."}]}))
+    ts = load_task_set(path)
+    assert ts.name == "mine" and ts.content_types == ("sql",) and ts.tasks[0].system == "You are terse."
+
+
+@pytest.mark.parametrize("content, fragment", [
+    ("{not json", "not valid JSON"),
+    (json.dumps({"tasks": []}), "non-empty 'tasks'"),
+    (json.dumps({"tasks": [{"id": "a", "prompt": "x"}]}), "content_type"),
+    (json.dumps({"tasks": [{"id": "a", "content_type": "c", "prompt": "x"}] * 2}), "duplicate task ids: a"),
+])
+def test_bad_task_sets_are_rejected_clearly(tmp_path, content, fragment):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(TaskSetError, match=fragment):
+        load_task_set(path)
+
+
+def test_smollm2_template(smollm2_path):
+    tmpl = read_chat_template(smollm2_path)
+    assert tmpl.source and tmpl.eos_token == "<|im_end|>"
+    r = render_prompt("Say hi.", tmpl)
+    assert r.templated and r.note is None
+    assert r.text.endswith("<|im_start|>user\nSay hi.<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_qwen_template_with_system(qwen15_header_path):
+    tmpl = read_chat_template(qwen15_header_path)
+    r = render_prompt("Sort a list.", tmpl, system="You write Python.")
+    assert r.templated
+    assert r.text == ("<|im_start|>system\nYou write Python.<|im_end|>\n"
+                      "<|im_start|>user\nSort a list.<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_model_without_template_uses_raw_prompt(gemma3_header_path):
+    tmpl = read_chat_template(gemma3_header_path)
+    assert tmpl.source is None and tmpl.bos_token == "<bos>"
+    r = render_prompt("Hello", tmpl)
+    assert (r.text, r.templated) == ("Hello", False) and "no chat template" in r.note
+
+
+def test_template_helpers_and_failures():
+    helpers = ChatTemplate("{{ strftime_now('%Y') }}|{{ messages[0]['content'] | tojson }}")
+    r = render_prompt("a<b>", helpers)
+    assert r.templated and r.text.split("|")[0].isdigit() and r.text.endswith('"a<b>"')
+    raising = ChatTemplate("{{ raise_exception('only user/assistant roles') }}")
+    r = render_prompt("x", raising)
+    assert (r.text, r.templated) == ("x", False) and "only user/assistant roles" in r.note
+    sandboxed = ChatTemplate("{{ ''.__class__.__mro__ }}")
+    assert not render_prompt("x", sandboxed).templated
+
+
+def test_bos_in_template_dropped_when_llama_adds_it():
+    tmpl = ChatTemplate("{{ bos_token }}[INST] {{ messages[0]['content'] }} [/INST]", "<s>", "</s>", add_bos=True)
+    assert render_prompt("hi", tmpl).text == "[INST] hi [/INST]"
+    kept = ChatTemplate(tmpl.source, "<s>", "</s>", add_bos=False)
+    assert render_prompt("hi", kept).text == "<s>[INST] hi [/INST]"

@@ -1,0 +1,156 @@
+"""K sweep logic, recommendations, and the deployment artefacts (server command, systemd unit, report)."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from runner import deploy, hardware, llamacpp
+from runner.measure import Cell, CellResult, Spread
+from runner.parse import ServerFigures, parse_server_completion
+from runner.prompts import load_task_set, parse_task_set
+from runner.sweep import GRID, NO_DRAFT, Recommendation, SweepConfig, next_k, recommend, run_sweep
+
+
+def _cell(k: int, speedup: float | None, status: str = "ok", ran: bool = True) -> CellResult:
+    return CellResult(Cell("t", "d", k, ("p",)), status, None if status == "ok" else "boom",
+                      Spread(10, 10, 10, 1), Spread(10 * (speedup or 1), 1, 1, 1), speedup if ran else None, ran,
+                      8 if ran else 0, 6 if ran else 0, 0.75 if ran else None, 1.5 if ran else None, True, (),
+                      1.0, 1.0, 1.0)
+
+
+def test_next_k_extends_upward_while_the_largest_k_is_fastest():
+    assert next_k({4: 1.1, 8: 1.2, 16: 1.3}, GRID) == 24
+    assert next_k({4: 1.1, 8: 1.2, 16: 1.3, 24: 1.4}, GRID) is None  # grid exhausted
+    assert next_k({4: 1.1, 8: 1.3, 16: 1.2}, GRID) is None  # fell at the top
+    assert next_k({4: 0.9, 8: 0.7, 16: 0.6}, GRID) is None
+    assert next_k({1: 1.0, 2: 1.1}, GRID) == 4  # next grid value above, not 12
+    assert next_k({4: None, 8: None}, GRID) is None
+
+
+def test_recommend_fastest_k_above_one():
+    rec = recommend("code", 0.0, [_cell(4, 1.2), _cell(8, 1.5), _cell(16, 1.4)])
+    assert (rec.k, rec.speedup, rec.use_draft) == (8, 1.5, True) and rec.summary == "K=8 (1.50x)"
+
+
+def test_recommend_no_draft_when_nothing_wins():
+    rec = recommend("prose", 0.0, [_cell(4, 0.6), _cell(8, 0.5)])
+    assert rec.k is None and rec.summary == NO_DRAFT and "best: K=4 at 0.60x" in rec.reason
+    rec = recommend("prose", 0.0, [_cell(4, None, ran=False)])
+    assert rec.k is None and "never ran" in rec.reason
+    rec = recommend("prose", 0.0, [_cell(4, None, status="failed", ran=False)])
+    assert rec.k is None and "boom" in rec.reason
+
+
+@pytest.fixture(scope="module")
+def small_sweep(smollm2_path):
+    """A real two-K sweep of SmolLM2 drafting for itself on one tiny code task."""
+    try:
+        llamacpp.find_binary(llamacpp.SPECULATIVE)
+    except llamacpp.LlamaCppNotFound as exc:
+        pytest.skip(str(exc))
+    tasks = parse_task_set({"name": "tiny", "tasks": [
+        {"id": "count", "content_type": "code", "prompt": "Write the numbers 1 to 30 as a Python list."}]})
+    cfg = SweepConfig(str(smollm2_path), str(smollm2_path), tasks, ks=(2, 4), n_predict=24, repeats=1,
+                      prompts_per_type=1)
+    progress = []
+    result = run_sweep(cfg, progress=lambda f, m: progress.append(f))
+    return result, progress
+
+
+@pytest.mark.llama
+def test_real_sweep(small_sweep):
+    result, progress = small_sweep
+    assert result.status == "ok", result.error
+    assert {c.cell.k for c in result.cells} >= {2, 4}
+    assert all(c.speculation_ran and c.acceptance_rate >= 0.9 for c in result.cells)
+    assert len(result.recommendations) == 1 and result.recommendations[0].content_type == "code"
+    assert progress == sorted(progress) and progress[-1] == 1.0
+
+
+@pytest.mark.llama
+def test_report_from_real_sweep(small_sweep):
+    result, _ = small_sweep
+    build = llamacpp.build_info()
+    caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.SERVER))
+    rec = result.recommendations[0]
+    dep = deploy.deployment(caps, result.config.target, result.config.draft, rec)
+    report = deploy.markdown_report(result, hardware=hardware.detect(), build=build, deployments={"code": dep})
+    assert report.startswith("# Speculative decoding benchmark: SmolLM2-135M-Instruct.Q4_1.gguf")
+    for part in ("## Method", "## Hardware", "## llama.cpp build", "b11434", "## code (temperature 0)",
+                 "| K | temp |", "**Recommendation:**", "```ini", "ExecStart="):
+        assert part in report
+    assert report.count("\n| 2 | 0 |") == 1 and report.count("\n| 4 | 0 |") == 1
+
+
+def test_server_command_without_draft():
+    help_text = "--spec-draft-n-max N   k\n-md, --model-draft F  d\n"
+    caps = llamacpp.capabilities_from_help(llamacpp.Path("/x/llama-server"), help_text)
+    rec = Recommendation("prose", 0.0, None, 0.6, 0.5, "slower")
+    argv = deploy.server_command(caps, "/m/t.gguf", "/m/d.gguf", rec, port=9000, threads=4, gpu=True)
+    assert "-md" not in argv and "--spec-draft-n-max" not in argv
+    assert argv[argv.index("--port") + 1] == "9000" and argv[argv.index("-t") + 1] == "4"
+    assert argv[argv.index("-ngl") + 1] == str(llamacpp.ALL_GPU_LAYERS)
+
+
+def test_systemd_unit_quoting():
+    unit = deploy.systemd_unit(["/opt/llama server", "-m", "/m/a b.gguf", "--alias", "50%$HOME"], user="llm")
+    assert 'ExecStart="/opt/llama server" -m "/m/a b.gguf" --alias "50%%$$HOME"' in unit
+    assert "User=llm" in unit and "[Install]" in unit
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.llama
+def test_deployed_server_speculates(smollm2_path):
+    """The generated llama-server command is accepted by the real build and its timings parse."""
+    try:
+        caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.SERVER))
+    except llamacpp.LlamaCppNotFound as exc:
+        pytest.skip(str(exc))
+    port = _free_port()
+    rec = Recommendation("code", 0.0, 4, 1.3, 0.9, "test")
+    dep = deploy.deployment(caps, smollm2_path, smollm2_path, rec, port=port, ctx_size=1024)
+    proc = subprocess.Popen(dep.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, "llama-server exited: the command line was refused"
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.3)
+        body = json.dumps({"prompt": "Count: 1, 2, 3, 4,", "n_predict": 16, "temperature": 0}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=body,
+                                     headers={"Content-Type": "application/json"})
+        fig = parse_server_completion(json.load(urllib.request.urlopen(req, timeout=60)))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert isinstance(fig, ServerFigures) and fig.speculation_ran
+    assert fig.predicted_n == 16 and fig.draft_n_accepted >= 0.9 * fig.draft_n and "5, 6" in fig.text
+
+
+def test_hardware_description():
+    info = hardware.detect()
+    assert info["cpu_cores"] >= 1 and info["ram_bytes"] > 0 and info["cpu_model"]
+    assert info["hardware_class"] == (f"cpu-{info['cpu_cores']}c" if not info["gpus"] else info["hardware_class"])
+    h100 = [{"vendor": "nvidia", "name": "NVIDIA H100 80GB HBM3"}]
+    assert hardware.hardware_class({"gpus": h100}) == "gpu-nvidia-h100"
+    two = [{"vendor": "nvidia", "name": "NVIDIA GeForce RTX 4090"}] * 2
+    assert hardware.hardware_class({"gpus": two}) == "gpu-nvidia-rtx-4090x2"
+    assert hardware.hardware_class({"cpu_cores": 2, "gpus": []}) == "cpu-2c"
+
+
+def test_default_task_set_loads_for_sweeps():
+    assert SweepConfig("t", "d", load_task_set()).task_set.content_types == ("code", "json", "prose", "math")

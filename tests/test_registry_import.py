@@ -1,0 +1,233 @@
+"""import_hf, register_gguf and find_drafts through the real huggingface_hub client against the local test Hub."""
+from __future__ import annotations
+
+import io
+import socket
+import threading
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from inspector.cli import UserError
+from registry.drafts import family_stem, find_drafts, size_from_name
+from registry.hub_import import HubImportError, import_hf
+from registry.models import GGUFFile, Pair, ReportedResult, TokenTable
+from tests.ggufgen import vocab, write_gguf
+from tests.models import MODELS
+
+pytestmark = pytest.mark.django_db
+
+SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
+SMOL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+Q05 = "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"
+Q05_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+Q15 = "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"
+Q15_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+
+
+@pytest.fixture
+def hub(fake_hub, smollm2_path, qwen05_header_path, qwen15_header_path):
+    fake_hub.add_repo(SMOL, {SMOL_FILE: smollm2_path, "README.md": b"# SmolLM2\n"}, downloads=50)
+    fake_hub.add_repo(Q05, {Q05_FILE: qwen05_header_path}, base_model="Qwen/Qwen2.5-Coder-0.5B-Instruct", downloads=900)
+    fake_hub.add_repo(Q15, {Q15_FILE: qwen15_header_path}, base_model="Qwen/Qwen2.5-Coder-1.5B-Instruct", downloads=800)
+    return fake_hub
+
+
+def run(*args: str) -> str:
+    out = io.StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def test_it_imports_a_repo_reading_only_headers_and_records_the_commit(hub, smollm2_path):
+    out = run("import_hf", SMOL)
+    f = GGUFFile.objects.get()
+    assert f.source == f"hf://{SMOL}/{SMOL_FILE}" and f.commit == hub.repos[SMOL].commit
+    assert f.size == MODELS["smollm2"].size and f.etag == MODELS["smollm2"].sha256
+    assert f.n_vocab == 49_152 and f.architecture == "llama" and f.info["header_size"] == f.header_size
+    served = hub.bytes_served(SMOL, SMOL_FILE)
+    assert f.header_size <= served <= 2 * f.header_size + 512 * 1024  # a header, not 98 MB
+    assert "added" in out and "1 added" in out
+
+
+def test_reimporting_an_unchanged_repo_reads_no_file_bytes(hub):
+    run("import_hf", SMOL)
+    hub.reset_counts()
+    out = run("import_hf", SMOL)
+    assert hub.bytes_served(SMOL, SMOL_FILE) == 0 and "1 unchanged" in out
+    assert GGUFFile.objects.count() == 1
+
+
+def test_a_changed_file_is_reinspected_after_a_push(hub, tmp_path):
+    run("import_hf", Q05)
+    first = GGUFFile.objects.get()
+    hub.repos[Q05].files[Q05_FILE] = write_gguf(tmp_path / "new.gguf", tokens=vocab(5000))
+    hub.new_commit(Q05)
+    report = import_hf(Q05)
+    assert [o.status for o in report.outcomes] == ["updated"]
+    f = GGUFFile.objects.get()
+    assert f.pk == first.pk and f.n_vocab == 5000 and f.commit == hub.repos[Q05].commit
+
+
+def test_it_imports_only_files_matching_include_whatever_their_case(hub, smollm2_path):
+    hub.add_repo("org/many-GGUF", {"m-Q4_K_M.gguf": smollm2_path, "m-Q8_0.gguf": smollm2_path})
+    report = import_hf("org/many-GGUF", include="*q8_0*")
+    assert [o.path for o in report.outcomes] == ["m-Q8_0.gguf"]
+    with pytest.raises(HubImportError, match="no .gguf files matching"):
+        import_hf("org/many-GGUF", include="*IQ2*")
+
+
+def test_it_imports_a_split_file_as_one_file(hub, tmp_path):
+    first = write_gguf(tmp_path / "s1.gguf", tokens=vocab(5000), kv=None)
+    second = write_gguf(tmp_path / "s2.gguf", model=None, pre=None)
+    hub.add_repo("org/split-GGUF", {"big-Q4_K_M-00001-of-00002.gguf": first, "big-Q4_K_M-00002-of-00002.gguf": second,
+                                    "broken-00001-of-00003.gguf": first})
+    report = import_hf("org/split-GGUF")
+    by_path = {o.path: o for o in report.outcomes}
+    assert by_path["big-Q4_K_M-00001-of-00002.gguf"].status == "added"
+    assert "missing shard(s) 2, 3 of 3" in by_path["broken-00001-of-00003.gguf"].message
+    f = GGUFFile.objects.get()
+    assert f.split_count == 2 and f.size == first.stat().st_size + second.stat().st_size
+    assert f.model.name == "big"
+
+
+def test_a_gated_repo_needs_a_token(hub, monkeypatch, smollm2_path):
+    hub.add_repo("google/gated-GGUF", {"g.gguf": smollm2_path}, gated=True)
+    with pytest.raises(UserError, match="gated: set HF_TOKEN"):
+        call_command("import_hf", "google/gated-GGUF")
+    assert not GGUFFile.objects.exists()
+    monkeypatch.setenv("HF_TOKEN", hub.token)
+    assert import_hf("google/gated-GGUF").count("added") == 1
+
+
+@pytest.mark.parametrize("repo, include, message", [
+    ("not a repo", None, "is not a model repository name"),
+    ("a/../b", None, "is not a model repository name"),
+    ("/etc/passwd", None, "is not a model repository name"),
+    ("datasets/x", None, "is not a model repository name"),
+    ("org/repo", "../*.gguf", "without '..'"),
+    ("org/repo", "/abs/*.gguf", "without '..'"),
+    ("nobody/nothing", None, "repository nobody/nothing not found"),
+])
+def test_it_refuses_bad_names_in_one_line(hub, repo, include, message):
+    args = ["import_hf", repo] + (["--include", include] if include else [])
+    with pytest.raises(UserError) as exc:
+        call_command(*args)
+    assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_non_gguf_file_fails_alone_and_the_rest_is_imported(hub, smollm2_path):
+    hub.add_repo("org/mixed-GGUF", {"fake.gguf": b"<html>not a model</html>", "ok.gguf": smollm2_path})
+    with pytest.raises(SystemExit) as exit_:
+        run("import_hf", "org/mixed-GGUF")
+    assert exit_.value.code == 1
+    report_sources = set(GGUFFile.objects.values_list("path", flat=True))
+    assert report_sources == {"ok.gguf"}
+    report = import_hf("org/mixed-GGUF")
+    (failed,) = report.failed
+    assert "not a GGUF file" in failed.message
+
+
+def test_an_unreachable_hub_is_one_clear_line(hub, monkeypatch):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    with pytest.raises(UserError, match="cannot connect to 127.0.0.1"):
+        call_command("import_hf", SMOL)
+
+
+def test_importing_the_qwen_repos_pairs_them_and_attaches_the_reported_examples(hub):
+    import_hf(Q05)
+    import_hf(Q15)
+    pair = Pair.objects.get()
+    assert pair.compatible and pair.target.repo == Q15 and pair.draft.repo == Q05
+    assert ReportedResult.objects.filter(pair=pair).count() == 3
+    assert pair.best_kind == "reported"
+
+
+@pytest.mark.db_service
+@pytest.mark.django_db(transaction=True)
+def test_two_imports_of_the_same_repo_racing_register_each_file_once(hub):
+    if connection.vendor == "sqlite" and connection.is_in_memory_db():
+        pytest.skip("in-memory SQLite's shared cache reports 'table is locked' instead of waiting; run on a file or PostgreSQL")
+    errors, reports = [], []
+
+    def work() -> None:
+        try:
+            reports.append(import_hf(Q05))
+        except Exception as exc:  # noqa: BLE001 - the assertion shows it
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(r.outcomes[0].status for r in reports) == ["added", "unchanged"]
+    assert GGUFFile.objects.count() == 1 and TokenTable.objects.count() == 1
+
+
+def test_register_gguf_registers_local_files_by_absolute_path(qwen05_header_path, qwen15_header_path):
+    out = run("register_gguf", str(qwen05_header_path), str(qwen15_header_path))
+    assert out.count("added") == 2
+    pair = Pair.objects.get()
+    assert pair.target.source == str(qwen15_header_path.resolve()) and pair.compatible
+    assert "unchanged" in run("register_gguf", str(qwen05_header_path))
+    with pytest.raises(UserError, match="no such file"):
+        call_command("register_gguf", "/nonexistent/x.gguf")
+
+
+def test_find_drafts_registers_a_draft_found_on_the_hub(hub, qwen05_header_path, smollm2_path):
+    import_hf(Q15)
+    hub.add_repo("someone/Qwen2.5-Coder-1.5B-Instruct-DRAFT-0.5B-GGUF", {"draft-Q8_0.gguf": qwen05_header_path},
+                 tags=["draft"], downloads=5)
+    hub.add_repo("other/SmolLM2-135M-DRAFT-GGUF", {"s.gguf": smollm2_path}, tags=["draft"])
+    hub.add_repo("big/Qwen2.5-Coder-7B-Instruct-GGUF", {"q7.gguf": qwen05_header_path})
+    out = run("find_drafts", f"hf://{Q15}/{Q15_FILE}")
+    registered_repos = set(GGUFFile.objects.values_list("repo", flat=True))
+    assert "someone/Qwen2.5-Coder-1.5B-Instruct-DRAFT-0.5B-GGUF" in registered_repos and Q05 in registered_repos
+    assert "other/SmolLM2-135M-DRAFT-GGUF" not in registered_repos  # not of this family
+    assert "big/Qwen2.5-Coder-7B-Instruct-GGUF" not in registered_repos  # not smaller
+    assert "Found on the Hub: 2 compatible" in out
+    again = find_drafts(f"hf://{Q15}/{Q15_FILE}", hub=False)
+    assert {p.draft.repo for p in again.registered} == {Q05, "someone/Qwen2.5-Coder-1.5B-Instruct-DRAFT-0.5B-GGUF"}
+
+
+def test_find_drafts_reports_an_unknown_target_in_one_line(hub):
+    with pytest.raises(UserError, match="not a registered file"):
+        call_command("find_drafts", "nothing-here")
+
+
+def test_names_give_sizes_and_family_stems():
+    assert size_from_name("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF") == 0.5e9
+    assert size_from_name("x/Qwen2.5-Coder-32B-Instruct-DRAFT-0.5B-GGUF") == 0.5e9
+    assert size_from_name("HuggingFaceTB/SmolLM2-135M-Instruct") == 135e6
+    assert size_from_name("org/no-size") is None
+    assert family_stem("Qwen2.5-Coder-1.5B-Instruct") == "Qwen2.5-Coder"
+    assert family_stem("qwen2.5-coder-1.5b-instruct") == "qwen2.5-coder"
+
+
+def test_the_find_drafts_button_reports_what_it_found(hub, qwen05_header_path, client):
+    from django.contrib.auth.models import User
+
+    import_hf(Q15)
+    hub.add_repo("someone/Qwen2.5-Coder-1.5B-Instruct-DRAFT-0.5B-GGUF", {"draft-Q8_0.gguf": qwen05_header_path}, tags=["draft"])
+    target = GGUFFile.objects.get()
+    assert client.post(f"/files/{target.pk}/find-drafts").status_code == 302  # to the login page
+    assert GGUFFile.objects.count() == 1
+    client.force_login(User.objects.create_user("bob", password="x" * 12))
+    html = client.post(f"/files/{target.pk}/find-drafts", follow=True).content.decode()
+    assert "someone/Qwen2.5-Coder-1.5B-Instruct-DRAFT-0.5B-GGUF (named *DRAFT*): compatible" in html
+    assert 'href="/pairs/' in html.split('id="drafts"')[1].split("</section>")[0]  # listed among the drafts
+
+
+def test_a_header_above_the_cap_fails_that_file_with_a_clear_message(hub, settings):
+    settings.SPECREG_MAX_HEADER_BYTES = 1_000_000  # SmolLM2's header is 1.8 MB
+    report = import_hf(SMOL)
+    (failed,) = report.failed
+    assert "1,000,000-byte header cap" in failed.message and not GGUFFile.objects.exists()

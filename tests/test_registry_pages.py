@@ -1,0 +1,297 @@
+"""The web pages, JSON API and CSV export through Django's test client."""
+from __future__ import annotations
+
+import csv
+import io
+import socket
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+
+from inspector.info import inspect_source
+from registry.header_upload import inspect_prefix, NeedMore
+from registry.models import GGUFFile, Pair, ReportedResult
+from registry.registration import register
+from registry.results import refresh_best
+from tests.ggufgen import vocab, write_gguf
+
+pytestmark = pytest.mark.django_db
+
+Q05 = "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"
+Q15 = "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"
+EVIL = '<script>alert("x")</script>'
+
+
+@pytest.fixture(scope="session")
+def infos(qwen05_header_path, qwen15_header_path, smollm2_path):
+    return {k: inspect_source(str(p)) for k, p in
+            [("qwen05", qwen05_header_path), ("qwen15", qwen15_header_path), ("smollm2", smollm2_path)]}
+
+
+def reg(info, repo: str, path: str):
+    return register(info, source=f"hf://{repo}/{path}", repo=repo, path=path, etag=f"e-{repo}-{path}", size=1)
+
+
+@pytest.fixture
+def qwen_pair(infos):
+    reg(infos["qwen05"], Q05, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+    reg(infos["qwen15"], Q15, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+    reg(infos["smollm2"], "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    return Pair.objects.get()
+
+
+@pytest.fixture
+def evil_pair(tmp_path):
+    toks = vocab(300)
+    toks[7] = EVIL
+    paths = [write_gguf(tmp_path / f"{n}.gguf", tokens=toks, eos=7, chat_template=EVIL + "{{ messages }}")
+             for n in ("a", "b")]
+    for i, p in enumerate(paths):
+        register(inspect_source(str(p)), source=f"hf://evil/{EVIL}-{i}/m{i}.gguf", repo=f"evil/{i}", path=f"{EVIL}{i}.gguf")
+    return Pair.objects.get()
+
+
+@pytest.fixture
+def user_client():
+    user = User.objects.create_user("alice", password="correct horse battery")
+    c = Client()
+    c.force_login(user)
+    return c
+
+
+def test_the_first_start_page_offers_the_reported_examples_and_the_curated_list(client):
+    html = client.get("/").content.decode()
+    assert "Getting started" in html and "Qwen2.5-Coder-32B-Instruct" in html and "70.8%" in html and "11.00×" in html
+    assert "reported" in html and "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF" in html
+    assert "Log in</a> to import" in html  # anonymous users are not offered the write
+
+
+def test_the_table_shows_compatible_pairs_with_their_best_reported_result(client, qwen_pair):
+    ReportedResult.objects.create(pair=qwen_pair, k=24, acceptance=0.708, speedup=11.0, content_type="code",
+                                  citation="client notes")
+    refresh_best(qwen_pair)
+    html = client.get("/").content.decode()
+    assert "Getting started" not in html and "1 pair" in html
+    assert "qwen2.5-coder-1.5b-instruct" in html and "qwen2.5-coder-0.5b-instruct" in html
+    assert "11.00×" in html and "70.8%" in html and 'badge reported' in html and "2.8×" in html
+
+
+def test_search_and_filters_narrow_the_table(client, qwen_pair, infos):
+    ReportedResult.objects.create(pair=qwen_pair, k=4, speedup=0.5, content_type="code", hardware="2-core CPU", citation="x")
+    refresh_best(qwen_pair)
+    count = lambda **q: client.get("/api/pairs", q).json()["count"]  # noqa: E731
+    assert count() == 1
+    assert count(q="qwen2") == 1 and count(q="coder-0.5b") == 1 and count(q="smollm") == 0
+    assert count(q="BPE · 151,936") == 1  # the family name
+    assert count(content_type="code") == 1 and count(content_type="prose") == 0
+    assert count(hardware="2-core") == 1 and count(hardware="H100") == 0
+    assert count(min_speedup="1") == 0 and count(min_speedup="0.4") == 1
+    assert count(verdict="incompatible") == 0 and count(verdict="all") == 1
+    assert count(min_speedup="junk", sort="nonsense", page="-3") == 1  # bad parameters fall back
+
+
+def test_the_table_sorts_and_pages(client, tmp_path):
+    # 12 files of one small vocabulary: 66 compatible pairs, two pages.
+    for i in range(12):
+        p = write_gguf(tmp_path / f"m{i}.gguf", tokens=vocab(100), kv=None)
+        info = inspect_source(str(p))
+        info.parameter_count = 1000 * (i + 1)
+        register(info, source=f"/models/m{i}.gguf", path=f"/models/m{i}.gguf")
+    first = client.get("/api/pairs", {"sort": "-ratio"}).json()
+    assert first["count"] == 66 and first["num_pages"] == 2 and len(first["results"]) == 50
+    ratios = [r["size_ratio"] for r in first["results"]]
+    assert ratios == sorted(ratios, reverse=True) and ratios[0] == 12.0
+    second = client.get("/api/pairs", {"sort": "-ratio", "page": "2"}).json()
+    assert len(second["results"]) == 16
+    html = client.get("/", {"sort": "-ratio"}).content.decode()
+    assert "Page 1 of 2" in html and "page=2" in html
+
+
+def test_the_csv_export_has_every_filtered_row(client, qwen_pair):
+    response = client.get("/pairs.csv", {"q": "qwen"})
+    assert response["Content-Type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert rows[0][:3] == ["target", "draft", "compatible"] and len(rows) == 2
+    assert rows[1][0].endswith("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf") and rows[1][2] == "True"
+
+
+def test_the_model_page_shows_the_inspection_and_compatible_drafts(client, qwen_pair):
+    html = client.get(qwen_pair.target.get_absolute_url()).content.decode()
+    for text in ("qwen2", "151936 tokens", "Stored in the file", "Effective in llama.cpp", "&lt;|endoftext|&gt;",
+                 "Compatible drafts", "qwen2.5-coder-0.5b-instruct", "All metadata", "Q4_K", "general.architecture"):
+        assert text in html, text
+    data = client.get(f"/api/models/{qwen_pair.target.model_id}").json()
+    assert data["drafts"][0]["draft"]["id"] == qwen_pair.draft_id and data["file"]["info"]["tokenizer"]["n_tokens"] == 151936
+
+
+def test_model_supplied_strings_are_escaped_everywhere(client, evil_pair):
+    for url in (evil_pair.target.get_absolute_url(), evil_pair.get_absolute_url(), "/?verdict=all", f"/?q={EVIL}"):
+        html = client.get(url).content.decode()
+        assert EVIL not in html, url
+    html = client.get(evil_pair.target.get_absolute_url()).content.decode()
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html  # token text and chat template, escaped
+
+
+def test_the_pair_page_explains_each_rule_and_recommends_a_command(client, qwen_pair):
+    html = client.get(qwen_pair.get_absolute_url()).content.decode()
+    for text in ("1. Vocabulary type", "2. BOS token", "4. Vocabulary size", "5. Token texts from id 5",
+                 "Compatible: the draft can draft for this target", "Not benchmarked yet", "llama-server -m models/qwen2.5-coder-1.5b",
+                 "-md models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "--spec-draft-n-max 8", "No benchmark has run"):
+        assert text in html, text
+
+
+def test_the_pair_page_plots_reported_results_and_uses_only_a_winning_k(client, qwen_pair):
+    for k, s, a in ((4, 0.5, 0.77), (8, 0.35, 0.56)):
+        ReportedResult.objects.create(pair=qwen_pair, k=k, acceptance=a, speedup=s, content_type="<b>code</b>", citation="notes")
+    html = client.get(qwen_pair.get_absolute_url()).content.decode()
+    assert "<svg" in html and "Reported speedup and acceptance" in html and "&lt;b&gt;code&lt;/b&gt;" in html
+    assert "<b>code</b>" not in html
+    assert "run without a draft" in html and "-md " not in html.split('id="server-command"')[1].split("</pre>")[0]
+    ReportedResult.objects.create(pair=qwen_pair, k=24, acceptance=0.708, speedup=11.0, content_type="code", citation="client")
+    data = client.get(f"/api/pairs/{qwen_pair.pk}").json()
+    assert data["recommendation"]["use_draft"] and data["recommendation"]["k"] == 24
+    assert "Reported, not measured here" in data["recommendation"]["basis"]
+    assert {r["kind"] for r in data["reported"]} == {"reported"} and data["measured"] == []
+
+
+def test_check_a_pair_answers_for_registered_files(client, qwen_pair):
+    response = client.get("/check/", {"target": qwen_pair.target.source, "draft": qwen_pair.draft.source})
+    html = response.content.decode()
+    assert response.status_code == 200 and "Compatible: the draft can draft" in html and "5. Token texts" in html
+    smol = GGUFFile.objects.get(repo__startswith="HuggingFaceTB").source
+    bad = client.get("/api/check", {"target": qwen_pair.target.source, "draft": smol}).json()
+    assert bad["compatible"] is False and bad["failed_rule"] == "vocab_size"
+
+
+def test_check_a_pair_reads_hf_files_remotely(client, fake_hub, qwen05_header_path, qwen15_header_path):
+    fake_hub.add_repo(Q05, {"q05.gguf": qwen05_header_path})
+    fake_hub.add_repo(Q15, {"q15.gguf": qwen15_header_path})
+    data = client.get("/api/check", {"target": f"hf://{Q15}/q15.gguf", "draft": f"hf://{Q05}/q05.gguf"}).json()
+    assert data["compatible"] is True
+    assert not GGUFFile.objects.exists()  # checking registers nothing
+
+
+def test_check_a_pair_never_reads_server_paths(client, smollm2_path):
+    response = client.get("/check/", {"target": str(smollm2_path), "draft": "/etc/passwd"})
+    assert response.status_code == 400 and "not a registered file" in response.content.decode()
+
+
+def test_the_local_header_endpoint_asks_for_more_bytes_until_it_has_the_header(client, smollm2_path):
+    data = smollm2_path.read_bytes()[:3_000_000]
+    total = smollm2_path.stat().st_size
+    url = reverse("local_inspect")
+    short = client.post(url, data[:100_000], content_type="application/octet-stream",
+                        headers={"X-File-Name": "smol.gguf", "X-File-Size": str(total)}).json()
+    assert short["status"] == "need_more"
+    header_size = inspect_source(str(smollm2_path)).header_size
+    assert 100_000 < short["need"] <= header_size  # a lower bound: never asks for more than the header
+    ok = client.post(url, data[:header_size], content_type="application/octet-stream",
+                     headers={"X-File-Name": "smol.gguf", "X-File-Size": str(total)}).json()
+    assert ok["status"] == "ok" and ok["header_size"] == header_size and ok["info"]["tokenizer"]["n_tokens"] == 49152
+    assert "Registered files it can pair with" in ok["html"]
+
+
+def test_the_local_header_endpoint_refuses_non_gguf_bytes_and_needs_csrf(client):
+    answer = client.post(reverse("local_inspect"), b"<html>", content_type="application/octet-stream",
+                         headers={"X-File-Size": "6"})
+    assert answer.status_code == 422 and "not a GGUF file" in answer.json()["error"]
+    strict = Client(enforce_csrf_checks=True)
+    assert strict.post(reverse("local_inspect"), b"GGUF", content_type="application/octet-stream",
+                       headers={"X-File-Size": "4"}).status_code == 403
+
+
+def test_the_zero_padded_parse_gives_a_lower_bound_for_every_prefix(smollm2_path):
+    data = smollm2_path.read_bytes()[:2_000_000]
+    header_size = inspect_source(str(smollm2_path)).header_size
+    for n in (24, 1000, 50_000, 500_000, 1_500_000, header_size - 1):
+        with pytest.raises(NeedMore) as more:
+            inspect_prefix("s.gguf", data[:n], 98_362_432)
+        assert n < more.value.need <= header_size
+
+
+def test_import_needs_login_and_csrf(client, user_client):
+    assert client.get("/import/").status_code == 302
+    assert client.post("/import/curated").status_code == 302
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(User.objects.get(username="alice"))
+    assert strict.post("/import/", {"repo": Q05}).status_code == 403
+
+
+def test_the_import_form_imports_a_repo_and_reports_bad_names(user_client, fake_hub, qwen05_header_path):
+    fake_hub.add_repo(Q05, {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf": qwen05_header_path})
+    ok = user_client.post("/import/", {"repo": Q05, "include": "*Q4_K_M*"})
+    assert ok.status_code == 200 and "1 added" in ok.content.decode()
+    assert GGUFFile.objects.get().repo == Q05
+    again = user_client.post("/import/", {"repo": Q05})
+    assert "1 unchanged" in again.content.decode()
+    bad = user_client.post("/import/", {"repo": "../etc/passwd"})
+    assert bad.status_code == 400 and "not a model repository name" in bad.content.decode()
+    missing = user_client.post("/import/", {"repo": "nobody/nothing"})
+    assert missing.status_code == 400 and "repository nobody/nothing not found" in missing.content.decode()
+
+
+def test_the_curated_import_says_clearly_when_the_hub_is_unreachable(user_client, fake_hub, monkeypatch):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    html = user_client.post("/import/curated", follow=True).content.decode()
+    assert "The Hugging Face Hub cannot be reached from this server" in html and "Nothing was imported" in html
+
+
+def test_the_curated_import_imports_what_the_hub_has(user_client, fake_hub, qwen05_header_path, qwen15_header_path):
+    fake_hub.add_repo(Q05, {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf": qwen05_header_path,
+                            "qwen2.5-coder-0.5b-instruct-q8_0.gguf": qwen05_header_path})
+    fake_hub.add_repo(Q15, {"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf": qwen15_header_path})
+    html = user_client.post("/import/curated", follow=True).content.decode()
+    assert GGUFFile.objects.count() == 2  # one quant each, as the curated globs say
+    assert "not found" in html  # the repos this Hub lacks are named
+    pair = Pair.objects.get()
+    assert pair.reported_results.count() == 3 and "0.50×" in html
+
+
+def test_adding_a_reported_result_needs_login_and_valid_figures(client, user_client, qwen_pair):
+    url = reverse("add_reported", args=[qwen_pair.pk])
+    form = {"k": "24", "acceptance": "0.708", "speedup": "11", "content_type": "code", "citation": "client notes"}
+    assert client.post(url, form).status_code == 302 and not ReportedResult.objects.exists()
+    assert user_client.post(url, form | {"acceptance": "70.8"}).status_code == 400
+    assert user_client.post(url, form).status_code == 302
+    r = ReportedResult.objects.get()
+    assert r.reported_by.username == "alice"
+    qwen_pair.refresh_from_db()
+    assert qwen_pair.best_kind == "reported" and qwen_pair.best_k == 24
+
+
+def test_the_api_serves_files_and_examples(client, qwen_pair):
+    f = client.get(f"/api/files/{qwen_pair.draft_id}").json()
+    assert f["source"] == qwen_pair.draft.source and f["info"]["architecture"] == "qwen2"
+    ex = client.get("/api/examples").json()
+    assert ex["reported_examples"][0]["k"] == 24 and len(ex["curated"]) >= 6
+    assert client.get("/api/pairs/999999").status_code == 404
+
+
+def test_measured_results_take_precedence_and_are_never_mixed_with_reported_ones(client, qwen_pair):
+    from django.apps import apps
+
+    if not apps.is_installed("runner"):
+        pytest.skip("the runner app provides measured results")
+    from runner.models import BenchmarkResult, BenchmarkRun
+
+    ReportedResult.objects.create(pair=qwen_pair, k=24, acceptance=0.708, speedup=11.0, content_type="code", citation="client")
+    run = BenchmarkRun.objects.create(pair=qwen_pair, queue="bench.cpu", status="done")
+    common = dict(run=run, pair=qwen_pair, n_predict=128, repeats=3, n_prompts=3, content_type="code",
+                  hardware="2-core CPU", llama_cpp_build="b11434")
+    BenchmarkResult.objects.create(k=4, acceptance=0.77, speedup=0.5, status="ok", **common)
+    BenchmarkResult.objects.create(k=8, acceptance=None, speedup=9.9, status="failed", **common)  # not a figure
+    refresh_best(qwen_pair)
+    qwen_pair.refresh_from_db()
+    assert (qwen_pair.best_kind, qwen_pair.best_k, qwen_pair.best_speedup) == ("measured", 4, 0.5)
+    data = client.get(f"/api/pairs/{qwen_pair.pk}").json()
+    assert [f["k"] for f in data["measured"]] == [4] and [f["k"] for f in data["reported"]] == [24]
+    assert not data["recommendation"]["use_draft"]  # measured here: slower than the target alone
+    html = client.get(qwen_pair.get_absolute_url()).content.decode()
+    assert "Measured speedup and acceptance" in html and "Reported speedup and acceptance" in html
+    row = client.get("/api/pairs").json()["results"][0]
+    assert row["best"]["kind"] == "measured"
