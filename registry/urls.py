@@ -25,6 +25,7 @@ urlpatterns = [
     path("api/files/<int:pk>", api.file, name="api_file"),
     path("api/check", api.check, name="api_check"),
     path("api/examples", api.examples, name="api_examples"),
+    path("", include("runner.urls")),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
 ]

@@ -1,0 +1,42 @@
+"""The "benchmark this pair" form: the sweep's knobs, checked by runner.service.normalize_params."""
+from __future__ import annotations
+
+from django import forms
+
+from .prompts import load_task_set
+
+
+def _csv(cast):
+    def parse(text: str):
+        try:
+            return [cast(x) for x in text.replace(" ", "").split(",") if x]
+        except ValueError:
+            raise forms.ValidationError(f"expected comma-separated numbers, got {text!r}") from None
+    return parse
+
+
+class BenchmarkForm(forms.Form):
+    ks = forms.CharField(label="K values", initial="4,8,16", help_text="extended upward while still getting faster")
+    content_types = forms.MultipleChoiceField(label="Content types", required=False,
+                                              widget=forms.CheckboxSelectMultiple, help_text="none ticked: all")
+    temperatures = forms.CharField(initial="0", help_text="comma-separated, e.g. 0,0.7")
+    repeats = forms.IntegerField(initial=3, min_value=1, max_value=20)
+    n_predict = forms.IntegerField(label="Tokens per run", initial=128, min_value=8, max_value=4096)
+    prompts_per_type = forms.IntegerField(initial=3, min_value=1, max_value=50)
+    hardware = forms.CharField(required=False, help_text="hardware class queue; empty: this server's worker class")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        types = load_task_set().content_types
+        self.fields["content_types"].choices = [(t, t) for t in types]
+
+    def clean_ks(self):
+        return _csv(int)(self.cleaned_data["ks"])
+
+    def clean_temperatures(self):
+        return _csv(float)(self.cleaned_data["temperatures"])
+
+    def params(self) -> dict:
+        d = self.cleaned_data
+        return {"ks": d["ks"], "content_types": d["content_types"] or None, "temperatures": d["temperatures"],
+                "repeats": d["repeats"], "n_predict": d["n_predict"], "prompts_per_type": d["prompts_per_type"]}

@@ -1,0 +1,84 @@
+"""Pages and endpoints for benchmark runs: queue, follow live, cancel, download the artifacts."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from registry.models import Pair
+
+from . import service
+from .forms import BenchmarkForm
+from .models import BenchmarkRun
+
+
+def run_state(run: BenchmarkRun) -> dict:
+    return {
+        "id": run.pk, "status": run.status, "progress": run.progress, "message": run.progress_message,
+        "finished": run.finished, "error": run.error, "log": run.log[-20000:], "queue": run.queue,
+        "created_at": run.created_at.isoformat(), "started_at": run.started_at and run.started_at.isoformat(),
+        "finished_at": run.finished_at and run.finished_at.isoformat(), "params": run.params,
+        "hardware": run.hardware, "build": run.build, "summary": run.summary,
+        "server_command": run.server_command, "pair": run.pair_id,
+        "results": [{
+            "content_type": r.content_type, "temperature": r.temperature, "k": r.k, "status": r.status,
+            "baseline_tokens_per_second": r.baseline_tokens_per_second, "tokens_per_second": r.tokens_per_second,
+            "baseline_spread": [r.baseline_min, r.baseline_max], "spread": [r.tps_min, r.tps_max],
+            "speedup": r.speedup, "acceptance": r.acceptance, "drafted": r.drafted, "accepted": r.accepted,
+            "mean_accepted": r.mean_accepted, "identical": r.identical, "divergences": r.divergences,
+            "speculation_ran": r.speculation_ran, "error": r.error,
+        } for r in run.results.all()],
+    }
+
+
+def run(request: HttpRequest, pk: int) -> HttpResponse:
+    r = get_object_or_404(BenchmarkRun.objects.select_related("pair__target", "pair__draft"), pk=pk)
+    return render(request, "runner/run.html", {"run": r, "results": r.results.all()})
+
+
+def run_json(request: HttpRequest, pk: int) -> JsonResponse:
+    return JsonResponse(run_state(get_object_or_404(BenchmarkRun, pk=pk)))
+
+
+@login_required
+@require_POST
+def benchmark(request: HttpRequest, pk: int) -> HttpResponse:
+    pair = get_object_or_404(Pair, pk=pk)
+    form = BenchmarkForm(request.POST)
+    if not form.is_valid():
+        for field, errors in form.errors.items():
+            messages.error(request, f"{field}: {' '.join(errors)}")
+        return redirect(pair)
+    try:
+        r = service.queue_benchmark(pair, form.params(), user=request.user,
+                                    hardware=form.cleaned_data["hardware"] or None)
+    except service.BenchmarkError as exc:
+        messages.error(request, str(exc))
+        return redirect(pair)
+    messages.success(request, f"Benchmark queued on {r.queue}.")
+    return redirect(r)
+
+
+@login_required
+@require_POST
+def cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    r = get_object_or_404(BenchmarkRun, pk=pk)
+    state = service.cancel(r.pk)
+    messages.info(request, f"Run {r.pk}: {state}.")
+    return redirect(r)
+
+
+def artifact(request: HttpRequest, pk: int, name: str) -> HttpResponse:
+    r = get_object_or_404(BenchmarkRun, pk=pk)
+    body, filename, ctype = {
+        "report": (r.report_md, f"specreg-run-{r.pk}.md", "text/markdown"),
+        "unit": (r.systemd_unit, "llama-server.service", "text/plain"),
+        "command": (r.server_command + "\n", f"llama-server-run-{r.pk}.sh", "text/plain"),
+    }[name]
+    if not body.strip():
+        return HttpResponse("not available: the run has not finished\n", status=404, content_type="text/plain")
+    response = HttpResponse(body, content_type=f"{ctype}; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
