@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -157,7 +157,10 @@ class _Reporter:
 
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT_S):
-            self.flush()
+            try:
+                self.flush()
+            except DatabaseError:
+                pass  # a busy or briefly unreachable database: the next beat tries again
         close_old_connections()
 
     def flush(self) -> None:

@@ -1,0 +1,63 @@
+"""Benchmarks of hf:// files: downloaded through huggingface_hub from the local test Hub, verified, budgeted."""
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from runner import service
+from runner.downloads import DownloadError, local_paths
+from runner.models import BenchmarkRun
+from runner.sources import register_source
+
+REPO = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
+SPEC = f"hf://{REPO}/smollm2-135m-instruct-q4_1.gguf"
+
+
+@pytest.fixture
+def hub_with_smollm2(fake_hub, smollm2_path, settings, tmp_path):
+    settings.SPECREG_MODEL_DIR = tmp_path / "models"
+    fake_hub.add_repo(REPO, {"smollm2-135m-instruct-q4_1.gguf": smollm2_path})
+    return fake_hub
+
+
+def sha256(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_it_downloads_and_verifies_a_registered_file(db, hub_with_smollm2, smollm2_path):
+    f = register_source(SPEC)
+    seen = []
+    (path,) = local_paths(f.source, f.size, f.etag, lambda done, total: seen.append((done, total)))
+    assert sha256(path) == sha256(smollm2_path) == f.etag
+    assert seen and seen[-1] == (f.size, f.size)
+    again = local_paths(f.source, f.size, f.etag)  # cached: nothing fetched twice
+    assert again == [path]
+
+
+def test_the_disk_budget_refuses_a_download(db, hub_with_smollm2, settings):
+    settings.SPECREG_DISK_BUDGET_BYTES = 10_000_000
+    f = register_source(SPEC)
+    with pytest.raises(DownloadError, match="disk budget"):
+        local_paths(f.source, f.size, f.etag)
+    assert not list((settings.SPECREG_MODEL_DIR).rglob("*.gguf"))
+
+
+def test_a_file_gone_from_the_hub_fails_the_download_in_one_line(db, hub_with_smollm2):
+    f = register_source(SPEC)
+    hub_with_smollm2.repos[REPO].files.pop("smollm2-135m-instruct-q4_1.gguf")
+    with pytest.raises(DownloadError) as exc:
+        local_paths(f.source, f.size, f.etag)
+    assert "download failed" in str(exc.value) and "\n" not in str(exc.value)
+
+
+@pytest.mark.llama
+def test_a_benchmark_of_hub_files_downloads_them_first(transactional_db, hub_with_smollm2, settings):
+    settings.SPECREG_QUEUE_PREFIX = "nobody-listens."
+    f = register_source(SPEC)
+    run = service.queue_benchmark(service.pair_for(f, f), {"ks": [4], "extend": False, "content_types": ["json"],
+                                  "repeats": 1, "n_predict": 16, "prompts_per_type": 1}, hardware="cpu-test")
+    assert service.execute(run.pk) == "done"
+    run = BenchmarkRun.objects.get(pk=run.pk)
+    assert "fetching hf://" in run.log and run.results.get().speculation_ran
+    assert hub_with_smollm2.bytes_served(REPO, "smollm2-135m-instruct-q4_1.gguf") >= f.size

@@ -1,0 +1,29 @@
+"""A short real benchmark of the Qwen2.5-Coder 1.5B target with its 0.5B draft (slow: ~2 minutes on 2 cores)."""
+from __future__ import annotations
+
+import pytest
+
+from runner import service
+from runner.models import BenchmarkRun
+from runner.sources import register_source
+from tests.models import model_path
+
+pytestmark = [pytest.mark.slow, pytest.mark.llama]
+
+
+def test_qwen_coder_pair_is_measured_with_its_draft(transactional_db, settings):
+    settings.SPECREG_QUEUE_PREFIX = "nobody-listens."
+    target, draft = register_source(str(model_path("qwen15"))), register_source(str(model_path("qwen05")))
+    pair = service.pair_for(target, draft)
+    assert pair.compatible
+    run = service.queue_benchmark(pair, {"ks": [4], "extend": False, "content_types": ["code"], "repeats": 1,
+                                         "n_predict": 48, "prompts_per_type": 1}, hardware="cpu-test")
+    assert service.execute(run.pk) == "done"
+    run = BenchmarkRun.objects.get(pk=run.pk)
+    (r,) = run.results.all()
+    assert r.speculation_ran and r.drafted > 0 and 0.2 < r.acceptance <= 1.0
+    assert r.baseline_tokens_per_second > 0 and r.tokens_per_second > 0
+    assert r.speedup == pytest.approx(r.tokens_per_second / r.baseline_tokens_per_second)
+    rec = run.summary["recommendations"][0]
+    assert (rec["k"] == 4) == (r.speedup > 1)  # only a real gain is recommended
+    assert "K=4" in run.report_md or "| 4 |" in run.report_md
