@@ -8,11 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from . import llamacpp
-from .measure import CellResult
+from .measure import BUSY_SHARE, CellResult
 from .sweep import NO_DRAFT, Recommendation, SweepResult
-
-
-BUSY_SHARE = 0.10  # other work above this share of the CPU makes a cell's speeds suspect
 
 
 @dataclass(frozen=True)
@@ -140,7 +137,8 @@ def markdown_report(result: SweepResult, *, hardware: dict[str, Any], build: lla
                 "| identical | status |",
                 "|---|---|---|---|---|---|---|---|---|",
                 *[_row(c) for c in sorted(cells, key=lambda c: c.cell.k)], "",
-                f"**Recommendation:** {rec.summary if rec.use_draft else NO_DRAFT} — {rec.reason}.", ""]
+                f"**Recommendation:** {rec.summary if rec.use_draft else NO_DRAFT} — {rec.reason}."
+                + (f" **Caveat:** {rec.caveat}." if rec.caveat else ""), ""]
         busy = [c for c in cells if (c.other_cpu_share or 0) > BUSY_SHARE]
         if busy:
             worst = max(busy, key=lambda c: c.other_cpu_share)

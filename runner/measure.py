@@ -13,6 +13,7 @@ from . import llamacpp, parse, procs
 
 Progress = Callable[[float, str], None]
 Cancel = Callable[[], bool]
+BUSY_SHARE = 0.10  # other work above this share of the CPU makes a cell's speeds suspect
 
 
 @dataclass(frozen=True)

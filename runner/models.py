@@ -79,6 +79,9 @@ class BenchmarkResult(ResultFigures):
     mean_accepted = models.FloatField(null=True, blank=True)  # accepted tokens per verification
     identical = models.BooleanField(null=True, blank=True)  # at temperature 0 only
     divergences = models.JSONField(default=list)  # first differing positions, per prompt/repeat
+    # Share of the CPU other processes took while the cell ran: speculation suffers most from
+    # contention, so figures measured on a busy machine are flagged rather than trusted.
+    other_cpu_share = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["content_type", "temperature", "k"]

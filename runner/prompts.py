@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import mmap
-import struct
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -141,82 +139,20 @@ def render_prompt(prompt: str, template: ChatTemplate | None, system: str | None
 
 # --- reading the template from a GGUF header -------------------------------------------------------
 
-_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-_STRING, _ARRAY = 8, 9
-_WANTED = {
-    "tokenizer.chat_template", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
-    "tokenizer.ggml.add_bos_token", "tokenizer.ggml.model",
-}
-
-
-def _read_kv(buf: mmap.mmap) -> dict[str, Any]:
-    """The few metadata values rendering needs, plus the token table (as raw bytes)."""
-    if buf[:4] != b"GGUF":
-        raise ValueError("not a GGUF file")
-    version, _n_tensors, n_kv = struct.unpack_from("<IQQ", buf, 4)
-    if version < 2:
-        raise ValueError(f"GGUF version {version} is not supported")
-    pos = 24
-    found: dict[str, Any] = {}
-
-    def string(at: int) -> tuple[bytes, int]:
-        (n,) = struct.unpack_from("<Q", buf, at)
-        return buf[at + 8:at + 8 + n], at + 8 + n
-
-    def skip(vtype: int, at: int) -> int:
-        if vtype in _SCALARS:
-            return at + struct.calcsize(_SCALARS[vtype])
-        if vtype == _STRING:
-            return string(at)[1]
-        raise ValueError(f"unexpected value type {vtype}")
-
-    for _ in range(n_kv):
-        key_b, pos = string(pos)
-        key = key_b.decode("utf-8", errors="replace")
-        (vtype,) = struct.unpack_from("<I", buf, pos)
-        pos += 4
-        if vtype == _ARRAY:
-            etype, count = struct.unpack_from("<IQ", buf, pos)
-            pos += 12
-            if key == "tokenizer.ggml.tokens" and etype == _STRING:
-                tokens = []
-                for _ in range(count):
-                    tok, pos = string(pos)
-                    tokens.append(tok)
-                found[key] = tokens
-            elif etype in _SCALARS:
-                pos += count * struct.calcsize(_SCALARS[etype])
-            else:
-                for _ in range(count):
-                    pos = skip(etype, pos)
-        elif key in _WANTED:
-            if vtype == _STRING:
-                raw, pos = string(pos)
-                found[key] = raw.decode("utf-8", errors="replace")
-            else:
-                (found[key],) = struct.unpack_from(_SCALARS[vtype], buf, pos)
-                pos = skip(vtype, pos)
-        else:
-            pos = skip(vtype, pos)
-    return found
-
 
 def read_chat_template(model: str | Path) -> ChatTemplate:
-    """The chat template and BOS/EOS texts of a local GGUF file (``source`` None when it has none)."""
-    with open(model, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        kv = _read_kv(buf)
-    tokens: list[bytes] = kv.get("tokenizer.ggml.tokens", [])
+    """The chat template and BOS/EOS texts of a GGUF file, with llama.cpp's effective add_bos."""
+    from inspector.info import InspectError, inspect_source
 
-    def text(key: str) -> str:
-        idx = kv.get(key)
-        if isinstance(idx, int) and 0 <= idx < len(tokens):
-            return tokens[idx].decode("utf-8", errors="replace")
-        return ""
+    try:
+        info = inspect_source(str(model))
+    except InspectError as exc:
+        raise ValueError(str(exc)) from None
+    tok = info.tokenizer
+    if tok is None:
+        return ChatTemplate(None, "", "", False)
 
-    add_bos = kv.get("tokenizer.ggml.add_bos_token")
-    if add_bos is None:
-        # Approximation of llama.cpp's per-tokenizer default (SPM adds BOS, BPE mostly not);
-        # it only decides whether a template-rendered BOS is stripped.
-        add_bos = kv.get("tokenizer.ggml.model") == "llama"
-    return ChatTemplate(kv.get("tokenizer.chat_template"), text("tokenizer.ggml.bos_token_id"),
-                        text("tokenizer.ggml.eos_token_id"), bool(add_bos))
+    def text(token_id: int) -> str:
+        return tok.token_text(info.tokens, token_id) or ""
+
+    return ChatTemplate(tok.chat_template, text(tok.bos_id), text(tok.eos_id), tok.add_bos)

@@ -287,7 +287,7 @@ def _store(run: BenchmarkRun, result: SweepResult, build: llamacpp.Build, hw: di
             baseline_tokens_per_second=c.plain.median if c.plain else None,
             baseline_min=c.plain.min if c.plain else None, baseline_max=c.plain.max if c.plain else None,
             drafted=c.n_drafted, accepted=c.n_accept, mean_accepted=c.mean_accepted_per_verification,
-            identical=c.identical, divergences=[asdict(d) for d in c.divergences],
+            identical=c.identical, divergences=[asdict(d) for d in c.divergences], other_cpu_share=c.other_cpu_share,
             hardware=label, llama_cpp_build=build.label[:32],
         ))
     process_s = sum(c.process_s for c in result.cells)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from . import llamacpp
-from .measure import Cancel, Cell, CellResult, Progress, measure_cell
+from .measure import BUSY_SHARE, Cancel, Cell, CellResult, Progress, measure_cell
 from .prompts import ChatTemplate, TaskSet, read_chat_template, render_prompt
 
 GRID = (1, 2, 4, 8, 12, 16, 24)
@@ -43,6 +43,7 @@ class Recommendation:
     speedup: float | None  # of the recommended K, or the best seen when none is recommended
     acceptance_rate: float | None
     reason: str
+    caveat: str | None = None  # e.g. the deciding cell ran on a busy machine
 
     @property
     def use_draft(self) -> bool:
@@ -96,11 +97,17 @@ def recommend(content_type: str, temperature: float, cells: Sequence[CellResult]
             reason = "nothing measured"
         return Recommendation(content_type, temperature, None, None, None, reason)
     best = max(usable, key=lambda c: c.speedup)
+    busy = [c for c in cells if (c.other_cpu_share or 0) > BUSY_SHARE]
+    caveat = None
+    if busy:
+        worst = max(c.other_cpu_share for c in busy)
+        caveat = (f"other work used up to {100 * worst:.0f}% of the CPU during "
+                  f"K={', '.join(str(c.cell.k) for c in busy)}; re-run on a quiet machine before relying on it")
     if best.speedup > 1.0:
         return Recommendation(content_type, temperature, best.cell.k, best.speedup, best.acceptance_rate,
-                              f"K={best.cell.k} was fastest: {best.speedup:.2f}x the target alone")
+                              f"K={best.cell.k} was fastest: {best.speedup:.2f}x the target alone", caveat)
     return Recommendation(content_type, temperature, None, best.speedup, best.acceptance_rate,
-                          f"no K beat the target alone (best: K={best.cell.k} at {best.speedup:.2f}x)")
+                          f"no K beat the target alone (best: K={best.cell.k} at {best.speedup:.2f}x)", caveat)
 
 
 def _prompts(config: SweepConfig, template: ChatTemplate | None,

@@ -28,7 +28,7 @@ def run_state(run: BenchmarkRun) -> dict:
             "baseline_spread": [r.baseline_min, r.baseline_max], "spread": [r.tps_min, r.tps_max],
             "speedup": r.speedup, "acceptance": r.acceptance, "drafted": r.drafted, "accepted": r.accepted,
             "mean_accepted": r.mean_accepted, "identical": r.identical, "divergences": r.divergences,
-            "speculation_ran": r.speculation_ran, "error": r.error,
+            "speculation_ran": r.speculation_ran, "error": r.error, "other_cpu_share": r.other_cpu_share,
         } for r in run.results.all()],
     }
 

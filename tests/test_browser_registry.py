@@ -12,6 +12,13 @@ from inspector.info import inspect_source
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    from django.core.cache import cache
+
+    cache.clear()  # cached table pages and facets must not leak between tests
+
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 Q05 = "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"

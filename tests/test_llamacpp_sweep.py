@@ -55,7 +55,7 @@ def small_sweep(smollm2_path):
         pytest.skip(str(exc))
     tasks = parse_task_set({"name": "tiny", "tasks": [
         {"id": "count", "content_type": "code", "prompt": "Write the numbers 1 to 30 as a Python list."}]})
-    cfg = SweepConfig(str(smollm2_path), str(smollm2_path), tasks, ks=(2, 4), n_predict=24, repeats=1,
+    cfg = SweepConfig(str(smollm2_path), str(smollm2_path), tasks, ks=(2, 4), grid=(2, 4, 8), n_predict=24, repeats=1,
                       prompts_per_type=1)
     progress = []
     result = run_sweep(cfg, progress=lambda f, m: progress.append(f))
@@ -154,3 +154,11 @@ def test_hardware_description():
 
 def test_default_task_set_loads_for_sweeps():
     assert SweepConfig("t", "d", load_task_set()).task_set.content_types == ("code", "json", "prose", "math")
+
+
+def test_busy_machine_is_a_caveat():
+    import dataclasses
+    busy = dataclasses.replace(_cell(4, 1.4), other_cpu_share=0.3)
+    rec = recommend("code", 0.0, [busy, _cell(8, 0.9)])
+    assert rec.k == 4 and "30% of the CPU during K=4" in rec.caveat
+    assert recommend("code", 0.0, [_cell(4, 1.4)]).caveat is None

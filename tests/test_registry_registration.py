@@ -13,6 +13,13 @@ from tests.ggufgen import vocab, write_gguf
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    from django.core.cache import cache
+
+    cache.clear()  # cached table pages and facets must not leak between tests
+
+
 @pytest.fixture(scope="session")
 def real_infos(qwen05_header_path, qwen15_header_path, smollm2_path, gemma3_header_path):
     return {k: inspect_source(str(p)) for k, p in [("qwen05", qwen05_header_path), ("qwen15", qwen15_header_path),

@@ -54,7 +54,8 @@ def main() -> None:
               f"{c.spec.median if c.spec else 0:>9.1f} {speed:>8} {acc:>7} {mav:>9} {ident:>10} "
               f"{c.process_s:>7.2f} {c.llama_s:>8.2f} {100 * (c.other_cpu_share or 0):>8.0f}%")
     for rec in result.recommendations:
-        print(f"recommendation {rec.content_type}: {rec.summary} ({rec.reason})")
+        print(f"recommendation {rec.content_type}: {rec.summary} ({rec.reason})"
+              + (f"\n  caveat: {rec.caveat}" if rec.caveat else ""))
     process = sum(c.process_s for c in result.cells)
     llama = sum(c.llama_s for c in result.cells)
     runs = sum(len(c.runs) for c in result.cells)

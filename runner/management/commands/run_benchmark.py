@@ -110,7 +110,8 @@ def format_results(run: BenchmarkRun) -> str:
                      f"{r.tokens_per_second or 0:>9.1f} {spd:>7} {acc:>7} {ident}")
     for rec in run.summary.get("recommendations", []):
         what = f"K={rec['k']} ({rec['speedup']:.2f}x)" if rec["k"] else "run without a draft"
-        lines.append(f"recommended for {rec['content_type']} at temperature {rec['temperature']}: {what}")
+        lines.append(f"recommended for {rec['content_type']} at temperature {rec['temperature']}: {what}"
+                     + (f" (caveat: {rec['caveat']})" if rec.get("caveat") else ""))
     if run.server_command:
         lines.append(f"llama-server: {run.server_command}")
     return "\n".join(lines)
