@@ -1,10 +1,11 @@
-"""Checking two sources named on the web: registered files from the database, hf:// files remotely."""
+"""Checking on the web: two named sources (registered or hf://), or a browser-sent header against the registry."""
 from __future__ import annotations
 
 from django.conf import settings
 
 from inspector.compat import PairCheck, check_pair
 from inspector.info import InspectError, ModelInfo, inspect_source
+from inspector.tokens import MAX_SIZE_DIFFERENCE, candidate_keys
 
 from .models import GGUFFile
 from .registration import load_info
@@ -34,3 +35,22 @@ def info_for(source: str) -> ModelInfo:
 def check_sources(target: str, draft: str) -> tuple[PairCheck, ModelInfo, ModelInfo]:
     t, d = info_for(target), info_for(draft)
     return check_pair(t, d), t, d
+
+
+def local_partners(info: ModelInfo, limit: int = 50) -> list:
+    """Registered files the local one could pair with, checked exactly (nothing is stored)."""
+    tok = info.tokenizer
+    if tok is None:
+        return []
+    qs = GGUFFile.objects.filter(vocab_type=tok.vocab_type, n_vocab__gte=tok.n_tokens - MAX_SIZE_DIFFERENCE,
+                                 n_vocab__lte=tok.n_tokens + MAX_SIZE_DIFFERENCE)
+    keys = candidate_keys(tok.vocab_key)
+    if keys is not None:
+        qs = qs.filter(vocab_key__in=keys)
+    out = []
+    for f in qs.select_related("token_table").defer("token_table__blob")[:limit]:
+        other = load_info(f)
+        bigger = f.parameter_count > info.parameter_count
+        result = check_pair(other, info) if bigger else check_pair(info, other)
+        out.append((f, "target" if bigger else "draft", result))
+    return sorted(out, key=lambda x: (not x[2].compatible, x[0].source))

@@ -65,7 +65,7 @@ def resolve_target(text: str) -> GGUFFile:
 
 def compatible_drafts(target: GGUFFile) -> QuerySet[Pair]:
     """Registered drafts for ``target``, fastest known first, then the biggest size ratio."""
-    return (Pair.objects.filter(target=target, compatible=True).select_related("draft__model")
+    return (Pair.objects.filter(target=target, compatible=True).select_related("draft__model").defer("draft__info")
             .order_by(F("best_speedup").desc(nulls_last=True), F("size_ratio").desc(nulls_last=True), "pk"))
 
 

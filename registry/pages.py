@@ -38,10 +38,11 @@ def model_page(pk: int, file_id: str | None) -> ModelPage:
         raise Http404("this model has no files")
     chosen = next((f for f in files if str(f.pk) == (file_id or "")), files[0])
     order = (F("best_speedup").desc(nulls_last=True), F("size_ratio").desc(nulls_last=True), "pk")
+    lean = ("target__info", "draft__info")
     drafts = list(Pair.objects.filter(target=chosen, compatible=True).select_related("draft__model", "target__model")
-                  .order_by(*order)[:PARTNER_LIMIT])
+                  .defer(*lean).order_by(*order)[:PARTNER_LIMIT])
     targets = list(Pair.objects.filter(draft=chosen, compatible=True).select_related("target__model", "draft__model")
-                   .order_by(*order)[:PARTNER_LIMIT])
+                   .defer(*lean).order_by(*order)[:PARTNER_LIMIT])
     return ModelPage(model, files, chosen, drafts, targets)
 
 
@@ -84,7 +85,7 @@ def explained_checks(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def pair_page(pk: int) -> PairPage:
-    pair = get_object_or_404(Pair.objects.select_related("target__model", "draft__model"), pk=pk)
+    pair = get_object_or_404(Pair.objects.select_related("target__model", "draft__model", "check_result"), pk=pk)
     figs = figures_for([pair.pk])[pair.pk]
     measured, reported = figs["measured"], figs["reported"]
     try:

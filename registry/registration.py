@@ -19,8 +19,9 @@ from inspector.compat import check_pair
 from inspector.info import ModelInfo
 from inspector.tokens import MAX_SIZE_DIFFERENCE, TokenTable as Tokens, candidate_keys
 
-from .models import Family, GGUFFile, Model, Pair, RegistrationLock, TokenTable
+from .models import Family, GGUFFile, Model, Pair, PairCheckResult, RegistrationLock, TokenTable
 from .naming import family_key, family_name, model_name
+from .cache_keys import bump_generation
 
 
 @dataclass
@@ -55,6 +56,10 @@ def register(info: ModelInfo, *, source: str, repo: str = "", revision: str = ""
               size=size if size is not None else info.file_size, model=model, table=table)
         f.save()
         added, updated, compatible = _compute_pairs(f, info)
+        # Cached table pages are out of date: now for this process, and again once other
+        # processes can see the new rows (a page cached in between would be stale).
+        bump_generation()
+        transaction.on_commit(bump_generation)
         return Registration(f, "updated" if existing else "added", added, updated, compatible)
 
 
@@ -145,10 +150,10 @@ def _compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
     # Partners from earlier pairs are checked again even if they left the index window: a pair,
     # and the results attached to it, is never dropped — its verdict is updated.
     partner_ids = set(candidates(f).values_list("pk", flat=True)) | set(existing)
-    partners = list(GGUFFile.objects.filter(pk__in=partner_ids).select_related("token_table")
+    partners = list(GGUFFile.objects.filter(pk__in=partner_ids).select_related("token_table", "model")
                     .defer("token_table__blob"))
     now = timezone.now()
-    new, changed, compatible = [], [], []
+    new, changed, compatible, results = [], [], [], {}
     for other in partners:
         other_info = load_info(other)
         pair = existing.get(other.pk)
@@ -161,20 +166,26 @@ def _compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
         result = check_pair(ti, di)
         fields = {
             "compatible": result.compatible, "llama_cpp_compatible": result.llama_cpp_compatible,
-            "failed_rule": result.failed_rule or "", "result": json_safe(result.to_dict()),
-            "rules_from": result.rules_from, "checked_at": now,
+            "failed_rule": result.failed_rule or "", "rules_from": result.rules_from, "checked_at": now,
             "size_ratio": (t.parameter_count / d.parameter_count) if d.parameter_count else None,
+            "target_name": t.model.name, "draft_name": d.model.name,
         }
         if result.compatible and (pair is None or not pair.compatible):
             compatible.append(other.pk)
         if pair is None:
-            new.append(Pair(target=t, draft=d, **fields))
+            pair = Pair(target=t, draft=d, **fields)
+            new.append(pair)
         else:
             for k, v in fields.items():
                 setattr(pair, k, v)
             changed.append(pair)
+        results[id(pair)] = json_safe(result.to_dict())
     Pair.objects.bulk_create(new, batch_size=500)
-    Pair.objects.bulk_update(changed, list(fields) if changed else ["checked_at"], batch_size=500)
+    if changed:
+        Pair.objects.bulk_update(changed, list(fields), batch_size=500)
+        PairCheckResult.objects.filter(pair__in=changed).delete()
+    PairCheckResult.objects.bulk_create([PairCheckResult(pair=p, result=results[id(p)]) for p in new + changed],
+                                        batch_size=500)
     return len(new), len(changed), compatible
 
 
@@ -217,3 +228,24 @@ def load_info(f: GGUFFile, with_tokens: bool = True) -> ModelInfo:
     info = ModelInfo.from_dict(f.info, tokens=tokens_for(f.token_table) if with_tokens else None)
     info.source = f.source
     return info
+
+
+def pair_for(target: GGUFFile, draft: GGUFFile) -> Pair:
+    """The pair of these two files in this order, checked now when registration did not pair them.
+
+    Registration pairs files whose vocabularies could match, bigger model as target; a user may
+    still ask for any order, or for a model drafting for itself (the quickest end-to-end check).
+    """
+    pair = Pair.objects.filter(target=target, draft=draft).first()
+    if pair is not None:
+        return pair
+    result = check_pair(load_info(target), load_info(draft))
+    with transaction.atomic():
+        pair, created = Pair.objects.get_or_create(target=target, draft=draft, defaults=dict(
+            compatible=result.compatible, llama_cpp_compatible=result.llama_cpp_compatible,
+            failed_rule=result.failed_rule or "", rules_from=result.rules_from, checked_at=timezone.now(),
+            size_ratio=(target.parameter_count / draft.parameter_count) if draft.parameter_count else None,
+            target_name=target.model.name, draft_name=draft.model.name))
+        if created:
+            PairCheckResult.objects.create(pair=pair, result=json_safe(result.to_dict()))
+    return pair

@@ -171,6 +171,14 @@ SPECREG_MAX_HEADER_BYTES = envint("SPECREG_MAX_HEADER_BYTES", 256 * 1024 * 1024)
 SPECREG_MODEL_DIR = Path(os.environ.get("SPECREG_MODEL_DIR", DATA_DIR / "models"))
 SPECREG_DISK_BUDGET_BYTES = envint("SPECREG_DISK_BUDGET_BYTES", 100 * 1024**3)
 LLAMA_CPP_BIN_DIR = os.environ.get("LLAMA_CPP_BIN_DIR", "")
+# Rendered table pages and counts are kept this long (0: off). Writes drop them at once in the
+# writing process; others catch up within the TTL unless CACHE_URL names a shared Redis.
+SPECREG_TABLE_CACHE_SECONDS = envint("SPECREG_TABLE_CACHE_SECONDS", 10)
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["CACHE_URL"]}
+    if os.environ.get("CACHE_URL")
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
 
 LOGGING = {
     "version": 1,

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Any
 
-from django.core.cache import cache
 from django.core.paginator import Page, Paginator
 from django.db.models import F, Q, QuerySet
 from django.http import QueryDict
 
+from .cache_keys import TTL, cached
 from .models import GGUFFile, Pair, ReportedResult
 from .results import Figure, best, figures_for, measured_model, pairs_with_results
 
@@ -16,7 +17,7 @@ PAGE_SIZE = 50
 VERDICTS = {"compatible": "compatible", "incompatible": "incompatible", "all": "all"}
 SORTS = {
     "speedup": "best_speedup", "acceptance": "best_acceptance", "k": "best_k", "ratio": "size_ratio",
-    "target": "target__model__name", "draft": "draft__model__name", "checked": "checked_at",
+    "target": "target_name", "draft": "draft_name", "checked": "checked_at",
 }
 
 
@@ -69,33 +70,64 @@ class TableQuery:
         return {k: str(v) for k, v in values.items() if v not in (None, "") and v != getattr(default, k)}
 
 
-def matching_files(q: str) -> QuerySet:
-    """Files whose source, model, family or architecture mention ``q``."""
-    return GGUFFile.objects.filter(
+def matching_files(q: str) -> list[int]:
+    """Ids of files whose source, model, family or architecture mention ``q``."""
+    return list(GGUFFile.objects.filter(
         Q(source__icontains=q) | Q(model__name__icontains=q) | Q(architecture__icontains=q)
         | Q(model__family__name__icontains=q)
-    ).values("pk")
+    ).values_list("pk", flat=True))
 
 
-def pairs(tq: TableQuery) -> QuerySet[Pair]:
+def ordered_pairs(tq: TableQuery) -> QuerySet[Pair]:
+    """The table's pairs, filtered and sorted, from the pair table alone (no joins)."""
     qs = Pair.objects.all()
     if tq.verdict == "compatible":
         qs = qs.filter(compatible=True)
     elif tq.verdict == "incompatible":
         qs = qs.filter(compatible=False)
     if tq.q:
-        ids = matching_files(tq.q)
+        # Evaluated once here: as a subquery PostgreSQL would run it once for each side.
+        ids = cached("files", tq.q.lower(), lambda: matching_files(tq.q))
         qs = qs.filter(Q(target_id__in=ids) | Q(draft_id__in=ids))
     if tq.filters_results:
-        qs = qs.filter(pk__in=pairs_with_results(**tq.result_filters))
+        key = repr(sorted(tq.result_filters.items()))
+        qs = qs.filter(pk__in=cached("with-results", key, lambda: pairs_with_results(**tq.result_filters)))
     elif tq.min_speedup is not None:
         qs = qs.filter(best_speedup__gte=tq.min_speedup)
-    field = SORTS[tq.sort.lstrip("-")]
-    order = F(field).desc(nulls_last=True) if tq.sort.startswith("-") else F(field).asc(nulls_last=True)
-    tiebreak = F("size_ratio").desc(nulls_last=True)
-    # The stored inspections and verdicts are kilobytes of JSON per row: the table needs none of them.
-    return (qs.select_related("target__model", "draft__model").defer("result", "target__info", "draft__info")
-            .order_by(order, tiebreak, "pk"))
+    return qs.order_by(*order_for(tq.sort))
+
+
+def order_for(sort: str) -> list:
+    """ORDER BY terms matching one of migration 0002's indexes exactly (so no sort is needed)."""
+    field = SORTS[sort.lstrip("-")]
+    if sort == "-speedup":  # the default: among equal speedups (and untested pairs) the biggest ratio first
+        return [F(field).desc(nulls_last=True), F("size_ratio").desc(nulls_last=True), "pk"]
+    return [F(field).desc(nulls_last=True) if sort.startswith("-") else F(field).asc(nulls_last=True), "pk"]
+
+
+FILE_COLUMNS = ("source", "repo", "architecture", "parameter_count", "file_type", "n_vocab", "vocab_type", "model__name")
+
+
+def with_files(qs: QuerySet[Pair]) -> QuerySet[Pair]:
+    # Only the columns a row shows: the stored inspections are kilobytes of JSON per file.
+    files = [f"{side}__{c}" for side in ("target", "draft") for c in FILE_COLUMNS]
+    return qs.select_related("target__model", "draft__model").only(
+        "target", "draft", "compatible", "llama_cpp_compatible", "failed_rule", "rules_from", "checked_at",
+        "size_ratio", "best_kind", "best_speedup", "best_k", "best_acceptance", "best_content_type", *files)
+
+
+def pairs(tq: TableQuery) -> QuerySet[Pair]:
+    return with_files(ordered_pairs(tq))
+
+
+class CountedPaginator(Paginator):
+    def __init__(self, object_list, per_page: int, count: int) -> None:
+        super().__init__(object_list, per_page)
+        self._known_count = count
+
+    @property
+    def count(self) -> int:
+        return self._known_count
 
 
 @dataclass
@@ -103,11 +135,43 @@ class Row:
     pair: Pair
     best: Figure | None
 
+    @cached_property
+    def view(self) -> dict[str, str]:
+        """Display strings, formatted once here: the template then only looks them up (it is the hot path)."""
+        p, b = self.pair, self.best
+        speed = "" if not b or b.speedup is None else ("win" if b.speedup > 1 else "loss")
+        return {
+            "url": f"{PAIR_URL}{p.pk}/",
+            "target": p.target.model.name, "target_sub": _file_sub(p.target),
+            "draft": p.draft.model.name, "draft_sub": _file_sub(p.draft),
+            "ratio": "–" if p.size_ratio is None else f"{p.size_ratio:.1f}×",
+            "k": str(b.k) if b and b.k else "–",
+            "acceptance": "–" if not b or b.acceptance is None else f"{b.acceptance * 100:.1f}%",
+            "speedup": "–" if not b or b.speedup is None else f"{b.speedup:.2f}×", "speed_class": speed,
+            "kind": b.kind if b else "", "content_type": b.content_type if b else "",
+        }
+
+
+PAIR_URL = "/pairs/"  # checked against reverse("pair") by a test
+
+
+def _file_sub(f: GGUFFile) -> str:
+    from .templatetags.registry_format import params
+
+    return f"{f.file_type} · {params(f.parameter_count)} · {f.repo or 'local'}"
+
 
 def page_of(tq: TableQuery) -> tuple[Page, list[Row]]:
-    paginator = Paginator(pairs(tq), PAGE_SIZE)
+    # Sort and cut the page on the narrow pair table first, then join files for those 50 rows
+    # only: PostgreSQL would otherwise join all 100,000 pairs before sorting them.
+    ordered = ordered_pairs(tq)
+    # The count does not depend on page or order: one count serves every page of a filter.
+    count = cached("count", repr(sorted(tq.params(page=1, sort="-speedup").items())), ordered.count)
+    paginator = CountedPaginator(ordered.values_list("pk", flat=True), PAGE_SIZE, count=count)
     page = paginator.get_page(tq.page)
-    items = list(page.object_list)
+    ids = list(page.object_list)
+    found = with_files(Pair.objects.filter(pk__in=ids)).in_bulk()
+    items = [found[pk] for pk in ids]
     overrides: dict[int, Figure | None] = {}
     if tq.filters_results:
         figs = figures_for([p.pk for p in items], **tq.result_filters)
@@ -122,12 +186,9 @@ def stored_best(p: Pair) -> Figure | None:
     return Figure(p.best_kind, p.best_k or 0, p.best_acceptance, p.best_speedup, p.best_content_type, "", "")
 
 
-FACETS_TTL = 30  # seconds: a new content type or hardware may take this long to appear in the menus
-
-
 def facets() -> dict[str, list[str]]:
     """Values offered in the filter menus: those that results actually have (cached briefly)."""
-    return cache.get_or_set("registry:facets", _facets, FACETS_TTL)
+    return cached("facets", "", _facets, ttl=max(TTL, 30))
 
 
 def _facets() -> dict[str, list[str]]:
@@ -136,6 +197,7 @@ def _facets() -> dict[str, list[str]]:
     if (m := measured_model()) is not None:
         sources.append(m.objects.all())
     for qs in sources:
+        qs = qs.order_by()  # a model's default ordering would join the DISTINCT
         out["content_type"] |= set(qs.exclude(content_type="").values_list("content_type", flat=True).distinct())
         out["hardware"] |= set(qs.exclude(hardware="").values_list("hardware", flat=True).distinct())
         out["build"] |= set(qs.exclude(llama_cpp_build="").values_list("llama_cpp_build", flat=True).distinct())

@@ -15,16 +15,17 @@ from .forms import ImportForm, ReportedResultForm
 from .models import GGUFFile, Pair
 from .pages import inspection_context, model_page, pair_page
 from .results import best, figures_for, refresh_best
-from .table import SORTS, TableQuery, facets, page_of, pairs, stored_best
+from .table import SORTS, TableQuery, facets, pairs, stored_best
+from .cache_keys import cached
+from .table_cache import rendered_table
 
 
 def home(request: HttpRequest) -> HttpResponse:
     tq = TableQuery.from_params(request.GET)
-    page, rows = page_of(tq)
-    empty = not GGUFFile.objects.exists()
+    empty = cached("empty", "", lambda: not GGUFFile.objects.exists())
     return render(request, "registry/home.html", {
-        "tq": tq, "page": page, "rows": rows, "facets": facets(), "first_start": empty,
-        "sort_links": sort_links(tq), "csv_query": urlencode(tq.params(page=1)),
+        "tq": tq, "table": "" if empty else rendered_table(tq, sort_links(tq)), "facets": facets(),
+        "first_start": empty, "csv_query": urlencode(tq.params(page=1)),
         "examples": reported_examples() if empty else [], "curated": curated_repos() if empty else [],
         "import_form": ImportForm() if empty else None,
     })

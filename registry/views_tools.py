@@ -12,10 +12,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_POST
 
-from inspector.compat import check_pair
-from inspector.info import ModelInfo
-
-from .checking import CheckError, check_sources
+from .checking import CheckError, check_sources, local_partners
 from .drafts import DraftSearchError, find_drafts
 from .examples import import_curated
 from .forms import CheckForm, ImportForm
@@ -23,7 +20,6 @@ from .header_upload import FIRST_SLICE, UPLOAD_CAP, HeaderError, NeedMore, inspe
 from .hub_import import HubImportError, import_hf
 from .models import GGUFFile
 from .pages import explained_checks, files_for_datalist, inspection_context
-from .registration import load_info
 
 
 def check(request: HttpRequest) -> HttpResponse:
@@ -72,29 +68,6 @@ def local_inspect(request: HttpRequest) -> JsonResponse:
                          "partners": [{"source": f.source, "role": role, "compatible": r.compatible,
                                        "failed_rule": r.failed_rule} for f, role, r in partners],
                          "html": html})
-
-
-def local_partners(info: ModelInfo, limit: int = 50) -> list:
-    """Registered files the local one could pair with, checked exactly (nothing is stored)."""
-    from django.db.models import Q
-
-    from inspector.tokens import MAX_SIZE_DIFFERENCE, candidate_keys
-
-    tok = info.tokenizer
-    if tok is None:
-        return []
-    qs = GGUFFile.objects.filter(vocab_type=tok.vocab_type, n_vocab__gte=tok.n_tokens - MAX_SIZE_DIFFERENCE,
-                                 n_vocab__lte=tok.n_tokens + MAX_SIZE_DIFFERENCE)
-    keys = candidate_keys(tok.vocab_key)
-    if keys is not None:
-        qs = qs.filter(Q(vocab_key__in=keys))
-    out = []
-    for f in qs.select_related("token_table").defer("token_table__blob")[:limit]:
-        other = load_info(f)
-        bigger = f.parameter_count > info.parameter_count
-        result = check_pair(other, info) if bigger else check_pair(info, other)
-        out.append((f, "target" if bigger else "draft", result))
-    return sorted(out, key=lambda x: (not x[2].compatible, x[0].source))
 
 
 @login_required

@@ -17,10 +17,9 @@ from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from inspector.compat import check_pair
 from inspector.sources import is_remote
 from registry.models import GGUFFile, Pair
-from registry.registration import load_info
+from registry.registration import pair_for  # noqa: F401  (re-exported for callers)
 from registry.results import refresh_best
 
 from . import deploy, llamacpp
@@ -71,20 +70,6 @@ def normalize_params(params: dict[str, Any]) -> dict[str, Any]:
                                  f"(have: {', '.join(task_set.content_types)})")
     return {**p, "ks": ks, "temperatures": temps, "repeats": int(p["repeats"]), "n_predict": int(p["n_predict"]),
             "prompts_per_type": int(p["prompts_per_type"]), "content_types": types, "timeout_s": float(p["timeout_s"])}
-
-
-def pair_for(target: GGUFFile, draft: GGUFFile) -> Pair:
-    """The pair of these two files, checked now if the registry has not paired them (e.g. self-drafting)."""
-    pair = Pair.objects.filter(target=target, draft=draft).first()
-    if pair is not None:
-        return pair
-    result = check_pair(load_info(target), load_info(draft))
-    ratio = (target.parameter_count / draft.parameter_count) if draft.parameter_count else None
-    pair, _ = Pair.objects.get_or_create(target=target, draft=draft, defaults=dict(
-        compatible=result.compatible, llama_cpp_compatible=result.llama_cpp_compatible,
-        failed_rule=result.failed_rule or "", result=result.to_dict(), rules_from=result.rules_from,
-        checked_at=timezone.now(), size_ratio=ratio))
-    return pair
 
 
 def queue_benchmark(pair: Pair, params: dict[str, Any], *, user=None, hardware: str | None = None) -> BenchmarkRun:

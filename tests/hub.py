@@ -403,12 +403,13 @@ class _Handler(BaseHTTPRequestHandler):
                 chunk = f.read(min(CHUNK, remaining))
                 if not chunk:
                     break
+                # Counted before sending, so a client that has its bytes always sees them counted.
+                self.server.hub._count(repo.repo_id, path, len(chunk))
                 try:
                     self.wfile.write(chunk)
                 except OSError:  # the client hung up (as it should when a Range was ignored)
                     self.close_connection = True
                     break
-                self.server.hub._count(repo.repo_id, path, len(chunk))
                 remaining -= len(chunk)
 
 

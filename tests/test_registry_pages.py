@@ -302,3 +302,17 @@ def test_measured_results_take_precedence_and_are_never_mixed_with_reported_ones
     assert "Measured speedup and acceptance" in html and "Reported speedup and acceptance" in html
     row = client.get("/api/pairs").json()["results"][0]
     assert row["best"]["kind"] == "measured"
+
+
+def test_the_table_builds_pair_links_like_the_url_configuration():
+    from registry.table import PAIR_URL
+
+    assert reverse("pair", args=[7]) == f"{PAIR_URL}7/"
+
+
+def test_staff_can_browse_the_admin_and_pairs_cannot_be_typed_in(client, qwen_pair):
+    client.force_login(User.objects.create_superuser("root", password="x" * 12))
+    for name in ("gguffile", "pair", "reportedresult", "model", "family", "tokentable"):
+        assert client.get(f"/admin/registry/{name}/").status_code == 200, name
+    assert client.get(f"/admin/registry/pair/{qwen_pair.pk}/change/").status_code == 200
+    assert client.get("/admin/registry/pair/add/").status_code == 403

@@ -86,7 +86,9 @@ def test_llama_cpp_failing_on_a_broken_model_fails_the_run(celery_worker_process
 
 
 def test_a_timeout_kills_the_process_and_fails_the_run(celery_worker_process, smollm2_path):
-    run = queue(smollm2_path, smollm2_path, n_predict=4096, timeout_s=2)
+    endless = {"name": "endless", "tasks": [{"id": "count", "content_type": "code",
+                                             "prompt": "Count from 1 to 100000, one number per line, no words."}]}
+    run = queue(smollm2_path, smollm2_path, n_predict=4096, timeout_s=2, task_set=endless, content_types=["code"])
     run = wait_for(lambda: finished(run.pk), 120, "the run to time out", celery_worker_process)
     assert run.status == "failed" and "exceeded the 2 s limit and was stopped" in run.error
     wait_for(lambda: not llama_processes(), 15, "llama.cpp processes to go")

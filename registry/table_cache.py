@@ -1,0 +1,20 @@
+"""The rendered pairs table, cached briefly per query: the busiest page costs one cache read."""
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.template.loader import render_to_string
+from django.utils.safestring import SafeString, mark_safe
+
+from .cache_keys import cached
+from .table import TableQuery, page_of
+
+
+def rendered_table(tq: TableQuery, sort_links: dict) -> SafeString:
+    def render() -> str:
+        page, rows = page_of(tq)
+        return str(render_to_string("registry/_pairs_table.html", {"tq": tq, "page": page, "rows": rows,
+                                                                    "sort_links": sort_links}))
+
+    # Rendered by our autoescaping template, cached as plain text.
+    return mark_safe(cached("table", urlencode(sorted(tq.params().items())), render))
