@@ -16,7 +16,8 @@ from registry.models import GGUFFile, Pair, ReportedResult, TokenTable
 from tests.ggufgen import vocab, write_gguf
 from tests.models import MODELS
 
-pytestmark = pytest.mark.django_db
+# db_service: CI runs these again on PostgreSQL.
+pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,8 @@ from registry.registration import register
 from registry.results import refresh_best
 from tests.ggufgen import vocab, write_gguf
 
-pytestmark = pytest.mark.django_db
+# db_service: CI runs these again on PostgreSQL.
+pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
 
 
 @pytest.fixture(autouse=True)

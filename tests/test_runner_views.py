@@ -8,6 +8,8 @@ from runner.models import BenchmarkRun
 from runner.service import pair_for
 from runner.sources import register_source
 
+pytestmark = pytest.mark.db_service  # CI runs these again on PostgreSQL
+
 
 @pytest.fixture
 def pair(db, smollm2_path):
