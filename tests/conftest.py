@@ -26,3 +26,11 @@ def qwen05_header_path():
 @pytest.fixture(scope="session")
 def qwen15_header_path():
     return model_path("qwen15", headers_only=True)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Cached table pages and facets must not leak between tests."""
+    from django.core.cache import cache
+
+    cache.clear()

@@ -20,12 +20,6 @@ from tests.models import MODELS
 pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    from django.core.cache import cache
-
-    cache.clear()  # cached table pages and facets must not leak between tests
-
 SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
 SMOL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 Q05 = "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"

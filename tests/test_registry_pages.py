@@ -21,12 +21,6 @@ from tests.ggufgen import vocab, write_gguf
 pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    from django.core.cache import cache
-
-    cache.clear()  # cached table pages and facets must not leak between tests
-
 Q05 = "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"
 Q15 = "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"
 EVIL = '<script>alert("x")</script>'
