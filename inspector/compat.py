@@ -62,7 +62,8 @@ def article(word: str) -> str:
     return "an" if word[0] in "AEIOU" else "a"
 
 
-def _token(info: ModelInfo, token_id: int) -> str:
+def token_label(info: ModelInfo, token_id: int) -> str:
+    """A token as people read it: its id and text, or 'none' for llama.cpp's null token."""
     if token_id < 0:
         return "none"
     if info.tokens is None or token_id >= info.tokens.count:
@@ -147,9 +148,9 @@ def _special(rule: str, target: ModelInfo, draft: ModelInfo) -> Check:
     if not add_t:
         return Check(rule, True, f"Neither adds {article(name)} {name} token (llama.cpp compares {name} ids only when it is added).")
     if id_t != id_d:
-        return Check(rule, False, f"Both add a {name} token but with different ids: target {_token(target, id_t)}, "
-                     f"draft {_token(draft, id_d)}.")
-    return Check(rule, True, f"Both add {name} {_token(target, id_t)}.")
+        return Check(rule, False, f"Both add a {name} token but with different ids: target {token_label(target, id_t)}, "
+                     f"draft {token_label(draft, id_d)}.")
+    return Check(rule, True, f"Both add {name} {token_label(target, id_t)}.")
 
 
 def _vocab_size(target: ModelInfo, draft: ModelInfo) -> Check:
@@ -184,7 +185,7 @@ def _warnings(target: ModelInfo, draft: ModelInfo) -> list[PairWarning]:
         if t and t.bos_defaulted and t.bos_id >= 0:
             used = "and adds it to every prompt" if t.add_bos else "(not added to prompts, since add_bos is off)"
             out.append(PairWarning("bos_default", f"The {role} has no valid tokenizer.ggml.bos_token_id, so llama.cpp uses its "
-                               f"default BOS {_token(info, t.bos_id)} for a {t.model!r} tokenizer {used}."))
+                               f"default BOS {token_label(info, t.bos_id)} for a {t.model!r} tokenizer {used}."))
         if t and t.load_error:
             out.append(PairWarning("llama_cpp_load_error", f"The {role}: {t.load_error}."))
     if draft.parameter_count and target.parameter_count and draft.parameter_count >= target.parameter_count:

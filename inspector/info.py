@@ -47,12 +47,6 @@ class TokenizerInfo:
     table_sha256: str | None
     load_error: str | None
 
-    def token_text(self, table: TokenTable | None, token_id: int) -> str | None:
-        if table is None or not 0 <= token_id < table.count:
-            return None
-        return table.text(token_id).decode("utf-8", errors="replace")
-
-
 @dataclass
 class ModelInfo:
     source: str
@@ -100,6 +94,13 @@ class ModelInfo:
         if self.tokens is None:
             return []
         return [self.tokens.text(i).decode("utf-8", errors="replace") for i in range(min(n, self.tokens.count))]
+
+
+def token_text(table: TokenTable | None, token_id: int) -> str | None:
+    """A token's text for display, or None when the id lies outside the table."""
+    if table is None or not 0 <= token_id < table.count:
+        return None
+    return table.text(token_id).decode("utf-8", errors="replace")
 
 
 SPECIAL_KEYS = {
@@ -175,12 +176,7 @@ def _tokenizer(h: Header) -> tuple[TokenizerInfo | None, TokenTable | None]:
                                     eff.bos_defaulted, eff.eos_defaulted,
                                     "no tokenizer.ggml.tokens array: llama.cpp cannot load this vocabulary")
 
-    def text_of(i: int) -> str | None:
-        if table is None or not 0 <= i < table.count:
-            return None
-        return table.text(i).decode("utf-8", errors="replace")
-
-    special = {name: SpecialToken(i, text_of(i)) for name, key in SPECIAL_KEYS.items()
+    special = {name: SpecialToken(i, token_text(table, i)) for name, key in SPECIAL_KEYS.items()
                if (i := _int_key(kv, key)) is not None}
     info = TokenizerInfo(
         model=model, pre=_str_key(kv, "tokenizer.ggml.pre"), n_tokens=n_tokens, vocab_type=eff.vocab_type,

@@ -142,7 +142,7 @@ def render_prompt(prompt: str, template: ChatTemplate | None, system: str | None
 
 def read_chat_template(model: str | Path) -> ChatTemplate:
     """The chat template and BOS/EOS texts of a GGUF file, with llama.cpp's effective add_bos."""
-    from inspector.info import InspectError, inspect_source
+    from inspector.info import InspectError, inspect_source, token_text
 
     try:
         info = inspect_source(str(model))
@@ -153,6 +153,6 @@ def read_chat_template(model: str | Path) -> ChatTemplate:
         return ChatTemplate(None, "", "", False)
 
     def text(token_id: int) -> str:
-        return tok.token_text(info.tokens, token_id) or ""
+        return token_text(info.tokens, token_id) or ""
 
     return ChatTemplate(tok.chat_template, text(tok.bos_id), text(tok.eos_id), tok.add_bos)

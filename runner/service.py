@@ -7,19 +7,16 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
 from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from inspector.sources import is_remote
 from registry.models import GGUFFile, Pair
-from registry.registration import pair_for  # noqa: F401  (re-exported for callers)
 from registry.results import refresh_best
 
 from . import deploy, llamacpp

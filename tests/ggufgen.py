@@ -67,7 +67,7 @@ def write_gguf(
     if chat_template is not None:
         w.add_chat_template(chat_template)
     for key, (value, vtype) in (kv or {}).items():
-        w.add_key_value(key, value, vtype, sub_type=_sub_type(value) if vtype == GGUFValueType.ARRAY else None)
+        w.add_key_value(key, value, vtype)  # the writer infers array element types
     for name, arr in (tensors or {}).items():
         w.add_tensor(name, arr)
     w.write_header_to_file()
@@ -76,6 +76,3 @@ def write_gguf(
     w.close()
     return path
 
-
-def _sub_type(value: list[Any]) -> GGUFValueType | None:
-    return None  # let the writer infer element types

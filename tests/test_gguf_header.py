@@ -12,7 +12,7 @@ import pytest
 from gguf import GGUFReader
 from gguf import GGUFValueType as T
 
-from inspector.gguf_header import GGUFError, read_header
+from inspector.gguf_header import read_header
 from inspector.info import InspectError, inspect_source
 from inspector.sources import FileSource
 from tests.ggufgen import vocab, write_gguf

@@ -5,6 +5,7 @@ import hashlib
 
 import pytest
 
+from registry.registration import pair_for
 from runner import service
 from runner.downloads import DownloadError, local_paths
 from runner.models import BenchmarkRun
@@ -55,7 +56,7 @@ def test_a_file_gone_from_the_hub_fails_the_download_in_one_line(db, hub_with_sm
 def test_a_benchmark_of_hub_files_downloads_them_first(transactional_db, hub_with_smollm2, settings):
     settings.SPECREG_QUEUE_PREFIX = "nobody-listens."
     f = register_source(SPEC)
-    run = service.queue_benchmark(service.pair_for(f, f), {"ks": [4], "extend": False, "content_types": ["json"],
+    run = service.queue_benchmark(pair_for(f, f), {"ks": [4], "extend": False, "content_types": ["json"],
                                   "repeats": 1, "n_predict": 16, "prompts_per_type": 1}, hardware="cpu-test")
     assert service.execute(run.pk) == "done"
     run = BenchmarkRun.objects.get(pk=run.pk)

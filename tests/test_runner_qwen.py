@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from registry.registration import pair_for
 from runner import service
 from runner.models import BenchmarkRun
 from runner.sources import register_source
@@ -14,7 +15,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.llama]
 def test_qwen_coder_pair_is_measured_with_its_draft(transactional_db, settings):
     settings.SPECREG_QUEUE_PREFIX = "nobody-listens."
     target, draft = register_source(str(model_path("qwen15"))), register_source(str(model_path("qwen05")))
-    pair = service.pair_for(target, draft)
+    pair = pair_for(target, draft)
     assert pair.compatible
     run = service.queue_benchmark(pair, {"ks": [4], "extend": False, "content_types": ["code"], "repeats": 1,
                                          "n_predict": 48, "prompts_per_type": 1}, hardware="cpu-test")

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
+from registry.registration import pair_for
 from runner.models import BenchmarkRun
-from runner.service import pair_for
 from runner.sources import register_source
 
 pytestmark = pytest.mark.db_service  # CI runs these again on PostgreSQL

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
+from registry.registration import pair_for
 from runner import service
 from runner.models import BenchmarkRun
 from runner.sources import register_source
@@ -17,7 +17,7 @@ QUICK = {"ks": [4], "extend": False, "content_types": ["json"], "repeats": 1, "n
 
 
 def queue(target, draft, **params):
-    pair = service.pair_for(register_source(str(target)), register_source(str(draft)))
+    pair = pair_for(register_source(str(target)), register_source(str(draft)))
     return service.queue_benchmark(pair, {**QUICK, **params}, hardware="cpu-test")
 
 

@@ -6,7 +6,7 @@ import json
 from django.conf import settings
 
 from inspector.cli import SpecregCommand, UserError
-from inspector.compat import show
+from inspector.compat import show, token_label
 from inspector.info import InspectError, ModelInfo, inspect_source
 
 
@@ -61,8 +61,8 @@ def format_info(info: ModelInfo, n_tokens: int = 0) -> str:
             f"  tokenizer     model {t.model!r} ({t.vocab_type}), pre {t.pre!r}, {t.n_tokens:,} tokens",
             f"  add_bos       stored {_yn(t.add_bos_stored)}, llama.cpp applies {_yn(t.add_bos)}",
             f"  add_eos       stored {_yn(t.add_eos_stored)}, llama.cpp applies {_yn(t.add_eos)}",
-            f"  BOS / EOS     {_tok(info, t.bos_id)}{' (default)' if t.bos_defaulted else ''} / "
-            f"{_tok(info, t.eos_id)}{' (default)' if t.eos_defaulted else ''}  (effective)",
+            f"  BOS / EOS     {token_label(info, t.bos_id)}{' (default)' if t.bos_defaulted else ''} / "
+            f"{token_label(info, t.eos_id)}{' (default)' if t.eos_defaulted else ''}  (effective)",
         ]
         for name, sp in t.special.items():
             lines.append(f"  {name + ' id':<13} {sp.id} {sp.text!r}" if sp.text is not None
@@ -81,10 +81,3 @@ def format_info(info: ModelInfo, n_tokens: int = 0) -> str:
     lines.append("  tensor types  " + ", ".join(f"{k} ×{v}" for k, v in sorted(info.tensor_types.items())))
     return "\n".join(lines)
 
-
-def _tok(info: ModelInfo, token_id: int) -> str:
-    if token_id < 0:
-        return "none"
-    if info.tokens is None or token_id >= info.tokens.count:
-        return str(token_id)
-    return f"{token_id} {show(info.tokens.text(token_id))!r}"

@@ -6,6 +6,7 @@ import time
 from django.core.management.base import CommandError
 
 from inspector.cli import SpecregCommand, UserError
+from registry.registration import pair_for
 from runner import service
 from runner.models import BenchmarkRun
 from runner.sources import SourceRegistrationError, register_source
@@ -69,7 +70,7 @@ class Command(SpecregCommand):
                   "extend": False if o["no_extend"] else None}
         try:
             target, draft = register_source(o["target"]), register_source(o["draft"])
-            pair = service.pair_for(target, draft)
+            pair = pair_for(target, draft)
             run = service.queue_benchmark(pair, params, hardware=o["hardware"])
         except (SourceRegistrationError, service.BenchmarkError) as exc:
             raise UserError(str(exc)) from None
