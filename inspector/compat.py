@@ -12,7 +12,6 @@ from .info import ModelInfo
 from .llama_rules import LLAMA_CPP_BUILD, RS_ROLLBACK_ARCHS, VOCAB_TYPE_LABELS
 from .tokens import CHECK_START_ID, MAX_SIZE_DIFFERENCE, first_text_mismatch
 
-RULES = ("architecture", "vocab_type", "bos", "eos", "vocab_size", "token_text")
 
 
 @dataclass

@@ -1,4 +1,9 @@
-"""The registry's data: GGUF files, shared token tables, models, families, pairs and reported results."""
+"""The registry's data: GGUF files, token tables, models, families, pairs, benchmark runs and results.
+
+Benchmark runs and their measured results live here, beside reported results, so that pages and
+the table read every kind of figure from one data model; the runner only executes runs and writes
+them (it depends on the registry, never the other way round).
+"""
 from __future__ import annotations
 
 from django.conf import settings
@@ -152,10 +157,10 @@ class PairCheckResult(models.Model):
 
 
 class ResultFigures(models.Model):
-    """The figures every result carries, measured (the runner's model) or reported (below).
+    """The figures every result carries, measured (BenchmarkResult) or reported (ReportedResult).
 
-    The runner's benchmark model subclasses this with a ``pair`` foreign key, so pages, filters
-    and ``refresh_best`` read both kinds through the same field names.
+    ``BenchmarkResult`` and ``ReportedResult`` subclass this with a ``pair`` foreign key, so pages,
+    filters and ``refresh_best`` read both kinds through the same field names.
     """
 
     k = models.PositiveIntegerField(help_text="draft tokens per step (--spec-draft-n-max)")
@@ -192,3 +197,87 @@ class RegistrationLock(models.Model):
     """One row locked by every registration, so two imports never miss the pair between their files."""
 
     name = models.CharField(max_length=32, unique=True)
+
+class BenchmarkRun(models.Model):
+    """One benchmark of a pair: queued → running → done / failed / cancelled.
+
+    A worker claims a run with a conditional UPDATE on ``status``, so a re-delivered task cannot
+    run it twice; ``heartbeat_at`` lets the periodic sweep fail runs whose worker died.
+    """
+
+    QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
+    STATUSES = [(s, s) for s in (QUEUED, RUNNING, DONE, FAILED, CANCELLED)]
+    FINISHED = (DONE, FAILED, CANCELLED)
+
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="runs")
+    status = models.CharField(max_length=16, choices=STATUSES, default=QUEUED, db_index=True)
+    params = models.JSONField(default=dict)  # ks, content types, temperatures, repeats, n_predict, …
+    queue = models.CharField(max_length=120)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True)  # host:pid that claimed it
+    progress = models.FloatField(default=0.0)  # 0–1
+    progress_message = models.CharField(max_length=300, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    log = models.TextField(blank=True)  # what happened, with llama.cpp's stderr of failed runs
+    error = models.TextField(blank=True)  # one line when failed
+    hardware = models.JSONField(default=dict)
+    hardware_class = models.CharField(max_length=64, blank=True)
+    build = models.JSONField(default=dict)  # llama.cpp version, commit, binaries used
+    summary = models.JSONField(default=dict)  # recommendations, notes, overhead
+    report_md = models.TextField(blank=True)
+    server_command = models.TextField(blank=True)
+    systemd_unit = models.TextField(blank=True)
+
+    class Meta:
+        db_table = "runner_benchmarkrun"  # created by the runner app before the model moved here
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat")]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of {self.pair} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("run", args=[self.pk])
+
+    @property
+    def finished(self) -> bool:
+        return self.status in self.FINISHED
+
+
+class BenchmarkResult(ResultFigures):
+    """One measured cell: a pair at one K, temperature and content type, on one machine and build."""
+
+    run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="results")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="measured_results")
+    temperature = models.FloatField(default=0.0)
+    p_min = models.FloatField(null=True, blank=True)
+    n_predict = models.PositiveIntegerField()
+    repeats = models.PositiveIntegerField()
+    n_prompts = models.PositiveIntegerField()
+    status = models.CharField(max_length=16)  # ok, failed, timeout, cancelled
+    error = models.TextField(blank=True)
+    speculation_ran = models.BooleanField(default=True)
+    baseline_min = models.FloatField(null=True, blank=True)
+    baseline_max = models.FloatField(null=True, blank=True)
+    tps_min = models.FloatField(null=True, blank=True)
+    tps_max = models.FloatField(null=True, blank=True)
+    drafted = models.PositiveIntegerField(default=0)
+    accepted = models.PositiveIntegerField(default=0)
+    mean_accepted = models.FloatField(null=True, blank=True)  # accepted tokens per verification
+    identical = models.BooleanField(null=True, blank=True)  # at temperature 0 only
+    divergences = models.JSONField(default=list)  # first differing positions, per prompt/repeat
+    # Share of the CPU other processes took while the cell ran: speculation suffers most from
+    # contention, so figures measured on a busy machine are flagged rather than trusted.
+    other_cpu_share = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        db_table = "runner_benchmarkresult"
+        ordering = ["content_type", "temperature", "k"]
+        indexes = [models.Index(fields=["pair", "content_type"], name="result_pair_type")]
+
+    def __str__(self) -> str:
+        return f"{self.pair} K={self.k} {self.content_type} (measured)"

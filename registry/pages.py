@@ -6,7 +6,6 @@ from typing import Any
 
 from django.db.models import F
 from django.shortcuts import get_object_or_404
-from django.template.loader import select_template
 from django.http import Http404
 
 from .models import GGUFFile, Model, Pair
@@ -77,7 +76,6 @@ class PairPage:
     measured_plot: str
     reported_plot: str
     recommendation: Recommendation
-    runner_template: str | None  # the runner app's section for this pair, when it provides one
 
 
 def explained_checks(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -88,15 +86,11 @@ def pair_page(pk: int) -> PairPage:
     pair = get_object_or_404(Pair.objects.select_related("target__model", "draft__model", "check_result"), pk=pk)
     figs = figures_for([pair.pk])[pair.pk]
     measured, reported = figs["measured"], figs["reported"]
-    try:
-        runner_template = select_template(["runner/pair_runs.html"]).template.name
-    except Exception:  # noqa: BLE001 - TemplateDoesNotExist until the runner provides its section
-        runner_template = None
     return PairPage(
         pair, explained_checks(pair.result), measured, reported,
         speed_acceptance_svg(measured, "Measured speedup and acceptance against K"),
         speed_acceptance_svg(reported, "Reported speedup and acceptance against K"),
-        recommend(pair.target, pair.draft, pair.compatible, measured, reported), runner_template,
+        recommend(pair.target, pair.draft, pair.compatible, measured, reported),
     )
 
 

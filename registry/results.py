@@ -1,34 +1,19 @@
-"""Results attached to pairs: measured ones (the runner's model) and reported ones, kept apart.
+"""Results attached to pairs: measured ones (``BenchmarkResult``) and reported ones, kept apart.
 
-The runner's model is found by name (``SPECREG_MEASURED_RESULT_MODEL``, default
-``runner.BenchmarkResult``) so the registry works before it exists. It must have a ``pair``
-foreign key and the fields of ``registry.models.ResultFigures``; it calls ``refresh_best(pair)``
-after saving results so the table shows them.
+The runner writes measured results and then calls ``refresh_best(pair)`` so the table shows them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from django.apps import apps
-from django.conf import settings
 from django.db import models
 
 from .cache_keys import bump_generation
-from .models import Pair, ReportedResult
+from .models import BenchmarkResult, Pair, ReportedResult
 
 FIGURES = ("k", "acceptance", "speedup", "tokens_per_second", "baseline_tokens_per_second",
            "content_type", "hardware", "llama_cpp_build")
-
-
-def measured_model() -> type[models.Model] | None:
-    name = getattr(settings, "SPECREG_MEASURED_RESULT_MODEL", "runner.BenchmarkResult")
-    try:
-        model = apps.get_model(name)
-    except (LookupError, ValueError):
-        return None
-    names = {f.name for f in model._meta.get_fields()}
-    return model if {"pair", *FIGURES} <= names else None
 
 
 @dataclass
@@ -74,20 +59,17 @@ def filtered(qs: models.QuerySet, content_type: str = "", hardware: str = "", bu
 def figures_for(pair_ids: list[int], **filters: Any) -> dict[int, dict[str, list[Figure]]]:
     """Every result of these pairs (matching the table's filters), by pair and kind."""
     out: dict[int, dict[str, list[Figure]]] = {pid: {"measured": [], "reported": []} for pid in pair_ids}
-    sources: list[tuple[str, models.QuerySet]] = [("reported", ReportedResult.objects.all())]
-    if (measured := measured_model()) is not None:
-        sources.insert(0, ("measured", _usable(measured.objects.all())))
+    sources = [("measured", usable_measured()), ("reported", ReportedResult.objects.all())]
     for kind, qs in sources:
         for r in filtered(qs.filter(pair_id__in=pair_ids), **filters).order_by("content_type", "k"):
             out[r.pair_id][kind].append(_figure(kind, r))
     return out
 
 
-def _usable(qs: models.QuerySet) -> models.QuerySet:
-    # Cells that failed, timed out or were cancelled carry no figures to compare (the runner's
-    # own section of the pair page lists them).
-    names = {f.name for f in qs.model._meta.get_fields()}
-    return qs.filter(status="ok") if "status" in names else qs
+def usable_measured() -> models.QuerySet:
+    # Cells that failed, timed out or were cancelled carry no figures to compare (the pair
+    # page's list of runs shows them).
+    return BenchmarkResult.objects.filter(status="ok")
 
 
 def best(figs: dict[str, list[Figure]]) -> Figure | None:
@@ -122,6 +104,5 @@ def pairs_with_results(**filters: Any) -> list[int]:
     better than an OR of two subqueries.
     """
     ids = set(filtered(ReportedResult.objects.order_by(), **filters).values_list("pair_id", flat=True))
-    if (measured := measured_model()) is not None:
-        ids |= set(filtered(_usable(measured.objects.order_by()), **filters).values_list("pair_id", flat=True))
+    ids |= set(filtered(usable_measured().order_by(), **filters).values_list("pair_id", flat=True))
     return sorted(ids)

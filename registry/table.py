@@ -11,7 +11,7 @@ from django.http import QueryDict
 
 from .cache_keys import TTL, cached
 from .models import GGUFFile, Pair, ReportedResult
-from .results import Figure, best, figures_for, measured_model, pairs_with_results
+from .results import Figure, best, figures_for, pairs_with_results, usable_measured
 
 PAGE_SIZE = 50
 VERDICTS = {"compatible": "compatible", "incompatible": "incompatible", "all": "all"}
@@ -193,10 +193,7 @@ def facets() -> dict[str, list[str]]:
 
 def _facets() -> dict[str, list[str]]:
     out: dict[str, set[str]] = {"content_type": set(), "hardware": set(), "build": set()}
-    sources = [ReportedResult.objects.all()]
-    if (m := measured_model()) is not None:
-        sources.append(m.objects.all())
-    for qs in sources:
+    for qs in (ReportedResult.objects.all(), usable_measured()):
         qs = qs.order_by()  # a model's default ordering would join the DISTINCT
         out["content_type"] |= set(qs.exclude(content_type="").values_list("content_type", flat=True).distinct())
         out["hardware"] |= set(qs.exclude(hardware="").values_list("hardware", flat=True).distinct())

@@ -1,4 +1,5 @@
-"""The benchmark runner: downloads models and measures pairs with real llama.cpp via Celery."""
-from .celery import app as celery_app
+"""The benchmark runner: downloads models and measures pairs with real llama.cpp via Celery.
 
-__all__ = ["celery_app"]
+The Celery app lives in ``runner.celery`` (``celery -A runner`` finds it there); it is not
+imported here, so commands and pages that never queue do not pay for loading Celery.
+"""

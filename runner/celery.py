@@ -10,3 +10,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "registry.settings")
 app = Celery("specreg")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+from . import worker_signals  # noqa: E402,F401  (connects the worker's start/stop handlers)

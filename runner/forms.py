@@ -1,4 +1,4 @@
-"""The "benchmark this pair" form: the sweep's knobs, checked by runner.service.normalize_params."""
+"""The "benchmark this pair" form: the sweep's knobs, checked by runner.params.normalize_params."""
 from __future__ import annotations
 
 from django import forms

@@ -93,6 +93,3 @@ def hardware_class(info: dict[str, Any]) -> str:
         return f"gpu-{gpus[0].get('vendor', 'gpu')}-{slug}{count}"
     return f"cpu-{info.get('cpu_cores') or 1}c"
 
-
-def has_gpu(info: dict[str, Any] | None = None) -> bool:
-    return bool((info or detect()).get("gpus"))

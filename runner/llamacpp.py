@@ -11,8 +11,6 @@ from pathlib import Path
 SPECULATIVE = "llama-speculative-simple"
 COMPLETION = "llama-completion"
 SERVER = "llama-server"
-CLI = "llama-cli"
-BINARIES = (SPECULATIVE, COMPLETION, SERVER, CLI)
 ENV_BIN_DIR = "LLAMA_CPP_BIN_DIR"
 ALL_GPU_LAYERS = 999  # "offload everything"; older builds do not know "all"
 
@@ -36,7 +34,10 @@ def _package_bin_dir() -> Path | None:
 
 
 def bin_dirs() -> list[Path]:
-    """Where binaries are looked for, in order: $LLAMA_CPP_BIN_DIR, the llama_cpp_bin package, PATH."""
+    """Folders searched for binaries, in order: $LLAMA_CPP_BIN_DIR, then the llama_cpp_bin package.
+
+    ``find_binary`` falls back to PATH after these.
+    """
     dirs = []
     if os.environ.get(ENV_BIN_DIR):
         dirs.append(Path(os.environ[ENV_BIN_DIR]))
@@ -108,16 +109,23 @@ def _run_quick(argv: list[str]) -> str:
 
 
 def _package_build_number(binary: Path) -> int | None:
-    """Build number from the llama_cpp_bin package version (``11434.0.0``) when ``binary`` is one of its files."""
-    pkg = _package_bin_dir()
-    if pkg is None or binary.resolve().parent != pkg.resolve():
-        return None
-    try:
-        from importlib.metadata import version
-        major = version("llama-cpp-bin").split(".", 1)[0]
-    except Exception:  # metadata missing or odd: the binary's own answer stands
-        return None
-    return int(major) if major.isdigit() else None
+    """Build number from the version (``11434.0.0``) of the llama-cpp-bin package that owns ``binary``.
+
+    The package may be installed in another environment than ours (``LLAMA_CPP_BIN_DIR`` pointing
+    at it), so its metadata is looked up beside the binary: the ``.dist-info`` folder in the
+    site-packages folder above it whose RECORD lists the binary.
+    """
+    from importlib.metadata import PathDistribution
+
+    real = binary.resolve()
+    for site in list(real.parents)[:4]:
+        for info in site.glob("llama_cpp_bin-*.dist-info"):
+            dist = PathDistribution(info)
+            owned = {(site / str(f)).resolve() for f in dist.files or ()}
+            if real in owned:
+                major = (dist.version or "").split(".", 1)[0]
+                return int(major) if major.isdigit() else None
+    return None
 
 
 def build_info(binary: Path | None = None) -> Build:

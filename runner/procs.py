@@ -14,6 +14,12 @@ STDERR_TAIL = 1024 * 1024  # the end holds the timings
 STDOUT_MAX = 16 * 1024 * 1024  # generated text; far more than any benchmark produces
 TERM_GRACE_S = 2.0
 
+# Set when this process is being stopped (SIGTERM/SIGINT to a worker or to `run_benchmark --here`):
+# running processes are killed at once and no new one starts, so the stop takes seconds, not the
+# rest of a benchmark.
+SHUTDOWN = threading.Event()
+_live_groups: set[int] = set()
+
 
 @dataclass(frozen=True)
 class ProcResult:
@@ -86,6 +92,13 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
+def stop_all() -> None:
+    """Refuse new processes and SIGKILL every live group started here; safe inside a signal handler."""
+    SHUTDOWN.set()
+    for pgid in list(_live_groups):
+        _kill_group(pgid, signal.SIGKILL)
+
+
 def _group_gone(pgid: int, timeout_s: float) -> bool:
     """Wait until no live process is left in the group (a killed process takes a moment to exit)."""
     deadline = time.monotonic() + timeout_s
@@ -129,6 +142,8 @@ def run_process(
     """Run ``argv`` (never through a shell) and return its outcome; never raises for the child's sake."""
     argv = tuple(str(a) for a in argv)
     start = time.monotonic()
+    if SHUTDOWN.is_set():
+        return ProcResult(argv, None, "", "", 0.0, cancelled=True, start_error="not started: this process is stopping")
     try:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -136,6 +151,9 @@ def run_process(
         )
     except OSError as exc:
         return ProcResult(argv, None, "", "", 0.0, start_error=f"cannot start {argv[0]}: {exc.strerror or exc}")
+    _live_groups.add(proc.pid)
+    if SHUTDOWN.is_set():  # the stop arrived while it was starting
+        _kill_group(proc.pid, signal.SIGKILL)
     out = _Capture(proc.stdout, STDOUT_MAX, 0)
     err = _Capture(proc.stderr, STDERR_HEAD, STDERR_TAIL)
     timed_out = cancelled = False
@@ -148,7 +166,7 @@ def run_process(
             pass
         if time.monotonic() >= deadline:
             timed_out = True
-        elif should_cancel is not None and should_cancel():
+        elif SHUTDOWN.is_set() or (should_cancel is not None and should_cancel()):
             cancelled = True
         if timed_out or cancelled:
             _terminate(proc)
@@ -159,6 +177,8 @@ def run_process(
     if not _group_gone(proc.pid, 0.0):
         _kill_group(proc.pid, signal.SIGKILL)
         _group_gone(proc.pid, 5.0)
+    _live_groups.discard(proc.pid)
+    cancelled = cancelled or SHUTDOWN.is_set()
     for cap in (out, err):
         cap.thread.join(timeout=5.0)
     for pipe in (proc.stdout, proc.stderr):

@@ -11,7 +11,6 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 DEFAULT_TASKS = Path(__file__).resolve().parent / "data" / "tasks" / "default.json"
-CONTENT_TYPES = ("code", "json", "prose", "math")
 
 
 class TaskSetError(ValueError):

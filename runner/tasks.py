@@ -1,17 +1,17 @@
-"""Celery tasks: thin wrappers that pass ids to runner.service."""
+"""Celery tasks: thin wrappers that pass ids to the runner's plain functions."""
 from __future__ import annotations
 
-from celery import shared_task
+from .celery import app
+from .execute import execute
+from .runs import sweep_stale
 
-from . import service
 
-
-@shared_task(acks_late=True, ignore_result=True)
+@app.task(name="runner.tasks.run_benchmark", acks_late=True, ignore_result=True)
 def run_benchmark(run_id: int) -> str:
     # A re-delivered message finds the run already claimed and returns at once.
-    return service.execute(run_id)
+    return execute(run_id)
 
 
-@shared_task(ignore_result=True)
+@app.task(name="runner.tasks.sweep_stale_runs", ignore_result=True)
 def sweep_stale_runs() -> int:
-    return service.sweep_stale()
+    return sweep_stale()

@@ -9,9 +9,10 @@ from django.views.decorators.http import require_POST
 
 from registry.models import Pair
 
-from . import service
+from . import runs
+from .params import BenchmarkError
 from .forms import BenchmarkForm
-from .models import BenchmarkRun
+from registry.models import BenchmarkRun
 
 
 def run_state(run: BenchmarkRun) -> dict:
@@ -43,29 +44,28 @@ def run_json(request: HttpRequest, pk: int) -> JsonResponse:
 
 
 @login_required
-@require_POST
 def benchmark(request: HttpRequest, pk: int) -> HttpResponse:
-    pair = get_object_or_404(Pair, pk=pk)
-    form = BenchmarkForm(request.POST)
-    if not form.is_valid():
-        for field, errors in form.errors.items():
-            messages.error(request, f"{field}: {' '.join(errors)}")
-        return redirect(pair)
-    try:
-        r = service.queue_benchmark(pair, form.params(), user=request.user,
-                                    hardware=form.cleaned_data["hardware"] or None)
-    except service.BenchmarkError as exc:
-        messages.error(request, str(exc))
-        return redirect(pair)
-    messages.success(request, f"Benchmark queued on {r.queue}.")
-    return redirect(r)
+    """The "benchmark this pair" form (GET) and queueing it (POST)."""
+    pair = get_object_or_404(Pair.objects.select_related("target__model", "draft__model"), pk=pk)
+    form = BenchmarkForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            r = runs.queue_benchmark(pair, form.params(), user=request.user,
+                                        hardware=form.cleaned_data["hardware"] or None)
+        except BenchmarkError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Benchmark queued on {r.queue}.")
+            return redirect(r)
+    status = 400 if form.errors else 200
+    return render(request, "runner/benchmark.html", {"pair": pair, "form": form}, status=status)
 
 
 @login_required
 @require_POST
 def cancel(request: HttpRequest, pk: int) -> HttpResponse:
     r = get_object_or_404(BenchmarkRun, pk=pk)
-    state = service.cancel(r.pk)
+    state = runs.cancel(r.pk)
     messages.info(request, f"Run {r.pk}: {state}.")
     return redirect(r)
 

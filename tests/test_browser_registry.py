@@ -6,6 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+
+from tests.needs import missing
 from django.contrib.auth.models import User
 
 from inspector.info import inspect_source
@@ -30,7 +32,7 @@ PASSWORD = "correct horse battery staple"
 @pytest.fixture(scope="session")
 def browser():
     if not shutil.which(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+        missing(f"{CHROMIUM} is missing (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API keeps an event loop running on this thread, which makes Django refuse

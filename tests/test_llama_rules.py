@@ -12,10 +12,13 @@ import sys
 import numpy as np
 import pytest
 
-from inspector.compat import RULES, check_pair
+from inspector.compat import check_pair
 from inspector.info import inspect_source
 from inspector.tokens import candidate_keys
 from tests.ggufgen import vocab, write_gguf
+
+# The six checks, in the order check_pair reports them (architecture first, then llama.cpp's five).
+RULES = ["architecture", "vocab_type", "bos", "eos", "vocab_size", "token_text"]
 
 # name → (writer kwargs, expected effective (add_bos, add_eos, bos, eos))
 SINGLE = {
@@ -80,7 +83,7 @@ def test_every_failing_rule_is_reported(tmp_path, name):
     t, d = pair_files(tmp_path, name)
     result = check_pair(inspect_source(t), inspect_source(d))
     _, _, failed, mismatch = PAIRS[name]
-    assert [c.rule for c in result.checks] == list(RULES)
+    assert [c.rule for c in result.checks] == RULES
     assert {c.rule for c in result.checks if c.ok is False} == failed
     assert result.compatible == (not failed) == result.llama_cpp_compatible
     assert result.failed_rule == next((r for r in RULES if r in failed), None)
@@ -163,7 +166,7 @@ def test_check_pair_json_has_the_documented_shape(tmp_path):
     assert set(obj) == {"compatible", "llama_cpp_compatible", "rules_from", "checks", "failed_rule",
                         "first_mismatch_token_id", "first_mismatch", "target", "draft", "warnings"}
     assert obj["rules_from"] == "b11434" and obj["failed_rule"] == "bos"
-    assert [c["rule"] for c in obj["checks"]] == list(RULES)
+    assert [c["rule"] for c in obj["checks"]] == RULES
     assert set(obj["target"]) == {"source", "architecture", "vocab_type", "n_vocab", "add_bos_stored", "add_bos",
                                   "add_eos_stored", "add_eos", "bos_id", "eos_id", "vocab_key"}
     assert obj["first_mismatch_token_id"] == 5

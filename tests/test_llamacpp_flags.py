@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.needs import missing
+
 from runner import llamacpp
 from runner.llamacpp import Capabilities, GenParams
 
@@ -17,15 +19,15 @@ def spec_caps() -> Capabilities:
     try:
         return llamacpp.capabilities(llamacpp.find_binary(llamacpp.SPECULATIVE))
     except llamacpp.LlamaCppNotFound as exc:
-        pytest.skip(str(exc))
+        missing(str(exc))
 
 
 def test_all_binaries_found():
-    for name in llamacpp.BINARIES:
+    for name in (llamacpp.SPECULATIVE, llamacpp.COMPLETION, llamacpp.SERVER):
         try:
             path = llamacpp.find_binary(name)
         except llamacpp.LlamaCppNotFound as exc:
-            pytest.skip(str(exc))
+            missing(str(exc))
         assert path.is_file() and os.access(path, os.X_OK)
 
 
@@ -62,7 +64,7 @@ def test_server_capabilities_match():
     try:
         caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.SERVER))
     except llamacpp.LlamaCppNotFound as exc:
-        pytest.skip(str(exc))
+        missing(str(exc))
     assert caps.draft_max_flag == "--spec-draft-n-max" and caps.spec_type_draft and not caps.has("--draft-max")
 
 
@@ -74,7 +76,7 @@ def test_build_info_of_the_real_build():
     try:
         build = llamacpp.build_info()
     except llamacpp.LlamaCppNotFound as exc:
-        pytest.skip(str(exc))
+        missing(str(exc))
     assert build.build_number == 11434  # from the package when the binary says "build 0"
     assert build.label.startswith("b11434")
     assert build.compiler and build.target
@@ -130,7 +132,7 @@ def test_plain_argv_on_real_build():
     try:
         caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.COMPLETION))
     except llamacpp.LlamaCppNotFound as exc:
-        pytest.skip(str(exc))
+        missing(str(exc))
     argv = llamacpp.plain_argv(caps, "/m/t.gguf", "x", GenParams(8, temperature=0.0, gpu_layers=99))
     assert "-no-cnv" in argv and "--no-display-prompt" in argv and "--no-escape" in argv
     assert argv[argv.index("--fit") + 1] == "off"

@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from tests.needs import missing
+
 from runner import llamacpp
 from runner.measure import Cell, Run, compare_texts, context_size, measure_cell, other_cpu_share, summarize
 
@@ -21,7 +23,7 @@ def smollm2(smollm2_path) -> str:
         llamacpp.find_binary(llamacpp.SPECULATIVE)
         llamacpp.find_binary(llamacpp.COMPLETION)
     except llamacpp.LlamaCppNotFound as exc:
-        pytest.skip(str(exc))
+        missing(str(exc))
     return str(smollm2_path)
 
 

@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from tests.needs import missing
+
 from runner import llamacpp
 from runner.llamacpp import GenParams
 from runner.procs import group_members, run_process
@@ -27,7 +29,7 @@ def long_generation(smollm2_path) -> list[str]:
     try:
         caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.COMPLETION))
     except llamacpp.LlamaCppNotFound as exc:
-        pytest.skip(str(exc))
+        missing(str(exc))
     argv = llamacpp.plain_argv(caps, smollm2_path, "Once upon a time", GenParams(100_000, ctx_size=4096))
     argv.append("--ignore-eos")
     return ["/bin/sh", "-c", '"$0" "$@" & echo $!; wait', *argv]

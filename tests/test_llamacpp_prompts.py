@@ -5,14 +5,14 @@ import json
 
 import pytest
 
-from runner.prompts import (CONTENT_TYPES, ChatTemplate, TaskSetError, load_task_set, read_chat_template,
+from runner.prompts import (ChatTemplate, TaskSetError, load_task_set, read_chat_template,
                             render_prompt)
 
 
 def test_default_task_set_has_every_content_type():
     ts = load_task_set()
-    assert set(ts.content_types) == set(CONTENT_TYPES)
-    for ct in CONTENT_TYPES:
+    assert set(ts.content_types) == {"code", "json", "prose", "math"}
+    for ct in ("code", "json", "prose", "math"):
         tasks = ts.by_type(ct)
         assert len(tasks) >= 5
         assert all(20 <= len(t.prompt) <= 600 for t in tasks)

@@ -9,6 +9,8 @@ import urllib.request
 
 import pytest
 
+from tests.needs import missing
+
 from runner import deploy, hardware, llamacpp
 from runner.measure import Cell, CellResult, Spread
 from runner.parse import ServerFigures, parse_server_completion
@@ -52,7 +54,7 @@ def small_sweep(smollm2_path):
     try:
         llamacpp.find_binary(llamacpp.SPECULATIVE)
     except llamacpp.LlamaCppNotFound as exc:
-        pytest.skip(str(exc))
+        missing(str(exc))
     tasks = parse_task_set({"name": "tiny", "tasks": [
         {"id": "count", "content_type": "code", "prompt": "Write the numbers 1 to 30 as a Python list."}]})
     cfg = SweepConfig(str(smollm2_path), str(smollm2_path), tasks, ks=(2, 4), grid=(2, 4, 8), n_predict=24, repeats=1,
@@ -115,7 +117,7 @@ def test_deployed_server_speculates(smollm2_path):
     try:
         caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.SERVER))
     except llamacpp.LlamaCppNotFound as exc:
-        pytest.skip(str(exc))
+        missing(str(exc))
     port = _free_port()
     rec = Recommendation("code", 0.0, 4, 1.3, 0.9, "test")
     dep = deploy.deployment(caps, smollm2_path, smollm2_path, rec, port=port, ctx_size=1024)

@@ -275,11 +275,7 @@ def test_the_api_serves_files_and_examples(client, qwen_pair):
 
 
 def test_measured_results_take_precedence_and_are_never_mixed_with_reported_ones(client, qwen_pair):
-    from django.apps import apps
-
-    if not apps.is_installed("runner"):
-        pytest.skip("the runner app provides measured results")
-    from runner.models import BenchmarkResult, BenchmarkRun
+    from registry.models import BenchmarkResult, BenchmarkRun
 
     ReportedResult.objects.create(pair=qwen_pair, k=24, acceptance=0.708, speedup=11.0, content_type="code", citation="client")
     run = BenchmarkRun.objects.create(pair=qwen_pair, queue="bench.cpu", status="done")

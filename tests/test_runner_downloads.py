@@ -6,9 +6,10 @@ import hashlib
 import pytest
 
 from registry.registration import pair_for
-from runner import service
+from runner import runs
+from runner.execute import execute
 from runner.downloads import DownloadError, local_paths
-from runner.models import BenchmarkRun
+from registry.models import BenchmarkRun
 from runner.sources import register_source
 
 REPO = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
@@ -56,9 +57,9 @@ def test_a_file_gone_from_the_hub_fails_the_download_in_one_line(db, hub_with_sm
 def test_a_benchmark_of_hub_files_downloads_them_first(transactional_db, hub_with_smollm2, settings):
     settings.SPECREG_QUEUE_PREFIX = "nobody-listens."
     f = register_source(SPEC)
-    run = service.queue_benchmark(pair_for(f, f), {"ks": [4], "extend": False, "content_types": ["json"],
+    run = runs.queue_benchmark(pair_for(f, f), {"ks": [4], "extend": False, "content_types": ["json"],
                                   "repeats": 1, "n_predict": 16, "prompts_per_type": 1}, hardware="cpu-test")
-    assert service.execute(run.pk) == "done"
+    assert execute(run.pk) == "done"
     run = BenchmarkRun.objects.get(pk=run.pk)
     assert "fetching hf://" in run.log and run.results.get().speculation_ran
     assert hub_with_smollm2.bytes_served(REPO, "smollm2-135m-instruct-q4_1.gguf") >= f.size

@@ -4,8 +4,9 @@ from __future__ import annotations
 import pytest
 
 from registry.registration import pair_for
-from runner import service
-from runner.models import BenchmarkRun
+from runner import runs
+from runner.execute import execute
+from registry.models import BenchmarkRun
 from runner.sources import register_source
 from tests.models import model_path
 
@@ -17,9 +18,9 @@ def test_qwen_coder_pair_is_measured_with_its_draft(transactional_db, settings):
     target, draft = register_source(str(model_path("qwen15"))), register_source(str(model_path("qwen05")))
     pair = pair_for(target, draft)
     assert pair.compatible
-    run = service.queue_benchmark(pair, {"ks": [4], "extend": False, "content_types": ["code"], "repeats": 1,
+    run = runs.queue_benchmark(pair, {"ks": [4], "extend": False, "content_types": ["code"], "repeats": 1,
                                          "n_predict": 48, "prompts_per_type": 1}, hardware="cpu-test")
-    assert service.execute(run.pk) == "done"
+    assert execute(run.pk) == "done"
     run = BenchmarkRun.objects.get(pk=run.pk)
     (r,) = run.results.all()
     assert r.speculation_ran and r.drafted > 0 and 0.2 < r.acceptance <= 1.0

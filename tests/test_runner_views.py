@@ -5,7 +5,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from registry.registration import pair_for
-from runner.models import BenchmarkRun
+from registry.models import BenchmarkRun
 from runner.sources import register_source
 
 pytestmark = pytest.mark.db_service  # CI runs these again on PostgreSQL

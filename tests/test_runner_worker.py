@@ -6,8 +6,9 @@ import os
 import pytest
 
 from registry.registration import pair_for
-from runner import service
-from runner.models import BenchmarkRun
+from runner import runs
+from runner.execute import execute
+from registry.models import BenchmarkRun
 from runner.sources import register_source
 from tests.worker import wait_for
 
@@ -18,7 +19,7 @@ QUICK = {"ks": [4], "extend": False, "content_types": ["json"], "repeats": 1, "n
 
 def queue(target, draft, **params):
     pair = pair_for(register_source(str(target)), register_source(str(draft)))
-    return service.queue_benchmark(pair, {**QUICK, **params}, hardware="cpu-test")
+    return runs.queue_benchmark(pair, {**QUICK, **params}, hardware="cpu-test")
 
 
 def finished(run_id):
@@ -61,7 +62,7 @@ def test_cancelling_a_running_benchmark_kills_llama_cpp(celery_worker_process, s
     wait_for(lambda: BenchmarkRun.objects.get(pk=run.pk).status == "running", 60, "the run to start",
              celery_worker_process)
     wait_for(llama_processes, 60, "llama.cpp to start")
-    assert service.cancel(run.pk) == "cancelling"
+    assert runs.cancel(run.pk) == "cancelling"
     run = wait_for(lambda: finished(run.pk), 60, "the cancel to take effect", celery_worker_process)
     assert run.status == "cancelled"
     wait_for(lambda: not llama_processes(), 15, "llama.cpp processes to go")
@@ -70,8 +71,8 @@ def test_cancelling_a_running_benchmark_kills_llama_cpp(celery_worker_process, s
 def test_a_queued_benchmark_cancels_at_once(transactional_db, smollm2_path, settings):
     settings.SPECREG_QUEUE_PREFIX = "nobody-listens."
     run = queue(smollm2_path, smollm2_path)
-    assert service.cancel(run.pk) == "cancelled"
-    assert service.execute(run.pk) == "cancelled"  # a late delivery does nothing
+    assert runs.cancel(run.pk) == "cancelled"
+    assert execute(run.pk) == "cancelled"  # a late delivery does nothing
 
 
 def test_llama_cpp_failing_on_a_broken_model_fails_the_run(celery_worker_process, smollm2_path, tmp_path):
@@ -99,8 +100,8 @@ def test_a_killed_worker_leaves_a_run_the_sweep_marks_failed(celery_worker_proce
     wait_for(lambda: BenchmarkRun.objects.get(pk=run.pk).status == "running", 60, "the run to start",
              celery_worker_process)
     celery_worker_process.kill()
-    assert service.sweep_stale(stale_after_s=3600) == 0  # still fresh: left alone
-    wait_for(lambda: service.sweep_stale(stale_after_s=2), 30, "the sweep to mark the run")
+    assert runs.sweep_stale(stale_after_s=3600) == 0  # still fresh: left alone
+    wait_for(lambda: runs.sweep_stale(stale_after_s=2), 30, "the sweep to mark the run")
     run.refresh_from_db()
     assert run.status == "failed" and "stopped responding" in run.error
 
@@ -108,6 +109,6 @@ def test_a_killed_worker_leaves_a_run_the_sweep_marks_failed(celery_worker_proce
 def test_a_run_executes_once_however_often_its_task_arrives(transactional_db, smollm2_path, settings):
     settings.SPECREG_QUEUE_PREFIX = "nobody-listens."
     run = queue(smollm2_path, smollm2_path)
-    assert service.claim(run.pk)
-    assert not service.claim(run.pk)
-    assert service.execute(run.pk) == "running"  # the second delivery returns without running
+    assert runs.claim(run.pk)
+    assert not runs.claim(run.pk)
+    assert execute(run.pk) == "running"  # the second delivery returns without running

@@ -1,15 +1,20 @@
-"""run_benchmark TARGET DRAFT: queue (and optionally wait for) a real llama.cpp benchmark of a pair."""
+"""run_benchmark TARGET DRAFT: queue (and optionally wait for) a real llama.cpp benchmark of a pair, or run it here."""
 from __future__ import annotations
 
+import signal
 import time
 
 from django.core.management.base import CommandError
 
 from inspector.cli import SpecregCommand, UserError
+from registry.models import BenchmarkRun
 from registry.registration import pair_for
-from runner import service
-from runner.models import BenchmarkRun
+from runner import procs, runs
+from runner.models import workers_on
+from runner.params import BenchmarkError
 from runner.sources import SourceRegistrationError, register_source
+
+NO_WORKER_AFTER_S = 10  # a worker that is starting up gets this long to show itself
 
 
 def _ints(text: str) -> list[int]:
@@ -42,15 +47,18 @@ class Command(SpecregCommand):
         parser.add_argument("--n-predict", type=int)
         parser.add_argument("--prompts-per-type", type=int)
         parser.add_argument("--hardware", help="queue for another hardware class, e.g. gpu-nvidia-h100")
-        parser.add_argument("--wait", action="store_true", help="follow the run until it finishes")
+        parser.add_argument("--wait", action="store_true", help="follow the run until it finishes (a worker must "
+                            "consume its queue; exits 2 at once when none does)")
+        parser.add_argument("--here", action="store_true", help="run the benchmark in this process (no worker "
+                            "needed), printing the same results as --wait")
         parser.add_argument("--timeout", type=float, default=0, help="with --wait: give up waiting after N seconds")
         parser.add_argument("--cancel", type=int, metavar="RUN_ID", help="cancel a queued or running run instead")
 
     def handle(self, *args, **o) -> None:
         if o["cancel"] is not None:
             try:
-                self.stdout.write(f"run {o['cancel']}: {service.cancel(o['cancel'])}")
-            except service.BenchmarkError as exc:
+                self.stdout.write(f"run {o['cancel']}: {runs.cancel(o['cancel'])}")
+            except BenchmarkError as exc:
                 raise UserError(str(exc)) from None
             return
         if not (o["target"] and o["draft"]):
@@ -71,12 +79,31 @@ class Command(SpecregCommand):
         try:
             target, draft = register_source(o["target"]), register_source(o["draft"])
             pair = pair_for(target, draft)
-            run = service.queue_benchmark(pair, params, hardware=o["hardware"])
-        except (SourceRegistrationError, service.BenchmarkError) as exc:
+            run = runs.queue_benchmark(pair, params, hardware=o["hardware"], send=not o["here"])
+        except (SourceRegistrationError, BenchmarkError) as exc:
             raise UserError(str(exc)) from None
-        self.stdout.write(f"queued run {run.pk} on {run.queue}: {draft.source} drafting for {target.source}")
-        if o["wait"]:
-            self._follow(run.pk, o["timeout"])
+        if o["here"]:
+            self.stdout.write(f"running run {run.pk} here: {draft.source} drafting for {target.source}")
+            self._run_here(run.pk)
+        else:
+            self.stdout.write(f"queued run {run.pk} on {run.queue}: {draft.source} drafting for {target.source}")
+            if o["wait"]:
+                self._follow(run.pk, o["timeout"])
+        self._finish(run.pk)
+
+    def _run_here(self, run_id: int) -> None:
+        """The task's own code path (``execute``) in this process; Ctrl-C or SIGTERM cancels the run."""
+        from runner.execute import execute
+
+        def stop(signum, frame) -> None:
+            procs.stop_all()
+
+        old = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            execute(run_id)
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
 
     def _follow(self, run_id: int, timeout: float) -> None:
         start, last = time.monotonic(), None
@@ -87,10 +114,21 @@ class Command(SpecregCommand):
                 self.stderr.write(line)
                 last = line
             if run.finished:
-                break
-            if timeout and time.monotonic() - start > timeout:
+                return
+            waited = time.monotonic() - start
+            if run.status == BenchmarkRun.QUEUED and waited > NO_WORKER_AFTER_S and not workers_on(run.queue):
+                raise UserError(
+                    f"no worker is listening on queue {run.queue}; run {run_id} stays queued for a later worker. "
+                    f"Start one with: celery -A runner worker -Q {run.queue} --pool solo "
+                    f"(on a machine of hardware class {run.hardware_class}), or run it here with --here")
+            if timeout and waited > timeout:
                 raise UserError(f"run {run_id} still {run.status} after {timeout:.0f} s (it goes on; see its page)")
             time.sleep(1)
+
+    def _finish(self, run_id: int) -> None:
+        run = BenchmarkRun.objects.get(pk=run_id)
+        if not run.finished:
+            return  # queued without --wait
         self.stdout.write(format_results(run))
         if run.status != BenchmarkRun.DONE:
             raise UserError(f"run {run_id} {run.status}: {run.error}")

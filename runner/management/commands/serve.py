@@ -1,4 +1,10 @@
-"""serve: run the web server (gunicorn) and a Celery worker with its beat, until Ctrl-C."""
+"""serve: run the web server (gunicorn) and a Celery worker with its beat until SIGTERM or Ctrl-C.
+
+Stopping behaves the way systemd, Docker and Kubernetes expect: on SIGTERM or SIGINT both children
+get SIGTERM at once (the worker then kills the running benchmark's llama.cpp processes and records
+the run as cancelled, saying why), and whatever is still alive after ``STOP_GRACE_S`` is killed
+with its whole process group, so serve exits well within Docker's 10 s and leaves no process.
+"""
 from __future__ import annotations
 
 import os
@@ -12,6 +18,9 @@ from django.conf import settings
 from inspector.cli import SpecregCommand
 from runner.queues import worker_queues
 
+STOP_GRACE_S = 7.0
+WEB_TIMEOUT_S = 60  # gunicorn kills a request (worker) that takes longer
+
 
 class Command(SpecregCommand):
     help = "Start the web server and one Celery worker (with the periodic sweep) on the configured database and broker."
@@ -22,31 +31,50 @@ class Command(SpecregCommand):
         parser.add_argument("--no-worker", action="store_true", help="web server only (workers run elsewhere)")
 
     def handle(self, *args, host: str, port: int, no_worker: bool, **options) -> None:
-        procs: list[subprocess.Popen] = []
+        stopping: list[int] = []
+
+        def on_signal(signum, frame) -> None:
+            stopping.append(signum)
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, on_signal)
         bin_dir = os.path.dirname(sys.executable)
+        procs: list[subprocess.Popen] = []
+        # Each child leads its own process group, so a stop reaches everything it started.
         if not no_worker:
             schedule = settings.DATA_DIR / "celerybeat-schedule"
             procs.append(subprocess.Popen([
                 os.path.join(bin_dir, "celery"), "-A", "runner", "worker", "--beat", "--schedule", str(schedule),
-                "--concurrency", "1", "--loglevel", "INFO", "-Q", ",".join(worker_queues()),
-            ]))
+                "--pool", "solo", "--loglevel", "INFO", "-Q", ",".join(worker_queues()),
+            ], start_new_session=True))
         procs.append(subprocess.Popen([
             os.path.join(bin_dir, "gunicorn"), "registry.wsgi", "--bind", f"{host}:{port}",
-            "--workers", os.environ.get("WEB_CONCURRENCY", "3"), "--access-logfile", "-",
-        ]))
-        self.stdout.write(f"specreg is running at http://{host}:{port}/  (Ctrl-C stops it)")
+            "--workers", os.environ.get("WEB_CONCURRENCY", "3"), "--timeout", str(WEB_TIMEOUT_S),
+            "--graceful-timeout", "5", "--access-logfile", "-",
+        ], start_new_session=True))
+        self.stdout.write(f"specreg is running at http://{host}:{port}/  (Ctrl-C or SIGTERM stops it)")
         self.stdout.flush()
+        while not stopping and all(p.poll() is None for p in procs):
+            time.sleep(0.2)
+        why = signal.Signals(stopping[0]).name if stopping else "a child exited"
+        self.stderr.write(f"serve: stopping ({why})")
+        stop_all(procs)
+
+
+def stop_all(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM each child, then SIGKILL the process group of any still alive after the grace period."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for p in procs:
         try:
-            while all(p.poll() is None for p in procs):
-                time.sleep(1)
-        except KeyboardInterrupt:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
             pass
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGTERM)
-            for p in procs:
-                try:
-                    p.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # the group: gunicorn's workers, anything left behind
+        except (ProcessLookupError, PermissionError):
+            pass
+        p.wait()
