@@ -5,10 +5,10 @@ from django.conf import settings
 
 from inspector.compat import PairCheck, check_pair
 from inspector.info import InspectError, ModelInfo, inspect_source
-from inspector.tokens import MAX_SIZE_DIFFERENCE, candidate_keys
 
 from .models import GGUFFile
-from .registration import load_info
+from .pairing import candidate_files, info_is_target
+from .stored import load_info
 
 
 class CheckError(Exception):
@@ -42,15 +42,11 @@ def local_partners(info: ModelInfo, limit: int = 50) -> list:
     tok = info.tokenizer
     if tok is None:
         return []
-    qs = GGUFFile.objects.filter(vocab_type=tok.vocab_type, n_vocab__gte=tok.n_tokens - MAX_SIZE_DIFFERENCE,
-                                 n_vocab__lte=tok.n_tokens + MAX_SIZE_DIFFERENCE)
-    keys = candidate_keys(tok.vocab_key)
-    if keys is not None:
-        qs = qs.filter(vocab_key__in=keys)
+    qs = candidate_files(tok.vocab_type, tok.n_tokens, tok.vocab_key)
     out = []
-    for f in qs.select_related("token_table").defer("token_table__blob")[:limit]:
+    for f in qs.select_related("token_table", "model").defer("token_table__blob")[:limit]:
         other = load_info(f)
-        bigger = f.parameter_count > info.parameter_count
-        result = check_pair(other, info) if bigger else check_pair(info, other)
-        out.append((f, "target" if bigger else "draft", result))
+        local_is_target = info_is_target(info, f)
+        result = check_pair(info, other) if local_is_target else check_pair(other, info)
+        out.append((f, "draft" if local_is_target else "target", result))
     return sorted(out, key=lambda x: (not x[2].compatible, x[0].source))

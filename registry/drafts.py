@@ -1,19 +1,19 @@
 """Finding drafts for a target: compatible files already registered, then candidates searched on the Hub."""
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from django.db.models import F, QuerySet
 
 from inspector.remote import search_models
-from inspector.sources import SourceError, is_remote
+from inspector.sources import SourceError
 
 from .examples import apply_reported_examples
-from .hub_import import Entry, HubImportError, import_entry, import_source, list_repo
-from .local_files import LocalFileError, register_local
+from .hub_import import Entry, HubImportError, import_entry, list_repo
 from .models import GGUFFile, Pair
+from .sources import SourceRegistrationError, register_source
 
 # "1.5B", "0.5b", "135M", "8x7B" — the size a repo or file name states.
 _SIZE = re.compile(r"(?<![A-Za-z0-9.])(?:\d+x)?(\d+(?:\.\d+)?)([BbMm])(?![A-Za-z0-9])")
@@ -50,17 +50,12 @@ def resolve_target(text: str) -> GGUFFile:
     text = text.strip()
     if (f := GGUFFile.objects.filter(source=text).first()) is not None:
         return f
+    if not text.startswith("hf://") and not os.path.exists(text):
+        raise DraftSearchError(f"{text}: not a registered file, an hf://OWNER/REPO/PATH spec or an existing path")
     try:
-        if text.startswith("hf://"):
-            outcome = import_source(text)
-            return GGUFFile.objects.get(pk=outcome.file_id)
-        if is_remote(text):
-            raise DraftSearchError(f"{text}: name a Hub file as hf://OWNER/REPO[@REVISION]/PATH")
-        if Path(text).exists():
-            return register_local(text).file
-    except (HubImportError, LocalFileError) as exc:
+        return register_source(text).file
+    except SourceRegistrationError as exc:
         raise DraftSearchError(str(exc)) from None
-    raise DraftSearchError(f"{text}: not a registered file, an hf://OWNER/REPO/PATH spec or an existing path")
 
 
 def compatible_drafts(target: GGUFFile) -> QuerySet[Pair]:

@@ -6,7 +6,10 @@ import pytest
 from inspector.info import inspect_source
 from registry.examples import apply_reported_examples
 from registry.models import Family, GGUFFile, Model, Pair, ReportedResult, TokenTable
-from registry.registration import candidates, json_safe, load_info, register
+from registry.jsonsafe import json_safe
+from registry.pairing import candidates
+from registry.registration import register
+from registry.stored import load_info
 from registry.results import refresh_best
 from tests.ggufgen import vocab, write_gguf
 

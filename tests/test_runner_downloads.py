@@ -5,12 +5,12 @@ import hashlib
 
 import pytest
 
-from registry.registration import pair_for
+from registry.pairing import pair_for
 from runner import runs
 from runner.execute import execute
 from runner.downloads import DownloadError, local_paths
 from registry.models import BenchmarkRun
-from runner.sources import register_source
+from registry.sources import register_source
 
 REPO = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
 SPEC = f"hf://{REPO}/smollm2-135m-instruct-q4_1.gguf"
@@ -28,7 +28,7 @@ def sha256(path) -> str:
 
 
 def test_it_downloads_and_verifies_a_registered_file(db, hub_with_smollm2, smollm2_path):
-    f = register_source(SPEC)
+    f = register_source(SPEC).file
     seen = []
     (path,) = local_paths(f.source, f.size, f.etag, lambda done, total: seen.append((done, total)))
     assert sha256(path) == sha256(smollm2_path) == f.etag
@@ -39,14 +39,14 @@ def test_it_downloads_and_verifies_a_registered_file(db, hub_with_smollm2, smoll
 
 def test_the_disk_budget_refuses_a_download(db, hub_with_smollm2, settings):
     settings.SPECREG_DISK_BUDGET_BYTES = 10_000_000
-    f = register_source(SPEC)
+    f = register_source(SPEC).file
     with pytest.raises(DownloadError, match="disk budget"):
         local_paths(f.source, f.size, f.etag)
     assert not list((settings.SPECREG_MODEL_DIR).rglob("*.gguf"))
 
 
 def test_a_file_gone_from_the_hub_fails_the_download_in_one_line(db, hub_with_smollm2):
-    f = register_source(SPEC)
+    f = register_source(SPEC).file
     hub_with_smollm2.repos[REPO].files.pop("smollm2-135m-instruct-q4_1.gguf")
     with pytest.raises(DownloadError) as exc:
         local_paths(f.source, f.size, f.etag)
@@ -56,7 +56,7 @@ def test_a_file_gone_from_the_hub_fails_the_download_in_one_line(db, hub_with_sm
 @pytest.mark.llama
 def test_a_benchmark_of_hub_files_downloads_them_first(transactional_db, hub_with_smollm2, settings):
     settings.SPECREG_QUEUE_PREFIX = "nobody-listens."
-    f = register_source(SPEC)
+    f = register_source(SPEC).file
     run = runs.queue_benchmark(pair_for(f, f), {"ks": [4], "extend": False, "content_types": ["json"],
                                   "repeats": 1, "n_predict": 16, "prompts_per_type": 1}, hardware="cpu-test")
     assert execute(run.pk) == "done"

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from registry.registration import pair_for
+from registry.pairing import pair_for
 from runner import runs
 from runner.execute import execute
 from registry.models import BenchmarkRun
-from runner.sources import register_source
+from registry.sources import register_source
 from tests.models import model_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.llama]
@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.llama]
 
 def test_qwen_coder_pair_is_measured_with_its_draft(transactional_db, settings):
     settings.SPECREG_QUEUE_PREFIX = "nobody-listens."
-    target, draft = register_source(str(model_path("qwen15"))), register_source(str(model_path("qwen05")))
+    target, draft = register_source(str(model_path("qwen15"))).file, register_source(str(model_path("qwen05"))).file
     pair = pair_for(target, draft)
     assert pair.compatible
     run = runs.queue_benchmark(pair, {"ks": [4], "extend": False, "content_types": ["code"], "repeats": 1,

@@ -4,16 +4,16 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from registry.registration import pair_for
+from registry.pairing import pair_for
 from registry.models import BenchmarkRun
-from runner.sources import register_source
+from registry.sources import register_source
 
 pytestmark = pytest.mark.db_service  # CI runs these again on PostgreSQL
 
 
 @pytest.fixture
 def pair(db, smollm2_path):
-    f = register_source(str(smollm2_path))
+    f = register_source(str(smollm2_path)).file
     return pair_for(f, f)
 
 
@@ -59,7 +59,7 @@ def test_bad_benchmark_settings_are_refused_with_a_message(user_client, pair):
 
 
 def test_incompatible_pairs_cannot_be_queued(user_client, db, smollm2_path, qwen05_header_path):
-    p = pair_for(register_source(str(qwen05_header_path)), register_source(str(smollm2_path)))
+    p = pair_for(register_source(str(qwen05_header_path)).file, register_source(str(smollm2_path)).file)
     r = user_client.post(f"/pairs/{p.pk}/benchmark", {"ks": "4", "temperatures": "0", "repeats": 1,
                                                      "n_predict": 32, "prompts_per_type": 1}, follow=True)
     assert b"cannot draft for" in r.content and b"vocab_size" in r.content

@@ -5,11 +5,11 @@ import os
 
 import pytest
 
-from registry.registration import pair_for
+from registry.pairing import pair_for
 from runner import runs
 from runner.execute import execute
 from registry.models import BenchmarkRun
-from runner.sources import register_source
+from registry.sources import register_source
 from tests.worker import wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.llama]
@@ -18,7 +18,7 @@ QUICK = {"ks": [4], "extend": False, "content_types": ["json"], "repeats": 1, "n
 
 
 def queue(target, draft, **params):
-    pair = pair_for(register_source(str(target)), register_source(str(draft)))
+    pair = pair_for(register_source(str(target)).file, register_source(str(draft)).file)
     return runs.queue_benchmark(pair, {**QUICK, **params}, hardware="cpu-test")
 
 

@@ -62,7 +62,7 @@ from django.db import connection  # noqa: E402
 
 from inspector.info import ModelInfo, inspect_source  # noqa: E402
 from inspector.tokens import TokenTable as Tokens, vocab_key  # noqa: E402
-from registry import registration  # noqa: E402
+from registry import pairing, registration, stored  # noqa: E402
 from registry.drafts import compatible_drafts  # noqa: E402
 from registry.models import GGUFFile, Pair, ReportedResult  # noqa: E402
 from registry.results import refresh_best  # noqa: E402
@@ -146,13 +146,13 @@ def time_register_one(n: int = 5) -> list[float]:
         i = 100 + fam % 3900
         own = replace_token(base.tokens, i, base.tokens.text(i) + f"~{fam}".encode())
         info = variant(base, own, int(0.3e9), None)
-        registration._tables.clear()
+        stored._tables.clear()
         t0 = time.perf_counter()
         reg = registration.register(info, source=f"hf://bench/new-{r}/new-Q4_K_M.gguf", repo=f"bench/new-{r}",
                                     path="new-Q4_K_M.gguf", etag=f"new-{r}-{time.time()}", size=1)
         times.append(time.perf_counter() - t0)
         print(f"  {reg.status} {reg.file.source}: {reg.pairs_added} new and {reg.pairs_updated} re-checked pairs in {times[-1] * 1000:.0f} ms "
-              f"({registration.candidates(reg.file).count()} candidates)")
+              f"({pairing.candidates(reg.file).count()} candidates)")
     return times
 
 

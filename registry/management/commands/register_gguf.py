@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 from inspector.cli import SpecregCommand, UserError
-from registry.hub_import import HubImportError, import_source
-from registry.local_files import LocalFileError, register_local
+from registry.sources import SourceRegistrationError, register_source
 
 
 class Command(SpecregCommand):
@@ -15,11 +14,7 @@ class Command(SpecregCommand):
     def handle(self, *args, sources: list[str], **options) -> None:
         for source in sources:
             try:
-                if source.startswith("hf://"):
-                    o = import_source(source)
-                    self.stdout.write(f"{o.status:<9} {o.source} (+{o.pairs_added} pairs)")
-                else:
-                    r = register_local(source)
-                    self.stdout.write(f"{r.status:<9} {r.file.source} (+{r.pairs_added} pairs)")
-            except (HubImportError, LocalFileError) as exc:
+                r = register_source(source)
+            except SourceRegistrationError as exc:
                 raise UserError(str(exc)) from None
+            self.stdout.write(f"{r.status:<9} {r.file.source} (+{r.pairs_added} pairs)")

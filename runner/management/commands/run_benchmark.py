@@ -8,11 +8,11 @@ from django.core.management.base import CommandError
 
 from inspector.cli import SpecregCommand, UserError
 from registry.models import BenchmarkRun
-from registry.registration import pair_for
+from registry.pairing import pair_for
 from runner import procs, runs
 from runner.models import workers_on
 from runner.params import BenchmarkError
-from runner.sources import SourceRegistrationError, register_source
+from registry.sources import SourceRegistrationError, register_source
 
 NO_WORKER_AFTER_S = 10  # a worker that is starting up gets this long to show itself
 
@@ -77,7 +77,7 @@ class Command(SpecregCommand):
                   "prompts_per_type": o["prompts_per_type"], "task_set": task_set,
                   "extend": False if o["no_extend"] else None}
         try:
-            target, draft = register_source(o["target"]), register_source(o["draft"])
+            target, draft = register_source(o["target"]).file, register_source(o["draft"]).file
             pair = pair_for(target, draft)
             run = runs.queue_benchmark(pair, params, hardware=o["hardware"], send=not o["here"])
         except (SourceRegistrationError, BenchmarkError) as exc:

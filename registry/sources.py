@@ -1,0 +1,36 @@
+"""Registering a file named by a person: a local path or an hf:// source, the one way every caller uses."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inspector.sources import is_remote
+
+from .hub_import import HubImportError, import_source
+from .local_files import LocalFileError, register_local
+from .models import GGUFFile
+
+
+class SourceRegistrationError(Exception):
+    """The source cannot be registered; one line."""
+
+
+@dataclass
+class Registered:
+    file: GGUFFile
+    status: str  # "added", "updated" or "unchanged"
+    pairs_added: int = 0
+
+
+def register_source(spec: str) -> Registered:
+    """Register ``spec`` (a path on this machine or hf://OWNER/REPO[@REVISION]/PATH) and compute its pairs."""
+    spec = spec.strip()
+    try:
+        if spec.startswith("hf://"):
+            outcome = import_source(spec)
+            return Registered(GGUFFile.objects.get(pk=outcome.file_id), outcome.status, outcome.pairs_added)
+        if is_remote(spec):
+            raise SourceRegistrationError(f"{spec}: name a Hub file as hf://OWNER/REPO[@REVISION]/PATH")
+        reg = register_local(spec)
+        return Registered(reg.file, reg.status, reg.pairs_added)
+    except (HubImportError, LocalFileError) as exc:
+        raise SourceRegistrationError(str(exc)) from None
