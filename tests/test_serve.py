@@ -1,0 +1,107 @@
+"""`manage.py serve` stops like a service: SIGTERM ends the running benchmark, gunicorn and the worker within 10 s.
+
+Runs the real thing on a data folder of its own (SQLite, filesystem broker): serve starts gunicorn
+and a Celery worker, a real llama.cpp benchmark runs, then serve gets SIGTERM as from systemd.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.llama
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _marked(data: Path) -> list[int]:
+    """Live processes started for this test's installation (they carry its SPECREG_DATA_DIR)."""
+    mark = f"SPECREG_DATA_DIR={data}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            continue
+        if mark in env and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+def _cmdlines(pids: list[int]) -> list[str]:
+    out = []
+    for pid in pids:
+        try:
+            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            pass
+    return out
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def test_sigterm_cancels_the_running_benchmark_and_leaves_no_process(tmp_path, smollm2_path):
+    data = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "TEST_DATABASE_NAME", "SPECREG_QUEUE_PREFIX")}
+    env.update(SPECREG_DATA_DIR=str(data), SPECREG_HARDWARE_CLASS="cpu-serve-test")
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v0"], env=env, check=True, cwd=ROOT)
+    # Long enough to still be running when the stop comes: a plain run of 2,048 tokens, 5 repeats.
+    queued = subprocess.run([*manage, "run_benchmark", str(smollm2_path), str(smollm2_path), "--k", "4", "--no-extend",
+                             "--tasks", "prose", "--n-predict", "2048", "--repeats", "5", "--prompts-per-type", "1"],
+                            env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert queued.returncode == 0, queued.stderr
+    port = _free_port()
+    serve = subprocess.Popen([*manage, "serve", "--port", str(port)], env=env, cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        def run_state() -> dict | None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/runs/1", timeout=5) as r:
+                    return json.load(r)
+            except OSError:
+                return None
+
+        _wait(lambda: (s := run_state()) and s["status"] == "running", 120, "the benchmark to start")
+        _wait(lambda: any("llama-" in c for c in _cmdlines(_marked(data))), 60, "a llama.cpp process")
+        before = _cmdlines(_marked(data))
+        assert any("gunicorn" in c for c in before) and any("celery" in c for c in before), before
+        serve.send_signal(signal.SIGTERM)
+        start = time.monotonic()
+        serve.wait(timeout=10)
+        stopped_in = time.monotonic() - start
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+    assert stopped_in < 10
+    left = _cmdlines(_marked(data))
+    assert left == [], f"left running after SIGTERM: {left}"
+    with sqlite3.connect(data / "specreg.sqlite3") as db:
+        status, error = db.execute("SELECT status, error FROM runner_benchmarkrun WHERE id = 1").fetchone()
+    assert status == "cancelled" and "worker was stopped" in error
