@@ -105,7 +105,7 @@ def _hardware_lines(hw: dict[str, Any]) -> list[str]:
 
 def markdown_report(result: SweepResult, *, hardware: dict[str, Any], build: llamacpp.Build,
                     deployments: dict[str, Deployment] | None = None) -> str:
-    """The benchmark report (the registry adds the plot)."""
+    """The benchmark report in markdown: settings, hardware, build, every cell, the recommendations."""
     cfg = result.config
     out = [
         f"# Speculative decoding benchmark: {Path(cfg.target).name} + {Path(cfg.draft).name}", "",
