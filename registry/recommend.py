@@ -1,12 +1,13 @@
 """The llama-server command a pair page recommends, from its best result (speculation only above 1×)."""
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 
+from inspector.llama_flags import pinned_server_capabilities
 from inspector.llama_rules import LLAMA_CPP_BUILD
 
-from .models import GGUFFile
+from .deploy import deployment, download_command, model_path
+from .models import BenchmarkResult, GGUFFile
 from .results import Figure
 
 STARTING_K = 8  # untested pairs: the middle of the runner's default sweep (4, 8, 16)
@@ -21,21 +22,8 @@ class Recommendation:
     download: str  # how to get the files the command names
 
 
-def _local_name(f: GGUFFile) -> str:
-    return f.source if not f.repo else f"models/{f.filename}"
-
-
-def _download(f: GGUFFile) -> str:
-    if not f.repo:
-        return ""
-    rev = f" --revision {shlex.quote(f.revision)}" if f.revision else ""
-    pattern = f.path if f.split_count == 1 else f.path.replace("00001-of-", "*-of-")
-    return f"hf download {shlex.quote(f.repo)} --include {shlex.quote(pattern)}{rev} --local-dir models"
-
-
 def recommend(target: GGUFFile, draft: GGUFFile, compatible: bool, measured: list[Figure],
               reported: list[Figure]) -> Recommendation:
-    base = ["llama-server", "-m", _local_name(target)]
     figures, kind = (measured, "measured") if measured else (reported, "reported")
     fast = [f for f in figures if f.speedup is not None and f.speedup > 1]
     if not compatible:
@@ -58,9 +46,13 @@ def recommend(target: GGUFFile, draft: GGUFFile, compatible: bool, measured: lis
         use, k = True, STARTING_K
         basis = (f"Not benchmarked yet: K={STARTING_K} is a starting point, not a measurement. "
                  "Benchmark the pair; speculation can be slower than the target alone (it was on 2 CPU cores).")
-    argv = base + (["-md", _local_name(draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(k)] if use else [])
-    argv += ["--host", "127.0.0.1", "--port", "8080"]
-    command = " ".join(shlex.quote(a) for a in argv)
-    downloads = "\n".join(d for d in (_download(target), _download(draft) if use else "") if d)
+    downloads = "\n".join(d for d in (download_command(target), download_command(draft) if use else "") if d)
+    measured_by = b.obj if use and kind == "measured" and fast else None
+    if isinstance(measured_by, BenchmarkResult) and measured_by.run.server_command:
+        # The command the run that measured this best wrote, word for word (the run page shows it too).
+        return Recommendation(use, k, basis + f" Command as written by run {measured_by.run_id}.",
+                              measured_by.run.server_command, downloads)
+    command = deployment(pinned_server_capabilities(), model_path(target), model_path(draft) if use else None,
+                         k if use else None).command
     return Recommendation(use, k, basis + f" Flags of llama.cpp {LLAMA_CPP_BUILD}; builds before the "
                           "--spec-* options use --draft-max instead.", command, downloads)

@@ -10,6 +10,7 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
+from inspector.llama_flags import ALL_GPU_LAYERS
 from inspector.sources import is_remote
 from registry.models import BenchmarkRun, GGUFFile
 
@@ -75,14 +76,14 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
         temperatures=tuple(p["temperatures"]), ks=tuple(p["ks"]), extend=bool(p.get("extend", True)),
         prompts_per_type=p.get("prompts_per_type"), n_predict=p["n_predict"], repeats=p["repeats"],
         p_min=p.get("p_min"), threads=p.get("threads"),
-        gpu_layers=llamacpp.ALL_GPU_LAYERS if hw.get("gpus") else None, timeout_s=float(p.get("timeout_s", 900)),
+        gpu_layers=ALL_GPU_LAYERS if hw.get("gpus") else None, timeout_s=float(p.get("timeout_s", 900)),
     )
 
     def progress(fraction: float, message: str) -> None:
         reporter.progress(0.1 + 0.9 * fraction, message)
 
     result = run_sweep(config, progress=progress, should_cancel=reporter.should_cancel)
-    store_results(run, result, build, hw, server_caps, config.target, config.draft)
+    store_results(run, result, build, hw, server_caps)
     if result.status == "cancelled":
         return BenchmarkRun.CANCELLED, "cancelled"
     if result.status != "ok":

@@ -5,17 +5,18 @@ from dataclasses import asdict
 
 from django.db import transaction
 
+from registry.deploy import deployment, model_path
 from registry.models import BenchmarkResult, BenchmarkRun
 from registry.results import refresh_best
 
-from . import deploy, llamacpp
+from . import llamacpp
+from .report import markdown_report
 from .hardware import hardware_class
 from .runs import log
 from .sweep import SweepResult
 
 
-def store_results(run: BenchmarkRun, result: SweepResult, build: llamacpp.Build, hw: dict, server_caps,
-           target_path: str, draft_path: str) -> None:
+def store_results(run: BenchmarkRun, result: SweepResult, build: llamacpp.Build, hw: dict, server_caps) -> None:
     """Save every cell as a measured result, the recommendations and the deployment artifacts."""
     label = f"{hw.get('cpu_model', '')} ({hardware_class(hw)})"[:200]
     rows = []
@@ -45,15 +46,16 @@ def store_results(run: BenchmarkRun, result: SweepResult, build: llamacpp.Build,
     }
     pair = run.pair
     gpu = bool(hw.get("gpus"))
-    # The files as this worker has them: the paths that were measured.
-    deployments = {r.content_type: deploy.deployment(server_caps, target_path, draft_path, r, gpu=gpu)
+    # The files as a user will have them (models/… from the Hub, or the registered path), not this
+    # worker's cache paths, so the command is the one the pair page shows.
+    target, draft = model_path(pair.target), model_path(pair.draft)
+    deployments = {r.content_type: deployment(server_caps, target, draft, r.k, gpu=gpu)
                    for r in result.recommendations}
     # One server serves every content type: deploy the setting of the type with the best speed-up.
     best = max(result.recommendations, key=lambda r: (r.use_draft, r.speedup or 0), default=None)
-    dep = deployments[best.content_type] if best else deploy.deployment(
-        server_caps, target_path, None, None, gpu=gpu)
+    dep = deployments[best.content_type] if best else deployment(server_caps, target, None, None, gpu=gpu)
     summary["deploy_for"] = best.content_type if best else None
-    report = deploy.markdown_report(result, hardware=hw, build=build, deployments=deployments)
+    report = markdown_report(result, hardware=hw, build=build, deployments=deployments)
     with transaction.atomic():
         BenchmarkResult.objects.bulk_create(rows)
         BenchmarkRun.objects.filter(pk=run.pk).update(summary=summary, report_md=report,

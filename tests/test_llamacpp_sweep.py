@@ -1,21 +1,17 @@
-"""K sweep logic, recommendations, and the deployment artefacts (server command, systemd unit, report)."""
+"""K sweep logic, recommendations, and the markdown report of a real sweep."""
 from __future__ import annotations
 
-import json
-import socket
-import subprocess
-import time
-import urllib.request
 
 import pytest
 
 from tests.needs import missing
 
-from runner import deploy, hardware, llamacpp
+from registry.deploy import deployment
+from runner import hardware, llamacpp
+from runner.report import markdown_report
 from runner.measure import Cell, CellResult, Spread
-from runner.parse import ServerFigures, parse_server_completion
 from runner.prompts import load_task_set, parse_task_set
-from runner.sweep import GRID, NO_DRAFT, Recommendation, SweepConfig, next_k, recommend, run_sweep
+from runner.sweep import GRID, NO_DRAFT, SweepConfig, next_k, recommend, run_sweep
 
 
 def _cell(k: int, speedup: float | None, status: str = "ok", ran: bool = True) -> CellResult:
@@ -80,67 +76,13 @@ def test_report_from_real_sweep(small_sweep):
     build = llamacpp.build_info()
     caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.SERVER))
     rec = result.recommendations[0]
-    dep = deploy.deployment(caps, result.config.target, result.config.draft, rec)
-    report = deploy.markdown_report(result, hardware=hardware.detect(), build=build, deployments={"code": dep})
+    dep = deployment(caps, result.config.target, result.config.draft, rec.k)
+    report = markdown_report(result, hardware=hardware.detect(), build=build, deployments={"code": dep})
     assert report.startswith("# Speculative decoding benchmark: SmolLM2-135M-Instruct.Q4_1.gguf")
     for part in ("## Method", "## Hardware", "## llama.cpp build", "b11434", "## code (temperature 0)",
                  "| K | temp |", "**Recommendation:**", "```ini", "ExecStart="):
         assert part in report
     assert report.count("\n| 2 | 0 |") == 1 and report.count("\n| 4 | 0 |") == 1
-
-
-def test_server_command_without_draft():
-    help_text = "--spec-draft-n-max N   k\n-md, --model-draft F  d\n"
-    caps = llamacpp.capabilities_from_help(llamacpp.Path("/x/llama-server"), help_text)
-    rec = Recommendation("prose", 0.0, None, 0.6, 0.5, "slower")
-    argv = deploy.server_command(caps, "/m/t.gguf", "/m/d.gguf", rec, port=9000, threads=4, gpu=True)
-    assert "-md" not in argv and "--spec-draft-n-max" not in argv
-    assert argv[argv.index("--port") + 1] == "9000" and argv[argv.index("-t") + 1] == "4"
-    assert argv[argv.index("-ngl") + 1] == str(llamacpp.ALL_GPU_LAYERS)
-
-
-def test_systemd_unit_quoting():
-    unit = deploy.systemd_unit(["/opt/llama server", "-m", "/m/a b.gguf", "--alias", "50%$HOME"], user="llm")
-    assert 'ExecStart="/opt/llama server" -m "/m/a b.gguf" --alias "50%%$$HOME"' in unit
-    assert "User=llm" in unit and "[Install]" in unit
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.mark.llama
-def test_deployed_server_speculates(smollm2_path):
-    """The generated llama-server command is accepted by the real build and its timings parse."""
-    try:
-        caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.SERVER))
-    except llamacpp.LlamaCppNotFound as exc:
-        missing(str(exc))
-    port = _free_port()
-    rec = Recommendation("code", 0.0, 4, 1.3, 0.9, "test")
-    dep = deploy.deployment(caps, smollm2_path, smollm2_path, rec, port=port, ctx_size=1024)
-    proc = subprocess.Popen(dep.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, "llama-server exited: the command line was refused"
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except OSError:
-                assert time.monotonic() < deadline
-                time.sleep(0.3)
-        body = json.dumps({"prompt": "Count: 1, 2, 3, 4,", "n_predict": 16, "temperature": 0}).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=body,
-                                     headers={"Content-Type": "application/json"})
-        fig = parse_server_completion(json.load(urllib.request.urlopen(req, timeout=60)))
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-    assert isinstance(fig, ServerFigures) and fig.speculation_ran
-    assert fig.predicted_n == 16 and fig.draft_n_accepted >= 0.9 * fig.draft_n and "5, 6" in fig.text
 
 
 def test_hardware_description():

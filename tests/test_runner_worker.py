@@ -5,6 +5,9 @@ import os
 
 import pytest
 
+from registry.recommend import recommend
+from registry.results import figures_for
+
 from registry.pairing import pair_for
 from runner import runs
 from runner.execute import execute
@@ -55,6 +58,10 @@ def test_a_worker_benchmarks_smollm2_drafting_for_itself(celery_worker_process, 
     assert "llama-server" in run.server_command and "[Service]" in run.systemd_unit
     run.pair.refresh_from_db()
     assert run.pair.best_kind == "measured" and run.pair.best_k == 4
+    # The pair page recommends exactly the command the run page offers (when speculation paid off).
+    rec = recommend(run.pair.target, run.pair.draft, True, figures_for([run.pair.pk])[run.pair.pk]["measured"], [])
+    if rec.use_draft:
+        assert rec.command == run.server_command
 
 
 def test_cancelling_a_running_benchmark_kills_llama_cpp(celery_worker_process, smollm2_path):

@@ -1,69 +1,14 @@
-"""Turn a sweep's recommendation into a llama-server command, a systemd unit and a markdown report."""
+"""The markdown report of a benchmark run: settings, hardware, build, every cell, the recommendations."""
 from __future__ import annotations
 
-import shlex
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from registry.deploy import Deployment
+
 from . import llamacpp
 from .measure import BUSY_SHARE, CellResult
-from .sweep import NO_DRAFT, Recommendation, SweepResult
-
-
-@dataclass(frozen=True)
-class Deployment:
-    argv: tuple[str, ...]
-    command: str  # for a shell
-    unit: str  # systemd unit file text
-    uses_draft: bool
-
-
-def server_command(caps: llamacpp.Capabilities, target: str | Path, draft: str | Path | None,
-                   rec: Recommendation | None, *, host: str = "127.0.0.1", port: int = 8080, ctx_size: int = 4096,
-                   threads: int | None = None, gpu: bool = False, p_min: float | None = None) -> list[str]:
-    """``llama-server`` with the flags this build accepts; no draft when the recommendation says so."""
-    k = rec.k if rec is not None and rec.use_draft else None
-    return llamacpp.server_argv(
-        caps, target, draft if k else None, k, p_min=p_min if k else None, ctx_size=ctx_size, host=host,
-        port=port, threads=threads, gpu_layers=llamacpp.ALL_GPU_LAYERS if gpu else None,
-    )
-
-
-def _systemd_quote(arg: str) -> str:
-    # systemd expands % specifiers and $VARIABLES in ExecStart; double them to keep them literal
-    arg = arg.replace("%", "%%").replace("$", "$$")
-    if arg and all(c.isalnum() or c in "-_./:=,+@" for c in arg):
-        return arg
-    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def systemd_unit(argv: Sequence[str], *, description: str = "llama.cpp server (configured by specreg)",
-                 user: str | None = None, working_directory: str | None = None,
-                 environment: dict[str, str] | None = None) -> str:
-    lines = ["[Unit]", f"Description={description}", "After=network-online.target", "Wants=network-online.target",
-             "", "[Service]", "Type=simple"]
-    if user:
-        lines.append(f"User={user}")
-    if working_directory:
-        lines.append(f"WorkingDirectory={working_directory}")
-    for key, value in (environment or {}).items():
-        lines.append(f"Environment={_systemd_quote(f'{key}={value}')}")
-    lines += [f"ExecStart={' '.join(_systemd_quote(a) for a in argv)}", "Restart=on-failure", "RestartSec=5",
-              "", "[Install]", "WantedBy=multi-user.target", ""]
-    return "\n".join(lines)
-
-
-def deployment(caps: llamacpp.Capabilities, target: str | Path, draft: str | Path | None,
-               rec: Recommendation | None, **kwargs: Any) -> Deployment:
-    argv = server_command(caps, target, draft, rec, **kwargs)
-    uses = rec is not None and rec.use_draft
-    desc = f"llama.cpp server, {'speculative K=' + str(rec.k) if uses else 'no draft'} (configured by specreg)"
-    return Deployment(tuple(argv), shlex.join(argv), systemd_unit(argv, description=desc), uses)
-
-
-# --- report --------------------------------------------------------------------------------------
+from .sweep import NO_DRAFT, SweepResult
 
 
 def _f(x: float | None, fmt: str = "{:.1f}") -> str:

@@ -1,0 +1,79 @@
+"""Deploying a setting: the llama-server command and systemd unit, and how to get the model files.
+
+The one builder of deployment commands: the pair page (with the pinned build's options) and the
+runner (with the options of the binary it measured) both call ``deployment``. Models are named as
+a user will have them: a Hub file under ``models/`` exactly where ``hf download … --local-dir
+models`` puts it (subfolders kept), a local file by its registered path.
+"""
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from inspector.llama_flags import ALL_GPU_LAYERS, Capabilities, server_argv
+
+from .models import GGUFFile
+
+MODELS_DIR = "models"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    argv: tuple[str, ...]
+    command: str  # for a shell
+    unit: str  # systemd unit file text
+    uses_draft: bool
+
+
+def model_path(f: GGUFFile) -> str:
+    """Where the deployed server finds ``f``: ``models/<path in the repo>`` or the local path."""
+    return f"{MODELS_DIR}/{f.path}" if f.repo else f.source
+
+
+def download_command(f: GGUFFile) -> str:
+    """The ``hf download`` that puts a Hub file (all shards of a split one) at ``model_path(f)``; "" for local files."""
+    if not f.repo:
+        return ""
+    rev = f" --revision {shlex.quote(f.revision)}" if f.revision else ""
+    pattern = f.path if f.split_count == 1 else f.path.replace("00001-of-", "*-of-")
+    return f"hf download {shlex.quote(f.repo)} --include {shlex.quote(pattern)}{rev} --local-dir {MODELS_DIR}"
+
+
+def _systemd_quote(arg: str) -> str:
+    # systemd expands % specifiers and $VARIABLES in ExecStart; double them to keep them literal
+    arg = arg.replace("%", "%%").replace("$", "$$")
+    if arg and all(c.isalnum() or c in "-_./:=,+@" for c in arg):
+        return arg
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def systemd_unit(argv: Sequence[str], *, description: str = "llama.cpp server (configured by specreg)",
+                 user: str | None = None, working_directory: str | None = None,
+                 environment: dict[str, str] | None = None) -> str:
+    lines = ["[Unit]", f"Description={description}", "After=network-online.target", "Wants=network-online.target",
+             "", "[Service]", "Type=simple"]
+    if user:
+        lines.append(f"User={user}")
+    if working_directory:
+        lines.append(f"WorkingDirectory={working_directory}")
+    for key, value in (environment or {}).items():
+        lines.append(f"Environment={_systemd_quote(f'{key}={value}')}")
+    lines += [f"ExecStart={' '.join(_systemd_quote(a) for a in argv)}", "Restart=on-failure", "RestartSec=5",
+              "", "[Install]", "WantedBy=multi-user.target", ""]
+    return "\n".join(lines)
+
+
+def deployment(caps: Capabilities, target: str, draft: str | None, k: int | None, *, p_min: float | None = None,
+               host: str = "127.0.0.1", port: int = 8080, ctx_size: int = 4096, threads: int | None = None,
+               gpu: bool = False) -> Deployment:
+    """``llama-server`` serving ``target``, speculating with ``draft`` at ``k`` (none when ``k`` is None)."""
+    uses = draft is not None and k is not None
+    argv = server_argv(caps, target, draft if uses else None, k if uses else None, p_min=p_min if uses else None,
+                       ctx_size=ctx_size, host=host, port=port, threads=threads,
+                       gpu_layers=ALL_GPU_LAYERS if gpu else None)
+    # Named as on a user's PATH, not by the measuring worker's path, so the pair page and the run
+    # page show the same command.
+    argv[0] = "llama-server"
+    desc = f"llama.cpp server, {'speculative K=' + str(k) if uses else 'no draft'} (configured by specreg)"
+    return Deployment(tuple(argv), shlex.join(argv), systemd_unit(argv, description=desc), uses)
