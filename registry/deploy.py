@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from inspector.hub_names import shard_glob
 from inspector.llama_flags import ALL_GPU_LAYERS, Capabilities, server_argv
 
 from .models import GGUFFile
@@ -36,7 +37,7 @@ def download_command(f: GGUFFile) -> str:
     if not f.repo:
         return ""
     rev = f" --revision {shlex.quote(f.revision)}" if f.revision else ""
-    pattern = f.path if f.split_count == 1 else f.path.replace("00001-of-", "*-of-")
+    pattern = f.path if f.split_count == 1 else shard_glob(f.path)
     return f"hf download {shlex.quote(f.repo)} --include {shlex.quote(pattern)}{rev} --local-dir {MODELS_DIR}"
 
 

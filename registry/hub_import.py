@@ -3,23 +3,18 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import os
-import re
 from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from inspector.hub_names import SHARD, have_token, hf_source, model_repo_id
 from inspector.info import InspectError, inspect_source
 from inspector.remote import RemoteFile, RepoListing, list_gguf_files
 from inspector.sources import SourceError
 
 from .examples import apply_reported_examples
-from .naming import hf_source
 from .registration import find_unchanged, register
 
-# Split files as llama.cpp's gguf-split names them (inspector.remote.shard_specs follows the same names).
-_SPLIT = re.compile(r"(?P<stem>.*)-(?P<no>\d+)-of-(?P<count>\d+)\.gguf")
-_REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 class HubImportError(Exception):
@@ -59,14 +54,10 @@ class ImportReport:
 
 def normalize_repo_id(text: str) -> str:
     """Accept ``OWNER/REPO``, ``hf://OWNER/REPO`` or a Hub URL; refuse anything else in one line."""
-    repo = text.strip()
-    for prefix in ("hf://", "https://huggingface.co/", "http://huggingface.co/"):
-        if repo.startswith(prefix):
-            repo = repo[len(prefix):]
-    repo = repo.rstrip("/")
-    if not _REPO_ID.fullmatch(repo) or ".." in repo or repo.split("/")[0] in ("datasets", "spaces"):
-        raise HubImportError(f"{text!r} is not a model repository name; expected OWNER/REPO")
-    return repo
+    try:
+        return model_repo_id(text)
+    except ValueError as exc:
+        raise HubImportError(str(exc)) from None
 
 
 def check_include(pattern: str | None) -> str | None:
@@ -97,11 +88,11 @@ def group_shards(files: list[RemoteFile]) -> list[Entry]:
     """Whole files, with split ones (``-00001-of-0000N.gguf``) collapsed onto their first shard."""
     singles, splits = [], {}
     for f in files:
-        m = _SPLIT.fullmatch(f.path)
+        m = SHARD.fullmatch(f.path)
         if m is None:
             singles.append(Entry(f.path, f.size, f.etag or ""))
         else:
-            splits.setdefault((m["stem"], m["count"]), {})[int(m["no"])] = f
+            splits.setdefault((m["stem"], m["total"]), {})[int(m["part"])] = f
     for (stem, count_text), shards in splits.items():
         count = int(count_text)
         first = f"{stem}-{1:0{len(count_text)}d}-of-{count_text}.gguf"
@@ -126,7 +117,7 @@ def list_repo(repo_id: str, revision: str | None = None, include: str | None = N
     if not files:
         what = f" matching {include!r}" if include else ""
         raise HubImportError(f"{repo_id}: no .gguf files{what} in the repository")
-    if any(f.gated for f in files) and not _have_token():
+    if any(f.gated for f in files) and not have_token():
         raise HubImportError(f"{repo_id} is gated: set HF_TOKEN to a token that has been granted access")
     return listing, group_shards(files)
 
@@ -136,10 +127,6 @@ def _matches(path: str, include: str) -> bool:
     # may match the file name alone, as with `huggingface-cli download --include`.
     pattern, path = include.lower(), path.lower()
     return fnmatch.fnmatchcase(path, pattern) or ("/" not in pattern and fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], pattern))
-
-
-def _have_token() -> bool:
-    return bool(os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN"))
 
 
 def import_hf(repo: str, revision: str | None = None, include: str | None = None,

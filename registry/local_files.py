@@ -7,7 +7,7 @@ from pathlib import Path
 from django.conf import settings
 
 from inspector.info import InspectError, inspect_source
-from inspector.remote import shard_specs
+from inspector.hub_names import shard_names
 
 from .examples import apply_reported_examples
 from .registration import Registration, find_unchanged, register
@@ -19,7 +19,7 @@ class LocalFileError(Exception):
 
 def local_etag(path: str) -> tuple[str, int]:
     """Size and modification times stand in for a hash: hashing gigabytes to notice a change is too slow."""
-    shards = shard_specs(path)
+    shards = shard_names(path)
     try:
         stats = [os.stat(s) for s in shards]
     except FileNotFoundError as exc:

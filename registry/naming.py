@@ -1,4 +1,4 @@
-"""How registered things are named: sources, models (a file name without its quant) and families."""
+"""How registered things are named: models (a file name without its quant) and families."""
 from __future__ import annotations
 
 import re
@@ -7,13 +7,7 @@ import re
 _QUANT = re.compile(
     r"[-._](?:ud[-_])?(?:i?q\d[a-z0-9_]*|f16|f32|bf16|fp16|fp32|mxfp4[a-z0-9_]*|tq\d_\d)$", re.IGNORECASE
 )
-_SHARD = re.compile(r"-\d{5}-of-\d{5}$")
-
-
-def hf_source(repo: str, revision: str | None, path: str) -> str:
-    """The name a Hub file is registered under: unpinned unless a revision was asked for."""
-    rev = f"@{revision}" if revision else ""
-    return f"hf://{repo}{rev}/{path}"
+_SHARD = re.compile(r"-\d+-of-\d+$")  # the shard suffix of inspector.hub_names.SHARD, on a stem
 
 
 def model_name(path: str, fallback: str | None = None) -> str:

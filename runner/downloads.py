@@ -13,7 +13,8 @@ from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError
 from tqdm.auto import tqdm
 
-from inspector.remote import parse_hf_spec, shard_specs
+from inspector.hub_names import hub_token, shard_names
+from inspector.remote import parse_hf_spec
 from inspector.sources import SourceError, is_remote
 
 Progress = Callable[[int, int | None], None]  # bytes done, bytes total
@@ -58,7 +59,7 @@ def local_paths(source: str, size: int | None = None, sha256: str = "", progress
     ``sha256`` (the Hub's LFS hash) is checked when given.
     """
     if not is_remote(source):
-        paths = [Path(s) for s in shard_specs(source)]
+        paths = [Path(s) for s in shard_names(source)]
         missing = [p for p in paths if not p.is_file()]
         if missing:
             raise DownloadError(f"{missing[0]}: no such file on this worker")
@@ -74,7 +75,7 @@ def local_paths(source: str, size: int | None = None, sha256: str = "", progress
         if size > free:
             raise DownloadError(f"{source}: needs {size:,} bytes but the disk has {free:,} free")
     out = []
-    for shard in shard_specs(source):
+    for shard in shard_names(source):
         try:
             spec = parse_hf_spec(shard)
         except SourceError as exc:
@@ -82,7 +83,7 @@ def local_paths(source: str, size: int | None = None, sha256: str = "", progress
         try:
             path = Path(hf_hub_download(
                 spec.repo_id, spec.path, revision=spec.revision, cache_dir=model_dir / "hub",
-                token=os.environ.get("HF_TOKEN") or None, endpoint=os.environ.get("HF_ENDPOINT") or None,
+                token=hub_token(anonymous=False), endpoint=os.environ.get("HF_ENDPOINT") or None,
                 tqdm_class=_progress_class(progress),
             ))
         except (HfHubHTTPError, OSError, ValueError) as exc:

@@ -1,0 +1,76 @@
+"""How the Hugging Face Hub names things, in one place: hf:// sources, split-file shards, repository ids, tokens.
+
+huggingface_hub is imported only inside the functions that need it: reading a local file must not
+pay for loading it.
+"""
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+# Split files as llama.cpp's gguf-split names them: NAME-00001-of-00003.gguf (the width may vary).
+SHARD = re.compile(r"(?P<stem>.*)-(?P<part>\d+)-of-(?P<total>\d+)\.gguf")
+NON_MODEL_PREFIXES = ("datasets", "spaces", "buckets", "kernels")
+_HUB_URLS = ("hf://", "https://huggingface.co/", "http://huggingface.co/")
+
+
+def hf_source(repo_id: str, revision: str | None, path: str) -> str:
+    """``hf://OWNER/REPO[@REVISION]/PATH``; the revision is percent-encoded (a branch name may hold '/')."""
+    rev = f"@{quote(revision, safe='')}" if revision else ""
+    return f"hf://{repo_id}{rev}/{path}"
+
+
+def shard_names(name: str) -> list[str]:
+    """All shards of a split file named by its first (``*-00001-of-0000N.gguf``), else ``[name]``."""
+    m = SHARD.fullmatch(name)
+    if m is None or int(m["part"]) != 1 or int(m["total"]) < 1:
+        return [name]
+    width = len(m["part"])  # llama.cpp writes 5 digits; keep whatever the name uses
+    return [f"{m['stem']}-{i:0{width}d}-of-{m['total']}.gguf" for i in range(1, int(m["total"]) + 1)]
+
+
+def shard_glob(path: str) -> str:
+    """A glob matching every shard of a split file named by its first shard (the path itself otherwise)."""
+    m = SHARD.fullmatch(path)
+    return f"{m['stem']}-*-of-{m['total']}.gguf" if m else path
+
+
+def model_repo_id(text: str) -> str:
+    """``OWNER/REPO`` from ``OWNER/REPO``, ``hf://OWNER/REPO`` or a Hub URL; ValueError (one line) otherwise.
+
+    The rule is huggingface_hub's own (``validate_repo_id``), plus: a model repository, not a
+    dataset, space or other kind.
+    """
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    repo = text.strip()
+    for prefix in _HUB_URLS:
+        if repo.startswith(prefix):
+            repo = repo[len(prefix):]
+    repo = repo.rstrip("/")
+    try:
+        validate_repo_id(repo)
+    except HFValidationError:
+        raise ValueError(f"{text!r} is not a model repository name; expected OWNER/REPO") from None
+    if repo.count("/") != 1 or repo.split("/")[0] in NON_MODEL_PREFIXES:
+        raise ValueError(f"{text!r} is not a model repository name; expected OWNER/REPO")
+    return repo
+
+
+def hub_token(*, anonymous: bool) -> bool | None:
+    """The ``token`` argument for a Hub request.
+
+    ``False`` (send none at all) for work an anonymous web visitor triggers, so the server's token
+    never reads a private or gated file for them; ``None`` lets huggingface_hub resolve it as it
+    always does (``HF_TOKEN``, then the token ``hf auth login`` stored) for commands and for users
+    allowed to use the server's token.
+    """
+    return False if anonymous else None
+
+
+def have_token() -> bool:
+    """Whether huggingface_hub would send a token for a non-anonymous request."""
+    from huggingface_hub import get_token
+
+    return bool(get_token())
