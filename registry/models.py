@@ -281,3 +281,43 @@ class BenchmarkResult(ResultFigures):
 
     def __str__(self) -> str:
         return f"{self.pair} K={self.k} {self.content_type} (measured)"
+
+
+class HubJob(models.Model):
+    """Long Hub work a person asked for on the site (import a repository, the curated list, a draft search).
+
+    It runs in a Celery worker, not in the web request; its page follows ``status`` and shows
+    ``messages`` (what happened, one line each) and, for an import, the per-file ``result``.
+    """
+
+    IMPORT_REPO, IMPORT_CURATED, FIND_DRAFTS = "import_repo", "import_curated", "find_drafts"
+    KINDS = [(k, k) for k in (IMPORT_REPO, IMPORT_CURATED, FIND_DRAFTS)]
+    QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
+    STATUSES = [(s, s) for s in (QUEUED, RUNNING, DONE, FAILED)]
+    FINISHED = (DONE, FAILED)
+
+    kind = models.CharField(max_length=32, choices=KINDS)
+    params = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=STATUSES, default=QUEUED, db_index=True)
+    queue = models.CharField(max_length=120)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    progress_message = models.CharField(max_length=300, blank=True)
+    messages = models.JSONField(default=list)  # [{"level": "success|info|warning|error", "text": "..."}]
+    result = models.JSONField(default=dict)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} job {self.pk} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("hub_job", args=[self.pk])
+
+    @property
+    def finished(self) -> bool:
+        return self.status in self.FINISHED

@@ -15,3 +15,10 @@ def run_benchmark(run_id: int) -> str:
 @app.task(name="runner.tasks.sweep_stale_runs", ignore_result=True)
 def sweep_stale_runs() -> int:
     return sweep_stale()
+
+
+@app.task(name="runner.tasks.hub_job", acks_late=True, ignore_result=True)
+def hub_job(job_id: int) -> str:
+    from registry.hub_jobs import execute_job
+
+    return execute_job(job_id)

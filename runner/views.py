@@ -1,4 +1,4 @@
-"""Pages and endpoints for benchmark runs: queue, follow live, cancel, download the artifacts."""
+"""Pages that queue background work and follow it: benchmark runs and Hub jobs (imports, draft searches)."""
 from __future__ import annotations
 
 from django.contrib import messages
@@ -7,9 +7,12 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from registry.models import Pair
+from registry.forms import ImportForm
+from registry.models import GGUFFile, HubJob, Pair
 
 from . import runs
+from .jobs import queue_job
+from .models import workers_on
 from .params import BenchmarkError
 from .forms import BenchmarkForm
 from registry.models import BenchmarkRun
@@ -82,3 +85,55 @@ def artifact(request: HttpRequest, pk: int, name: str) -> HttpResponse:
     response = HttpResponse(body, content_type=f"{ctype}; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
+
+
+# --- Hub jobs ------------------------------------------------------------------------------------
+
+
+@login_required
+def import_view(request: HttpRequest) -> HttpResponse:
+    """The import form (GET); queueing the import of a repository (POST)."""
+    form = ImportForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        job = queue_job(HubJob.IMPORT_REPO, {"repo": d["repo"], "revision": d["revision"] or None,
+                                             "include": d["include"]}, user=request.user)
+        return redirect(job)
+    return render(request, "runner/import.html", {"form": form}, status=400 if form.errors else 200)
+
+
+@login_required
+@require_POST
+def import_curated(request: HttpRequest) -> HttpResponse:
+    return redirect(queue_job(HubJob.IMPORT_CURATED, {}, user=request.user))
+
+
+@login_required
+@require_POST
+def find_drafts(request: HttpRequest, pk: int) -> HttpResponse:
+    f = get_object_or_404(GGUFFile, pk=pk)
+    return redirect(queue_job(HubJob.FIND_DRAFTS, {"source": f.source, "file": f.pk}, user=request.user))
+
+
+def job_state(job: HubJob) -> dict:
+    waiting = job.status == HubJob.QUEUED and not workers_on(job.queue)
+    return {"id": job.pk, "kind": job.kind, "status": job.status, "finished": job.finished,
+            "message": job.progress_message, "messages": job.messages, "result": job.result, "error": job.error,
+            "queue": job.queue, "no_worker": waiting, "created_at": job.created_at.isoformat(),
+            "finished_at": job.finished_at and job.finished_at.isoformat()}
+
+
+def hub_job(request: HttpRequest, pk: int) -> HttpResponse:
+    job = get_object_or_404(HubJob, pk=pk)
+    files = {}
+    if job.kind == HubJob.IMPORT_REPO and job.result.get("outcomes"):
+        ids = [o["file_id"] for o in job.result["outcomes"] if o.get("file_id")]
+        files = {f.pk: f for f in GGUFFile.objects.filter(pk__in=ids).select_related("model")}
+    back = None
+    if job.kind == HubJob.FIND_DRAFTS:
+        back = GGUFFile.objects.filter(pk=job.params.get("file")).first()
+    return render(request, "runner/hub_job.html", {"job": job, "state": job_state(job), "files": files, "back": back})
+
+
+def hub_job_json(request: HttpRequest, pk: int) -> JsonResponse:
+    return JsonResponse(job_state(get_object_or_404(HubJob, pk=pk)))

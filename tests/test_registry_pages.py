@@ -12,7 +12,8 @@ from django.urls import reverse
 
 from inspector.info import inspect_source
 from registry.header_upload import inspect_prefix, NeedMore
-from registry.models import GGUFFile, Pair, ReportedResult
+from registry.hub_jobs import execute_job
+from registry.models import GGUFFile, HubJob, Pair, ReportedResult
 from registry.registration import register
 from registry.results import refresh_best
 from tests.ggufgen import vocab, write_gguf
@@ -221,17 +222,32 @@ def test_import_needs_login_and_csrf(client, user_client):
     assert strict.post("/import/", {"repo": Q05}).status_code == 403
 
 
-def test_the_import_form_imports_a_repo_and_reports_bad_names(user_client, fake_hub, qwen05_header_path):
+def _run_job(response) -> str:
+    """Follow a queued Hub job to its page after running it as the worker would (same function)."""
+    assert response.status_code == 302 and response["Location"].startswith("/jobs/"), response
+    job_id = int(response["Location"].split("/")[2])
+    assert HubJob.objects.get(pk=job_id).status == "queued"  # nothing ran inside the request
+    execute_job(job_id)
+    return Client().get(response["Location"]).content.decode()
+
+
+def test_the_import_form_queues_an_import_and_reports_bad_names(user_client, fake_hub, qwen05_header_path):
     fake_hub.add_repo(Q05, {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf": qwen05_header_path})
-    ok = user_client.post("/import/", {"repo": Q05, "include": "*Q4_K_M*"})
-    assert ok.status_code == 200 and "1 added" in ok.content.decode()
+    assert "1 added" in _run_job(user_client.post("/import/", {"repo": Q05, "include": "*Q4_K_M*"}))
     assert GGUFFile.objects.get().repo == Q05
-    again = user_client.post("/import/", {"repo": Q05})
-    assert "1 unchanged" in again.content.decode()
+    assert "1 unchanged" in _run_job(user_client.post("/import/", {"repo": Q05}))
     bad = user_client.post("/import/", {"repo": "../etc/passwd"})
     assert bad.status_code == 400 and "not a model repository name" in bad.content.decode()
-    missing = user_client.post("/import/", {"repo": "nobody/nothing"})
-    assert missing.status_code == 400 and "repository nobody/nothing not found" in missing.content.decode()
+    page = _run_job(user_client.post("/import/", {"repo": "nobody/nothing"}))
+    assert "failed" in page and "repository nobody/nothing not found" in page
+
+
+def test_a_queued_job_says_when_no_worker_listens(user_client, settings):
+    settings.CELERY_TASK_DEFAULT_QUEUE = "nobody-listens.specreg"
+    r = user_client.post("/import/curated")
+    page = user_client.get(r["Location"]).content.decode()
+    assert "No worker is listening on queue" in page and "nobody-listens.specreg" in page
+    assert user_client.get("/api" + r["Location"].rstrip("/")).json()["no_worker"] is True
 
 
 def test_the_curated_import_says_clearly_when_the_hub_is_unreachable(user_client, fake_hub, monkeypatch):
@@ -239,7 +255,7 @@ def test_the_curated_import_says_clearly_when_the_hub_is_unreachable(user_client
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
-    html = user_client.post("/import/curated", follow=True).content.decode()
+    html = _run_job(user_client.post("/import/curated"))
     assert "The Hugging Face Hub cannot be reached from this server" in html and "Nothing was imported" in html
 
 
@@ -247,11 +263,12 @@ def test_the_curated_import_imports_what_the_hub_has(user_client, fake_hub, qwen
     fake_hub.add_repo(Q05, {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf": qwen05_header_path,
                             "qwen2.5-coder-0.5b-instruct-q8_0.gguf": qwen05_header_path})
     fake_hub.add_repo(Q15, {"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf": qwen15_header_path})
-    html = user_client.post("/import/curated", follow=True).content.decode()
+    html = _run_job(user_client.post("/import/curated"))
     assert GGUFFile.objects.count() == 2  # one quant each, as the curated globs say
     assert "not found" in html  # the repos this Hub lacks are named
     pair = Pair.objects.get()
-    assert pair.reported_results.count() == 3 and "0.50×" in html
+    assert pair.reported_results.count() == 3
+    assert "0.50×" in Client().get(pair.get_absolute_url()).content.decode()
 
 
 def test_adding_a_reported_result_needs_login_and_valid_figures(client, user_client, qwen_pair):

@@ -1,0 +1,24 @@
+"""Queueing Hub jobs (imports, draft searches) for a worker: long Hub work never runs in a web request."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from registry.models import HubJob
+
+
+def queue_job(kind: str, params: dict[str, Any], *, user=None) -> HubJob:
+    """Record a queued job and hand its task to the broker once the transaction commits."""
+    with transaction.atomic():
+        job = HubJob.objects.create(kind=kind, params=params, queue=settings.CELERY_TASK_DEFAULT_QUEUE,
+                                    requested_by=user if getattr(user, "is_authenticated", False) else None)
+        transaction.on_commit(lambda: _send(job))
+    return job
+
+
+def _send(job: HubJob) -> None:
+    from .tasks import hub_job  # only queueing pays for loading Celery
+
+    hub_job.apply_async(args=[job.pk], queue=job.queue)
