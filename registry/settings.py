@@ -174,6 +174,13 @@ LLAMA_CPP_BIN_DIR = os.environ.get("LLAMA_CPP_BIN_DIR", "")
 # Rendered table pages and counts are kept this long (0: off). Writes drop them at once in the
 # writing process; others catch up within the TTL unless CACHE_URL names a shared Redis.
 SPECREG_TABLE_CACHE_SECONDS = envint("SPECREG_TABLE_CACHE_SECONDS", 10)
+# Limits on what one user may ask the benchmark machines for. The process cap counts every
+# llama.cpp process a run may start (plain and speculative runs, K extension included); the
+# default admits the default benchmark and refuses requests far beyond it.
+SPECREG_MAX_ACTIVE_RUNS_PER_USER = envint("SPECREG_MAX_ACTIVE_RUNS_PER_USER", 3)
+SPECREG_MAX_PROCESSES_PER_RUN = envint("SPECREG_MAX_PROCESSES_PER_RUN", 1000)
+# A run still queued this long, with no worker listening on its queue, is failed by the sweep.
+SPECREG_QUEUED_TIMEOUT_HOURS = envint("SPECREG_QUEUED_TIMEOUT_HOURS", 24)
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["CACHE_URL"]}
     if os.environ.get("CACHE_URL")

@@ -1,7 +1,10 @@
 """Benchmark parameters: defaults, and every value checked before a run is queued."""
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from django.conf import settings
 
 from .prompts import load_task_set, parse_task_set
 from .sweep import DEFAULT_KS, GRID
@@ -13,8 +16,27 @@ DEFAULT_PARAMS: dict[str, Any] = {
 }
 
 
+# What local_hardware_class() produces (cpu-2c, gpu-nvidia-h100x2): a queue-name part, never a path.
+HARDWARE_CLASS = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
 class BenchmarkError(Exception):
     """A benchmark cannot be queued or run; one line."""
+
+
+def check_hardware_class(name: str) -> str:
+    if not HARDWARE_CLASS.fullmatch(name):
+        raise BenchmarkError(f"hardware class {name!r} is not valid: lower-case letters, digits, '.', '_' and '-', "
+                             "like cpu-2c or gpu-nvidia-h100")
+    return name
+
+
+def process_count(p: dict[str, Any], n_types: int) -> int:
+    """How many llama.cpp processes a run may start: a plain and a speculative run per cell and repeat."""
+    ks = set(p["ks"])
+    if p["extend"]:
+        ks |= {g for g in GRID if g > max(ks)}  # the sweep may extend upward through the grid
+    return n_types * len(p["temperatures"]) * len(ks) * p["prompts_per_type"] * p["repeats"] * 2
 
 
 def normalize_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -40,5 +62,13 @@ def normalize_params(params: dict[str, Any]) -> dict[str, Any]:
         if missing:
             raise BenchmarkError(f"content type(s) {', '.join(missing)} not in the task set "
                                  f"(have: {', '.join(task_set.content_types)})")
-    return {**p, "ks": ks, "temperatures": temps, "repeats": int(p["repeats"]), "n_predict": int(p["n_predict"]),
-            "prompts_per_type": int(p["prompts_per_type"]), "content_types": types, "timeout_s": float(p["timeout_s"])}
+    out = {**p, "ks": ks, "temperatures": temps, "repeats": int(p["repeats"]), "n_predict": int(p["n_predict"]),
+           "prompts_per_type": int(p["prompts_per_type"]), "content_types": types, "timeout_s": float(p["timeout_s"]),
+           "extend": bool(p["extend"])}
+    n = process_count(out, len(types or task_set.content_types))
+    cap = settings.SPECREG_MAX_PROCESSES_PER_RUN
+    if n > cap:
+        raise BenchmarkError(f"this benchmark would start up to {n:,} llama.cpp processes, more than the {cap:,} "
+                             "allowed per run (SPECREG_MAX_PROCESSES_PER_RUN): ask for fewer K values, "
+                             "temperatures, content types, prompts or repeats")
+    return out

@@ -9,12 +9,14 @@ import socket
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from registry.models import BenchmarkRun, Pair
 
-from .params import BenchmarkError, normalize_params
+from .models import workers_on
+from .params import BenchmarkError, check_hardware_class, normalize_params
 from .queues import bench_queue, local_hardware_class
 
 STALE_AFTER_S = 120  # a running run without a heartbeat this long is declared dead
@@ -32,7 +34,13 @@ def queue_benchmark(pair: Pair, params: dict[str, Any], *, user=None, hardware: 
         raise BenchmarkError(f"{pair.draft.source} cannot draft for {pair.target.source}: rule "
                              f"'{pair.failed_rule}' fails ({_rule_detail(pair)})")
     params = normalize_params(params)
-    hw = hardware or local_hardware_class()
+    hw = check_hardware_class(hardware or local_hardware_class())
+    if getattr(user, "is_authenticated", False):
+        active = BenchmarkRun.objects.filter(requested_by=user, status__in=(BenchmarkRun.QUEUED, BenchmarkRun.RUNNING))
+        limit = settings.SPECREG_MAX_ACTIVE_RUNS_PER_USER
+        if active.count() >= limit:
+            raise BenchmarkError(f"you already have {limit} benchmark(s) queued or running, the most allowed "
+                                 "(SPECREG_MAX_ACTIVE_RUNS_PER_USER); cancel one or wait for it to finish")
     with transaction.atomic():
         run = BenchmarkRun.objects.create(pair=pair, params=params, queue=bench_queue(hw), hardware_class=hw,
                                           requested_by=user if getattr(user, "is_authenticated", False) else None)
@@ -68,12 +76,23 @@ def cancel(run_id: int) -> str:
     return run.status
 
 
-def sweep_stale(stale_after_s: int = STALE_AFTER_S) -> int:
-    """Fail running runs whose worker stopped sending heartbeats (killed, machine lost)."""
-    cutoff = timezone.now() - timedelta(seconds=stale_after_s)
-    return BenchmarkRun.objects.filter(status=BenchmarkRun.RUNNING, heartbeat_at__lt=cutoff).update(
-        status=BenchmarkRun.FAILED, finished_at=timezone.now(),
+def sweep_stale(stale_after_s: int = STALE_AFTER_S, queued_for_s: float | None = None) -> int:
+    """Fail running runs whose worker stopped sending heartbeats (killed, machine lost), and runs
+    queued longer than ``queued_for_s`` (SPECREG_QUEUED_TIMEOUT_HOURS) with no worker on their queue."""
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=stale_after_s)
+    n = BenchmarkRun.objects.filter(status=BenchmarkRun.RUNNING, heartbeat_at__lt=cutoff).update(
+        status=BenchmarkRun.FAILED, finished_at=now,
         error=f"the worker stopped responding (no heartbeat for {stale_after_s} s); run it again")
+    queued_for_s = settings.SPECREG_QUEUED_TIMEOUT_HOURS * 3600 if queued_for_s is None else queued_for_s
+    old = BenchmarkRun.objects.filter(status=BenchmarkRun.QUEUED, created_at__lt=now - timedelta(seconds=queued_for_s))
+    for queue in set(old.values_list("queue", flat=True)):
+        if not workers_on(queue):
+            n += old.filter(queue=queue).update(
+                status=BenchmarkRun.FAILED, finished_at=now,
+                error=f"no worker listened on queue {queue} for {queued_for_s / 3600:g} h; start one for this "
+                      "hardware class and queue the run again")
+    return n
 
 
 def claim(run_id: int) -> bool:

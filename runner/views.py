@@ -39,7 +39,8 @@ def run_state(run: BenchmarkRun) -> dict:
 
 def run(request: HttpRequest, pk: int) -> HttpResponse:
     r = get_object_or_404(BenchmarkRun.objects.select_related("pair__target", "pair__draft"), pk=pk)
-    return render(request, "runner/run.html", {"run": r, "results": r.results.all()})
+    return render(request, "runner/run.html", {"run": r, "results": r.results.all(),
+                                               "may_cancel": may_cancel(request.user, r)})
 
 
 def run_json(request: HttpRequest, pk: int) -> JsonResponse:
@@ -64,10 +65,18 @@ def benchmark(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "runner/benchmark.html", {"pair": pair, "form": form}, status=status)
 
 
+def may_cancel(user, run: BenchmarkRun) -> bool:
+    """Only the user who queued a run, or staff, may cancel it."""
+    return user.is_authenticated and (user.is_staff or run.requested_by_id == user.pk)
+
+
 @login_required
 @require_POST
 def cancel(request: HttpRequest, pk: int) -> HttpResponse:
     r = get_object_or_404(BenchmarkRun, pk=pk)
+    if not may_cancel(request.user, r):
+        return HttpResponse("Only the user who queued this run, or staff, may cancel it.\n", status=403,
+                            content_type="text/plain")
     state = runs.cancel(r.pk)
     messages.info(request, f"Run {r.pk}: {state}.")
     return redirect(r)

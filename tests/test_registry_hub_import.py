@@ -11,6 +11,7 @@ from django.db import connection
 
 from inspector.cli import UserError
 from registry.drafts import family_stem, find_drafts, size_from_name
+from registry.hub_jobs import execute_job
 from registry.hub_import import HubImportError, import_hf
 from registry.models import GGUFFile, Pair, ReportedResult, TokenTable
 from tests.ggufgen import vocab, write_gguf
@@ -223,9 +224,14 @@ def test_the_find_drafts_button_reports_what_it_found(hub, qwen05_header_path, c
     assert client.post(f"/files/{target.pk}/find-drafts").status_code == 302  # to the login page
     assert GGUFFile.objects.count() == 1
     client.force_login(User.objects.create_user("bob", password="x" * 12))
-    html = client.post(f"/files/{target.pk}/find-drafts", follow=True).content.decode()
+    queued = client.post(f"/files/{target.pk}/find-drafts")
+    job_id = int(queued["Location"].split("/")[2])
+    assert execute_job(job_id) == "done"  # what the worker runs
+    html = client.get(queued["Location"]).content.decode()
     assert "someone/Qwen2.5-Coder-1.5B-Instruct-DRAFT-0.5B-GGUF (named *DRAFT*): compatible" in html
-    assert 'href="/pairs/' in html.split('id="drafts"')[1].split("</section>")[0]  # listed among the drafts
+    assert f'href="{target.get_absolute_url()}#drafts"' in html  # back to the target's page …
+    page = client.get(target.get_absolute_url()).content.decode()
+    assert 'href="/pairs/' in page.split('id="drafts"')[1].split("</section>")[0]  # … which lists the draft
 
 
 def test_a_header_above_the_cap_fails_that_file_with_a_clear_message(hub, settings):

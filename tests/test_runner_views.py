@@ -7,6 +7,7 @@ from django.contrib.auth.models import User
 from registry.pairing import pair_for
 from registry.models import BenchmarkRun
 from registry.sources import register_source
+from runner import runs
 
 pytestmark = pytest.mark.db_service  # CI runs these again on PostgreSQL
 
@@ -64,3 +65,56 @@ def test_incompatible_pairs_cannot_be_queued(user_client, db, smollm2_path, qwen
                                                      "n_predict": 32, "prompts_per_type": 1}, follow=True)
     assert b"cannot draft for" in r.content and b"vocab_size" in r.content
     assert not BenchmarkRun.objects.exists()
+
+
+def _form(**extra) -> dict:
+    return {"ks": "4", "temperatures": "0", "repeats": 1, "n_predict": 32, "prompts_per_type": 1, **extra}
+
+
+def test_only_the_user_who_queued_a_run_or_staff_may_cancel_it(user_client, client, pair, settings):
+    settings.SPECREG_QUEUE_PREFIX = "nobody-listens."
+    user_client.post(f"/pairs/{pair.pk}/benchmark", _form())
+    run = BenchmarkRun.objects.get()
+    client.force_login(User.objects.create_user("mallory", password="x" * 12))
+    assert client.post(f"/runs/{run.pk}/cancel").status_code == 403
+    assert b'id="cancel"' not in client.get(f"/runs/{run.pk}/").content
+    run.refresh_from_db()
+    assert run.status == "queued"
+    client.force_login(User.objects.create_user("staff", password="x" * 12, is_staff=True))
+    assert client.post(f"/runs/{run.pk}/cancel").status_code == 302
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+
+
+def test_a_user_may_have_only_a_few_runs_queued(user_client, pair, settings):
+    settings.SPECREG_QUEUE_PREFIX = "nobody-listens."
+    settings.SPECREG_MAX_ACTIVE_RUNS_PER_USER = 2
+    for _ in range(2):
+        assert user_client.post(f"/pairs/{pair.pk}/benchmark", _form()).status_code == 302
+    r = user_client.post(f"/pairs/{pair.pk}/benchmark", _form())
+    assert r.status_code == 400 and b"2 benchmark(s) queued or running" in r.content
+    assert BenchmarkRun.objects.count() == 2
+
+
+def test_a_benchmark_far_beyond_the_defaults_is_refused_but_the_default_is_admitted(user_client, pair):
+    huge = _form(ks=",".join(str(k) for k in range(1, 65)), temperatures="0,0.5,1,1.5,2", repeats=20,
+                 prompts_per_type=50)
+    r = user_client.post(f"/pairs/{pair.pk}/benchmark", huge)
+    assert r.status_code == 400 and b"llama.cpp processes, more than the 1,000 allowed" in r.content
+    default = {"ks": "4,8,16", "temperatures": "0", "repeats": 3, "n_predict": 128, "prompts_per_type": 3}
+    assert user_client.post(f"/pairs/{pair.pk}/benchmark", default).status_code == 302
+
+
+@pytest.mark.parametrize("hardware", ["a/b", "../../etc", "UPPER", "x" * 80])
+def test_a_hardware_class_that_is_not_a_class_name_is_refused_and_stores_nothing(user_client, pair, hardware):
+    r = user_client.post(f"/pairs/{pair.pk}/benchmark", _form(hardware=hardware))
+    assert r.status_code == 400 and b"is not valid" in r.content and not BenchmarkRun.objects.exists()
+
+
+def test_the_sweep_fails_runs_no_worker_took(user_client, pair, settings):
+    settings.SPECREG_QUEUE_PREFIX = "nobody-listens."
+    user_client.post(f"/pairs/{pair.pk}/benchmark", _form(hardware="gpu-nonexistent"))
+    assert runs.sweep_stale(queued_for_s=3600) == 0  # not old yet
+    assert runs.sweep_stale(queued_for_s=0) == 1
+    run = BenchmarkRun.objects.get()
+    assert run.status == "failed" and "no worker listened on queue nobody-listens.bench.gpu-nonexistent" in run.error
