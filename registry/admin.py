@@ -48,6 +48,13 @@ class ReportedResultAdmin(admin.ModelAdmin):
         super().delete_model(request, obj)
         refresh_best(pair)
 
+    def delete_queryset(self, request, queryset) -> None:
+        # "Delete selected" too: every pair that lost a result gets its best recomputed.
+        pairs = list(Pair.objects.filter(pk__in=queryset.values("pair_id")))
+        super().delete_queryset(request, queryset)
+        for pair in pairs:
+            refresh_best(pair)
+
 
 @admin.register(Model)
 class ModelAdmin(admin.ModelAdmin):

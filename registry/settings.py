@@ -6,6 +6,8 @@ SPECREG_DATA_DIR. DATABASE_URL switches to PostgreSQL, CELERY_BROKER_URL to Redi
 from __future__ import annotations
 
 import os
+import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -32,21 +34,42 @@ def envint(name: str, default: int) -> int:
         raise ValueError(f"{name}: expected an integer, got {value!r}") from None
 
 
-DATA_DIR = Path(os.environ.get("SPECREG_DATA_DIR", BASE_DIR / "var")).resolve()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+def private_data_dir(path: Path) -> Path:
+    """The data folder (database, secret key, downloads), readable by its owner only."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.stat()
+    if st.st_uid == os.getuid() and st.st_mode & 0o077:
+        path.chmod(0o700)
+    return path
+
+
+def installation_key(key_file: Path) -> str:
+    """The per-installation secret key, created once even when several processes start together.
+
+    The key is written to a private temporary file (mode 0600 from its creation) and linked into
+    place, which fails if another process got there first; everyone then reads the one that won.
+    """
+    if not key_file.exists():
+        tmp = key_file.with_name(f".{key_file.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_urlsafe(50))
+            try:
+                os.link(tmp, key_file)
+            except FileExistsError:
+                pass
+        finally:
+            tmp.unlink(missing_ok=True)
+    return key_file.read_text().strip()
+
+
+DATA_DIR = private_data_dir(Path(os.environ.get("SPECREG_DATA_DIR", BASE_DIR / "var")).resolve())
 
 DEBUG = envbool("DEBUG", "False")
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY:
-    # A per-installation key kept with the data, so a fresh checkout works without set-up
-    # and sessions survive restarts.
-    key_file = DATA_DIR / "secret_key"
-    if not key_file.exists():
-        import secrets
-
-        key_file.write_text(secrets.token_urlsafe(50))
-        key_file.chmod(0o600)
-    SECRET_KEY = key_file.read_text().strip()
+# A per-installation key kept with the data, so a fresh checkout works without set-up and
+# sessions survive restarts.
+SECRET_KEY = os.environ.get("SECRET_KEY", "") or installation_key(DATA_DIR / "secret_key")
 
 ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
@@ -58,6 +81,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",
     "inspector",
     "registry",
     "runner",
@@ -72,6 +96,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
 
 ROOT_URLCONF = "registry.urls"
@@ -99,6 +125,8 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    if SQLITE_PATH.exists():
+        SQLITE_PATH.chmod(0o600)
     # The web server and a worker write at once: WAL lets readers proceed during a write,
     # and the busy timeout makes a writer wait for the lock instead of failing at once.
     DATABASES["default"]["OPTIONS"] = {
@@ -115,9 +143,39 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# Failed logins are throttled per account and per client address, across all web processes
+# (django-axes keeps the attempts in the database).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = envint("SPECREG_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=envint("SPECREG_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "registry.client.client_ip"
+# Proxies whose X-Forwarded-For is believed (comma-separated addresses); from anyone else the
+# header is ignored, so a client cannot choose the address it is counted under.
+SPECREG_TRUSTED_PROXIES = [a.strip() for a in os.environ.get("SPECREG_TRUSTED_PROXIES", "").split(",") if a.strip()]
+
+# No inline script or style anywhere; everything comes from this site.
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": ["'self'"], "script-src": ["'self'"], "style-src": ["'self'"], "img-src": ["'self'", "data:"],
+    "object-src": ["'none'"], "base-uri": ["'self'"], "frame-ancestors": ["'none'"], "form-action": ["'self'"],
+}}
+
+# Behind HTTPS (SPECREG_HTTPS=1): redirect to it, secure cookies, HSTS; `check --deploy` is clean.
+if envbool("SPECREG_HTTPS", "False"):
+    SECURE_SSL_REDIRECT = True
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = envint("SPECREG_HSTS_SECONDS", 365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    if envbool("SPECREG_BEHIND_PROXY", "False"):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

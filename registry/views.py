@@ -93,13 +93,21 @@ def model(request: HttpRequest, pk: int) -> HttpResponse:
 
 def pair(request: HttpRequest, pk: int) -> HttpResponse:
     page = pair_page(pk)
-    form = ReportedResultForm() if request.user.is_authenticated else None
+    form = ReportedResultForm() if may_report(request.user) else None
     return render(request, "registry/pair.html", {"page": page, "p": page.pair, "form": form})
+
+
+def may_report(user) -> bool:
+    """Reported figures come from staff or users granted the permission, never from any account."""
+    return user.is_authenticated and (user.is_staff or user.has_perm("registry.add_reportedresult"))
 
 
 @login_required
 @require_POST
 def add_reported(request: HttpRequest, pk: int) -> HttpResponse:
+    if not may_report(request.user):
+        return HttpResponse("Adding reported results needs staff status or the 'add reported result' permission.\n",
+                            status=403, content_type="text/plain")
     p = get_object_or_404(Pair, pk=pk)
     form = ReportedResultForm(request.POST)
     if not form.is_valid():

@@ -6,7 +6,7 @@ import io
 import socket
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
@@ -271,16 +271,38 @@ def test_the_curated_import_imports_what_the_hub_has(user_client, fake_hub, qwen
     assert "0.50×" in Client().get(pair.get_absolute_url()).content.decode()
 
 
-def test_adding_a_reported_result_needs_login_and_valid_figures(client, user_client, qwen_pair):
+def test_adding_a_reported_result_needs_staff_or_the_permission_and_valid_figures(client, user_client, qwen_pair):
     url = reverse("add_reported", args=[qwen_pair.pk])
     form = {"k": "24", "acceptance": "0.708", "speedup": "11", "content_type": "code", "citation": "client notes"}
     assert client.post(url, form).status_code == 302 and not ReportedResult.objects.exists()
+    assert user_client.post(url, form | {"speedup": "50"}).status_code == 403  # any account: no
+    assert "Add a reported result" not in user_client.get(qwen_pair.get_absolute_url()).content.decode()
+    alice = User.objects.get(username="alice")
+    alice.user_permissions.add(Permission.objects.get(codename="add_reportedresult"))
+    alice = User.objects.get(pk=alice.pk)  # permissions are cached on the instance
+    user_client.force_login(alice)
     assert user_client.post(url, form | {"acceptance": "70.8"}).status_code == 400
     assert user_client.post(url, form).status_code == 302
     r = ReportedResult.objects.get()
     assert r.reported_by.username == "alice"
     qwen_pair.refresh_from_db()
     assert qwen_pair.best_kind == "reported" and qwen_pair.best_k == 24
+    assert "alice" in client.get(qwen_pair.get_absolute_url()).content.decode()  # shown with who reported it
+
+
+def test_deleting_reported_results_in_bulk_in_the_admin_recomputes_the_best(client, qwen_pair):
+    from registry.admin import ReportedResultAdmin
+    from django.contrib.admin.sites import site
+
+    for speedup in (50, 1.2):
+        ReportedResult.objects.create(pair=qwen_pair, k=4, speedup=speedup, citation="x")
+    refresh_best(qwen_pair)
+    qwen_pair.refresh_from_db()
+    assert qwen_pair.best_speedup == 50
+    admin = ReportedResultAdmin(ReportedResult, site)
+    admin.delete_queryset(None, ReportedResult.objects.filter(speedup=50))
+    qwen_pair.refresh_from_db()
+    assert qwen_pair.best_speedup == 1.2
 
 
 def test_the_api_serves_files_and_examples(client, qwen_pair):
