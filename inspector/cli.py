@@ -1,55 +1,176 @@
-"""Command-line conventions shared by specreg's management commands.
+"""``inspect_gguf`` and ``check_pair`` as plain commands: no Django, and only the imports a source needs.
 
-Errors are one line on stderr with exit status 2 — bad arguments included — and never a
-traceback; Django's default prints "CommandError: …" and argparse prints its usage too.
+``manage.py`` hands these two commands here before Django is loaded (setting Django up alone takes
+longer than reading two headers); the management commands of the same names call the same
+functions, for ``call_command``. Errors are one line on stderr with exit status 2, never a
+traceback; everything a file supplies is shown with control characters escaped, so a hostile
+header cannot move the cursor or recolour a terminal.
 """
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import re
 import sys
+from typing import TextIO
 
-from django.core.management.base import BaseCommand, CommandError, handle_default_options
-from django.db import connections
+from .compat import PairCheck, check_pair, show, token_label
+from .info import InspectError, ModelInfo, inspect_source
+
+DEFAULT_MAX_HEADER_BYTES = 256 * 1024 * 1024
+MARKS = {True: "ok  ", False: "FAIL", None: "n/a "}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-class UserError(CommandError):
+class UserError(Exception):
     """A failure to report as one line with exit status 2."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, returncode=2)
+
+def terminal_safe(text: str) -> str:
+    """Control characters (ESC, CR, newlines inside a value, …) as visible escapes."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-class SpecregCommand(BaseCommand):
-    def create_parser(self, prog_name: str, subcommand: str, **kwargs):
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
+def max_header_bytes() -> int:
+    """SPECREG_MAX_HEADER_BYTES, read from the environment as the Django settings read it."""
+    value = os.environ.get("SPECREG_MAX_HEADER_BYTES", "")
+    try:
+        return int(value) if value else DEFAULT_MAX_HEADER_BYTES
+    except ValueError:
+        raise UserError(f"SPECREG_MAX_HEADER_BYTES: expected an integer, got {value!r}") from None
 
-        def one_line_error(message: str) -> None:
-            if not parser.called_from_command_line:
-                raise UserError(f"{subcommand}: {message}")
-            sys.stderr.write(f"{subcommand}: {message} (see --help)\n")
-            sys.exit(2)
 
-        parser.error = one_line_error  # type: ignore[method-assign]
-        return parser
+def inspect(source: str, *, as_json: bool = False, tokens: int = 0, out: TextIO) -> int:
+    if tokens < 0:
+        raise UserError("--tokens must be 0 or more")
+    try:
+        info = inspect_source(source, max_header_bytes())
+    except InspectError as exc:
+        raise UserError(str(exc)) from None
+    if as_json:
+        d = info.to_dict()
+        if tokens:
+            d["tokens"] = info.token_texts(tokens)
+        out.write(json.dumps(d, indent=2, ensure_ascii=False) + "\n")
+    else:
+        out.write(format_info(info, tokens) + "\n")
+    return 0
 
-    def run_from_argv(self, argv: list[str]) -> None:
-        self._called_from_command_line = True
-        parser = self.create_parser(argv[0], argv[1])
-        options = parser.parse_args(argv[2:])
-        cmd_options = vars(options)
-        args = cmd_options.pop("args", ())
-        handle_default_options(options)
-        try:
-            self.execute(*args, **cmd_options)
-        except CommandError as exc:
-            sys.stderr.write(f"{argv[1]}: {exc}\n")
-            sys.exit(exc.returncode)
-        except Exception as exc:  # a bug, or a failure we did not foresee: still one line
-            if options.traceback:
-                raise
-            sys.stderr.write(f"{argv[1]}: unexpected {type(exc).__name__}: {exc} (run with --traceback for details)\n")
-            sys.exit(2)
-        except KeyboardInterrupt:
-            sys.stderr.write(f"{argv[1]}: interrupted\n")
-            sys.exit(130)
-        finally:
-            connections.close_all()
+
+def check(target: str, draft: str, *, as_json: bool = False, out: TextIO) -> int:
+    """Exit status 0 compatible, 1 incompatible (an answer, not an error: no error line)."""
+    try:
+        t = inspect_source(target, max_header_bytes())
+        d = inspect_source(draft, max_header_bytes())
+    except InspectError as exc:
+        raise UserError(str(exc)) from None
+    result = check_pair(t, d)
+    out.write((json.dumps(result.to_dict(), indent=2, ensure_ascii=False) if as_json else format_check(result)) + "\n")
+    return 0 if result.compatible else 1
+
+
+def _yn(v: bool | None) -> str:
+    return "absent" if v is None else ("true" if v else "false")
+
+
+def format_info(info: ModelInfo, n_tokens: int = 0) -> str:
+    size = f"{info.file_size:,} bytes" if info.file_size else "unknown size"
+    lines = [
+        f"{info.source}",
+        f"  GGUF v{info.gguf_version} ({info.byteorder}-endian), {size}, header {info.header_size:,} bytes "
+        f"({info.bytes_fetched:,} read)",
+        f"  architecture  {info.architecture} ({info.arch_kind})",
+        f"  name          {info.name or '-'}   basename {info.basename or '-'}   size label {info.size_label or '-'}",
+        f"  file type     {info.file_type or '-'}",
+        f"  parameters    {info.parameter_count:,} in {info.n_tensors} tensors"
+        + (f" over {info.split_count} shards" if info.split_count > 1 else ""),
+        f"  context       {info.context_length or '-'}   blocks {info.block_count or '-'}"
+        + (f"   experts {info.expert_count} ({info.expert_used_count} used)" if info.expert_count else ""),
+    ]
+    t = info.tokenizer
+    if t is None:
+        lines.append("  tokenizer     none in this file")
+    else:
+        lines += [
+            f"  tokenizer     model {t.model!r} ({t.vocab_type}), pre {t.pre!r}, {t.n_tokens:,} tokens",
+            f"  add_bos       stored {_yn(t.add_bos_stored)}, llama.cpp applies {_yn(t.add_bos)}",
+            f"  add_eos       stored {_yn(t.add_eos_stored)}, llama.cpp applies {_yn(t.add_eos)}",
+            f"  BOS / EOS     {token_label(info, t.bos_id)}{' (default)' if t.bos_defaulted else ''} / "
+            f"{token_label(info, t.eos_id)}{' (default)' if t.eos_defaulted else ''}  (effective)",
+        ]
+        for name, sp in t.special.items():
+            lines.append(f"  {name + ' id':<13} {sp.id} {sp.text!r}" if sp.text is not None
+                         else f"  {name + ' id':<13} {sp.id} (outside the vocabulary)")
+        lines.append(f"  vocab key     {t.vocab_key}")
+        lines.append(f"  token table   sha256 {t.table_sha256 or '-'}")
+        if t.load_error:
+            lines.append(f"  WARNING       {t.load_error}")
+        if t.chat_template:
+            first = t.chat_template.strip().splitlines()[0][:100]
+            lines.append(f"  chat template {len(t.chat_template):,} chars: {first}…")
+    if n_tokens and info.tokens is not None:
+        lines.append(f"  first {min(n_tokens, info.tokens.count)} tokens:")
+        for i in range(min(n_tokens, info.tokens.count)):
+            lines.append(f"    {i:>7} {show(info.tokens.text(i))!r}")
+    lines.append("  tensor types  " + ", ".join(f"{k} ×{v}" for k, v in sorted(info.tensor_types.items())))
+    return "\n".join(terminal_safe(line) for line in lines)
+
+
+def format_check(result: PairCheck) -> str:
+    lines = [f"{result.verdict.capitalize()}: draft {result.draft['source']} for target {result.target['source']} "
+             f"(rules of llama.cpp {result.rules_from})"]
+    for c in result.checks:
+        lines.append(f"  [{MARKS[c.ok]}] {c.rule:<12} {c.detail}")
+    for w in result.warnings:
+        lines.append(f"  warning ({w.code}): {w.message}")
+    return "\n".join(terminal_safe(line) for line in lines)
+
+
+def _parser(command: str) -> argparse.ArgumentParser:
+    if command == "inspect_gguf":
+        p = argparse.ArgumentParser(prog="manage.py inspect_gguf", description=(
+            "Show a GGUF file's metadata and tokenizer (stored and as llama.cpp applies it). SOURCE is a "
+            "local path or hf://OWNER/REPO[@REVISION]/PATH; only the header is read."))
+        p.add_argument("source")
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        p.add_argument("--tokens", type=int, default=0, metavar="N", help="also print the first N tokens")
+    else:
+        p = argparse.ArgumentParser(prog="manage.py check_pair", description=(
+            "Check whether DRAFT can draft for TARGET in llama.cpp speculative decoding. Sources are local "
+            "paths or hf://OWNER/REPO[@REVISION]/PATH. Exit status: 0 compatible, 1 incompatible, 2 error."))
+        p.add_argument("target", help="the big model (path or hf:// source)")
+        p.add_argument("draft", help="the small model that proposes tokens")
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--traceback", action="store_true", help="show the traceback of an unexpected error")
+
+    def one_line_error(message: str) -> None:
+        raise UserError(f"{message} (see --help)")
+
+    p.error = one_line_error  # type: ignore[method-assign]
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """``argv[0]`` is the command (inspect_gguf or check_pair); returns the exit status."""
+    command, traceback = argv[0], "--traceback" in argv
+    try:
+        args = _parser(command).parse_args(argv[1:])
+        if command == "inspect_gguf":
+            return inspect(args.source, as_json=args.json, tokens=args.tokens, out=sys.stdout)
+        return check(args.target, args.draft, as_json=args.json, out=sys.stdout)
+    except UserError as exc:
+        sys.stderr.write(f"{command}: {terminal_safe(str(exc))}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{command}: interrupted\n")
+        return 130
+    except Exception as exc:  # a bug, or a failure we did not foresee: still one line
+        if traceback:
+            raise
+        sys.stderr.write(f"{command}: unexpected {type(exc).__name__}: {terminal_safe(str(exc))} "
+                         "(run with --traceback for details)\n")
+        return 2
+
+
+COMMANDS = ("inspect_gguf", "check_pair")

@@ -10,7 +10,7 @@ from typing import Any
 
 from .info import ModelInfo
 from .llama_rules import LLAMA_CPP_BUILD, RS_ROLLBACK_ARCHS, VOCAB_TYPE_LABELS
-from .tokens import CHECK_START_ID, MAX_SIZE_DIFFERENCE, first_text_mismatch
+from .tokens import CHECK_START_ID, MAX_SIZE_DIFFERENCE, first_text_mismatch, readable
 
 
 
@@ -51,10 +51,8 @@ class PairCheck:
 
 
 def show(text: bytes | None) -> str:
-    """Token text for people: UTF-8 where it is, \\x escapes for raw bytes."""
-    if text is None:
-        return "(none)"
-    return text.decode("utf-8", errors="backslashreplace")
+    """Token text for people (``tokens.readable``), or "(none)"."""
+    return "(none)" if text is None else readable(text)
 
 
 def article(word: str) -> str:

@@ -4,7 +4,7 @@ Written by hand because gguf-py's ``GGUFReader`` memory-maps the whole file (so 
 partial or remote file) and builds a numpy object per token (~13 s on a 262k-token vocabulary).
 This reader pulls bytes from a ``Source`` on demand, checks every length against the bytes that
 can exist before using it, keeps large arrays as byte ranges, and walks string arrays by their
-length prefixes only. The ``gguf`` package still provides the constants.
+length prefixes only. Constants come from ``ggml_constants`` (the pinned build's).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from gguf.constants import GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFValueType
+from .ggml_constants import GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFValueType
 
 from .sources import Source, SourceError
 

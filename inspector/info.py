@@ -7,12 +7,12 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, BinaryIO
 
-from gguf.constants import GGMLQuantizationType, LlamaFileType
-
 from . import llama_rules
+from .ggml_constants import GGML_TYPE_NAMES, LLAMA_FTYPE_NAMES
+from .hub_names import shard_names
 from .gguf_header import ArrayRef, GGUFError, Header, read_header
 from .sources import SourceError, open_source
-from .tokens import TokenTable, vocab_key
+from .tokens import TokenTable, readable, vocab_key
 
 DEFAULT_MAX_HEADER = 256 * 1024 * 1024
 
@@ -93,14 +93,14 @@ class ModelInfo:
     def token_texts(self, n: int) -> list[str]:
         if self.tokens is None:
             return []
-        return [self.tokens.text(i).decode("utf-8", errors="replace") for i in range(min(n, self.tokens.count))]
+        return [readable(self.tokens.text(i)) for i in range(min(n, self.tokens.count))]
 
 
 def token_text(table: TokenTable | None, token_id: int) -> str | None:
     """A token's text for display, or None when the id lies outside the table."""
     if table is None or not 0 <= token_id < table.count:
         return None
-    return table.text(token_id).decode("utf-8", errors="replace")
+    return readable(table.text(token_id))
 
 
 SPECIAL_KEYS = {
@@ -140,11 +140,7 @@ def _file_type(kv: dict[str, Any]) -> str | None:
     ft = _int_key(kv, "general.file_type")
     if ft is None:
         return None
-    try:
-        name = LlamaFileType(ft).name
-    except ValueError:
-        return f"unknown ({ft})"
-    return name.removeprefix("MOSTLY_").removeprefix("ALL_")
+    return LLAMA_FTYPE_NAMES.get(ft, f"unknown ({ft})")
 
 
 def _tokenizer(h: Header) -> tuple[TokenizerInfo | None, TokenTable | None]:
@@ -218,10 +214,7 @@ def info_from_headers(headers: list[Header]) -> ModelInfo:
 
 
 def _ggml_type_name(t: int) -> str:
-    try:
-        return GGMLQuantizationType(t).name
-    except ValueError:
-        return f"type{t}"
+    return GGML_TYPE_NAMES.get(t, f"type{t}")
 
 
 def inspect_source(spec: str | os.PathLike | BinaryIO, max_header_bytes: int | None = None) -> ModelInfo:
@@ -231,9 +224,7 @@ def inspect_source(spec: str | os.PathLike | BinaryIO, max_header_bytes: int | N
     try:
         shards = [spec]
         if isinstance(spec, (str, os.PathLike)):
-            from .remote import shard_specs
-
-            shards = shard_specs(os.fspath(spec))
+            shards = shard_names(os.fspath(spec))
         headers = []
         for i, shard in enumerate(shards):
             src = open_source(shard)

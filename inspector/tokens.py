@@ -160,3 +160,8 @@ def _first_differing_element(a: TokenTable, b: TokenTable, lo: int, hi: int) -> 
         else:
             hi = mid
     return lo
+
+
+def readable(text: bytes) -> str:
+    """Token text for people, the one way specreg shows it: UTF-8 where it is, \\x escapes for other bytes."""
+    return text.decode("utf-8", errors="backslashreplace")

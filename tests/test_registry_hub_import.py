@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from inspector.cli import UserError
+from inspector.management.base import UserError
 from registry.drafts import family_stem, find_drafts, size_from_name
 from registry.hub_jobs import execute_job
 from registry.hub_import import HubImportError, import_hf

@@ -41,8 +41,33 @@ def best_of(n: int, fn) -> float:
     return min(times)
 
 
+# What a user would write without specreg: load both files with gguf.GGUFReader and compare tokens.
+GGUF_READER_SCRIPT = """
+import sys
+from gguf import GGUFReader
+a, b = (GGUFReader(p) for p in sys.argv[1:3])
+ta, tb = (r.fields["tokenizer.ggml.tokens"] for r in (a, b))
+same = all(bytes(ta.parts[i]) == bytes(tb.parts[i]) for i in ta.data)
+print("same" if same else "different")
+"""
+
+
+def whole_commands(gemma: Path) -> None:
+    """check_pair as a whole command against the GGUFReader script, side by side, each a fresh process."""
+    def run(argv: list[str]) -> float:
+        t = time.perf_counter()
+        subprocess.run(argv, cwd=ROOT, check=True, capture_output=True)
+        return time.perf_counter() - t
+
+    ours = min(run([sys.executable, "manage.py", "check_pair", str(gemma), str(gemma)]) for _ in range(5))
+    theirs = run([sys.executable, "-c", GGUF_READER_SCRIPT, str(gemma), str(gemma)])
+    print(f"check_pair on two Gemma-3 headers as a whole command: {ours:.2f} s; a gguf.GGUFReader script "
+          f"comparing the token lists: {theirs:.1f} s; ratio {theirs / ours:.0f}x  [goal >= 100x]")
+
+
 def main() -> None:
     gemma = model_path("gemma3")
+    whole_commands(gemma)
     out = subprocess.run([sys.executable, "-c", MEMORY_PROBE.format(root=str(ROOT), path=str(gemma))],
                          capture_output=True, text=True, check=True).stdout.split()
     header, base, imported, peak = map(int, out)

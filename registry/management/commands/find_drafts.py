@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from inspector.cli import SpecregCommand, UserError
+from inspector.management.base import SpecregCommand, UserError
 from registry.drafts import DraftSearchError, find_drafts
 from registry.serializers import pair_row
 

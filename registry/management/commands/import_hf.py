@@ -1,7 +1,7 @@
 """import_hf OWNER/REPO: register a Hub repository's GGUF files, reading only their headers."""
 from __future__ import annotations
 
-from inspector.cli import SpecregCommand, UserError
+from inspector.management.base import SpecregCommand, UserError
 from registry.hub_import import HubImportError, import_hf
 
 

@@ -1,7 +1,7 @@
 """register_gguf PATH...: register GGUF files on this machine (named by absolute path)."""
 from __future__ import annotations
 
-from inspector.cli import SpecregCommand, UserError
+from inspector.management.base import SpecregCommand, UserError
 from registry.sources import SourceRegistrationError, register_source
 
 

@@ -6,7 +6,7 @@ import time
 
 from django.core.management.base import CommandError
 
-from inspector.cli import SpecregCommand, UserError
+from inspector.management.base import SpecregCommand, UserError
 from registry.models import BenchmarkRun
 from registry.pairing import pair_for
 from runner import procs, runs

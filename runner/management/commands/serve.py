@@ -15,7 +15,7 @@ import time
 
 from django.conf import settings
 
-from inspector.cli import SpecregCommand
+from inspector.management.base import SpecregCommand
 from runner.queues import worker_queues
 
 STOP_GRACE_S = 7.0
