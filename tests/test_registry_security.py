@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _env(data: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "DATABASE_URL")}
+    # DJANGO_ALLOW_ASYNC_UNSAFE: set by the browser tests' Playwright fixture, never in a deployment.
+    drop = ("SECRET_KEY", "DATABASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     return {**env, "SPECREG_DATA_DIR": str(data), **extra}
 
 
