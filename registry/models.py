@@ -133,8 +133,8 @@ class Pair(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["target", "draft"], name="pair_target_draft_unique")]
-        # Every order the table offers has an index too (registry.table.SORT_INDEXES, with
-        # "NULLS LAST", so a page is an index range, not a sort); migration 0002 creates them.
+        # Every order the table offers has an index too, created by migration 0002 with "NULLS LAST"
+        # (the ORM cannot declare that), so a page is an index range, not a sort.
         indexes = [models.Index(fields=["draft", "target"], name="pair_draft_target")]
 
     def __str__(self) -> str:
