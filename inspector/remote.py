@@ -29,7 +29,6 @@ TIMEOUT = httpx2.Timeout(30.0, connect=10.0)
 _HF_SPEC = re.compile(
     r"hf://(?P<repo>[^/@]+/[^/@]+)(?:@(?P<rev>refs/pr/\d+|refs/convert/[\w.-]+|[^/]+))?(?:/(?P<path>.*))?", re.S
 )
-_SHARD = re.compile(r"(?P<stem>.*)-(?P<part>\d+)-of-(?P<total>\d+)\.gguf")
 _NON_MODEL_PREFIXES = ("datasets", "spaces", "buckets", "kernels")
 
 
@@ -288,15 +287,6 @@ def _open_url(url: str) -> HttpSource:
     return HttpSource(url, final, headers, size=int(length) if length and length.isdigit() else None,
                       etag=etag.removeprefix("W/").strip('"') if etag else None,
                       commit=r.headers.get("X-Repo-Commit"))
-
-
-def shard_specs(spec: str) -> list[str]:
-    """All shards of a split GGUF named ``*-00001-of-0000N.gguf`` (path or hf:// spec), else ``[spec]``."""
-    m = _SHARD.fullmatch(spec)
-    if m is None or int(m["part"]) != 1 or int(m["total"]) < 1:
-        return [spec]
-    width = len(m["part"])  # llama.cpp writes 5 digits; keep whatever the name uses
-    return [f"{m['stem']}-{i:0{width}d}-of-{m['total']}.gguf" for i in range(1, int(m["total"]) + 1)]
 
 
 def list_gguf_files(repo_id: str, revision: str | None = None, include: str | None = None) -> RepoListing:

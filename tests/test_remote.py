@@ -8,7 +8,8 @@ import pytest
 from huggingface_hub import constants
 
 import tests.hub
-from inspector.remote import list_gguf_files, open_remote, parse_hf_spec, search_models, shard_specs
+from inspector.hub_names import shard_names
+from inspector.remote import list_gguf_files, open_remote, parse_hf_spec, search_models
 from inspector.sources import SourceError, open_source
 from tests.models import MODELS, model_path
 
@@ -254,17 +255,17 @@ def test_it_searches_models_by_tag_base_model_and_name(fake_hub):
 
 
 def test_it_expands_split_gguf_names_into_all_shards(tmp_path):
-    assert shard_specs("hf://o/r/q4/m-00001-of-00003.gguf") == [
+    assert shard_names("hf://o/r/q4/m-00001-of-00003.gguf") == [
         "hf://o/r/q4/m-00001-of-00003.gguf", "hf://o/r/q4/m-00002-of-00003.gguf", "hf://o/r/q4/m-00003-of-00003.gguf"]
     local = str(tmp_path / "m-00001-of-00002.gguf")
-    assert shard_specs(local) == [local, str(tmp_path / "m-00002-of-00002.gguf")]
+    assert shard_names(local) == [local, str(tmp_path / "m-00002-of-00002.gguf")]
     for single in ("hf://o/r/m.gguf", "/x/m-00002-of-00003.gguf", "/x/m-00001-of-00002.bin"):
-        assert shard_specs(single) == [single]
+        assert shard_names(single) == [single]
 
 
 def test_it_opens_every_shard_of_a_split_repo(fake_hub):
     names = [f"m-0000{i}-of-00002.gguf" for i in (1, 2)]
     fake_hub.add_repo("o/split-GGUF", {names[0]: b"GGUF" + bytes(60), names[1]: b"GGUF" + bytes(8)})
-    sources = [open_remote(s) for s in shard_specs(f"hf://o/split-GGUF/{names[0]}")]
+    sources = [open_remote(s) for s in shard_names(f"hf://o/split-GGUF/{names[0]}")]
     assert [s.size for s in sources] == [64, 12]
     assert all(s.read_at(0, 4) == b"GGUF" for s in sources)
