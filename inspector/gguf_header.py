@@ -15,6 +15,7 @@ from typing import Any
 
 from .ggml_constants import GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFValueType
 
+from .readahead import next_read
 from .sources import Source, SourceError
 
 T = GGUFValueType
@@ -88,8 +89,9 @@ class Header:
 class _Cursor:
     """Reads forward through a source, fetching more only when the parser needs it.
 
-    Remote fetches grow by a quarter of what was read so far, so the bytes fetched stay
-    within ~1.25× the header while the number of requests stays logarithmic.
+    Remote reads (``costly_reads``) are sized by ``readahead.next_read``: the first bytes, then
+    up to an estimate of the header's end (usually two requests, ≤1.05× the header's bytes).
+    Local reads grow by a quarter of what was read so far.
     """
 
     def __init__(self, src: Source, cap: int) -> None:
@@ -112,7 +114,11 @@ class _Cursor:
         while len(self.buf) < end:
             if self.eof:
                 raise GGUFError(f"{what} at offset {self.pos}: file ends at {len(self.buf):,} bytes (truncated)")
-            want = max(end - len(self.buf), MIN_CHUNK, len(self.buf) // 4)
+            if getattr(self.src, "costly_reads", False):
+                # Each read is a round trip (HTTP Range): size it from what the header has shown so far.
+                want = next_read(self.buf, end)
+            else:  # a local file: reads are cheap, so grow by a quarter and never stop to estimate
+                want = max(end - len(self.buf), MIN_CHUNK, len(self.buf) // 4)
             want = min(want, self.cap - len(self.buf))
             if size is not None:
                 want = min(want, size - len(self.buf))

@@ -1,0 +1,149 @@
+"""How much of a GGUF header to fetch next when every request costs a round trip (HTTP Range reads).
+
+A remote header is read in two bounded requests when the guess is good: the first ``FIRST_READ``
+bytes (which the HTTP source fetches while it opens the file), then everything up to an estimate of
+the header's end made from those bytes. An open-ended request closed early is no substitute: what
+the server already pushed into socket buffers is sent anyway. The estimate walks what is there
+(metadata count, tensor count, the tokenizer model, the token count and as many token lengths as
+arrived) and fills in what is not from the shapes real vocabularies have. Measured on llama.cpp's
+19 ``ggml-vocab-*.gguf`` files and the test models (``tests/bench/bench_inspector.py``).
+"""
+from __future__ import annotations
+
+import math
+import struct
+
+FIRST_READ = 64 * 1024  # holds the general.* keys and the first few thousand tokens of every file seen
+MIN_FOLLOW_UP = 16 * 1024  # a re-estimate that was short: never ask for crumbs
+FOLLOW_UP_SLACK = 0.01  # of the bytes read: a third request means the file is unusual, so do not be short twice
+MARGIN = 0.03  # added to the estimated (not yet seen) bytes: the price of a second guess is a third request
+TENSOR_INFO = 72  # bytes per tensor info: name ("blk.12.ffn_down.weight") + dims + type + offset, ~62-66 seen
+SMALL_KV = 64  # a metadata key with a scalar or short string value
+TEMPLATE_ALLOWANCE = 4096  # an unseen tokenizer.chat_template (0.4-10 KB in real files)
+# Tokenizer models whose files carry a float per token, and those that carry BPE merges.
+WITH_SCORES = {"llama", "t5", "gemma4", "rwkv", "plamo2"}
+WITH_MERGES = {"gpt2", "gemma4"}
+_SCALARS = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUF value type -> bytes
+_STRING, _ARRAY = 8, 9
+
+
+def token_length_prior(n_tokens: int) -> float:
+    """Average token text length (bytes) expected for a vocabulary of this size.
+
+    Larger vocabularies hold longer pieces: ~7.0-7.5 bytes at 32-65k tokens (GPT-2, StarCoder,
+    Llama 2), ~8.4-9.1 at 128-262k (Llama 3, Qwen2, Gemma); interpolated in log(size) between.
+    """
+    lo, hi = math.log(50_000), math.log(150_000)
+    t = min(1.0, max(0.0, (math.log(max(n_tokens, 1)) - lo) / (hi - lo)))
+    return 7.2 + 1.8 * t
+
+
+def next_read(buf: bytes | bytearray, need_end: int) -> int:
+    """Bytes to fetch after ``len(buf)`` so that (we expect) the whole header arrives, at least ``need_end``."""
+    have = len(buf)
+    if have == 0:
+        return max(need_end, FIRST_READ)
+    estimate = estimate_end(buf)
+    if estimate is None:  # not a layout we can reason about: grow by a quarter, as a plain reader would
+        return max(need_end - have, FIRST_READ, have // 4)
+    known, guessed = estimate
+    end = known + int(guessed * (1 + MARGIN))
+    if have > FIRST_READ:
+        end += int(have * FOLLOW_UP_SLACK)
+    return max(need_end - have, end - have, MIN_FOLLOW_UP)
+
+
+def estimate_end(buf: bytes | bytearray) -> tuple[int, int] | None:
+    """(bytes known for certain, bytes guessed) from the start of ``buf`` to the header's end; None if unreadable."""
+    if len(buf) < 24 or bytes(buf[:4]) != b"GGUF":
+        return None
+    bo = "<"
+    if struct.unpack_from("<I", buf, 4)[0] & 0xFFFF == 0:
+        bo = ">"
+    n_tensors, n_kv = struct.unpack_from(bo + "QQ", buf, 8)
+    u32, u64 = struct.Struct(bo + "I").unpack_from, struct.Struct(bo + "Q").unpack_from
+    pos, guessed, limit = 24, 0.0, len(buf)
+    seen: set[str] = set()
+    n_tokens, model, token_avg = 0, "", 0.0
+    done = 0  # metadata entries whose size is known or guessed
+    while done < n_kv:
+        if pos + 8 > limit:
+            break
+        klen = u64(buf, pos)[0]
+        if pos + 8 + klen + 4 > limit:
+            break
+        key = bytes(buf[pos + 8 : pos + 8 + klen]).decode("utf-8", "replace")
+        vtype = u32(buf, pos + 8 + klen)[0]
+        vpos = pos + 12 + klen
+        if vtype in _SCALARS:
+            pos = vpos + _SCALARS[vtype]
+        elif vtype == _STRING:
+            if vpos + 8 > limit:
+                break
+            n = u64(buf, vpos)[0]
+            if key == "tokenizer.ggml.model" and vpos + 8 + n <= limit:
+                model = bytes(buf[vpos + 8 : vpos + 8 + n]).decode("utf-8", "replace")
+            pos = vpos + 8 + n
+        elif vtype == _ARRAY:
+            if vpos + 12 > limit:
+                break
+            etype, count = u32(buf, vpos)[0], u64(buf, vpos + 4)[0]
+            pos = vpos + 12
+            if etype in _SCALARS:
+                pos += count * _SCALARS[etype]
+            elif etype == _STRING:
+                pos, rest, avg = _walk_strings(buf, pos, count, u64)
+                if key == "tokenizer.ggml.tokens":
+                    n_tokens = count
+                    if rest:  # the sample so far is the vocabulary's shortest pieces: trust it only past half
+                        avg = avg if count - rest >= count // 2 else max(avg, token_length_prior(count))
+                    token_avg = avg
+                elif key == "tokenizer.ggml.merges" and rest and count - rest < count // 2:
+                    avg = max(avg, (token_avg or token_length_prior(n_tokens or count)) + 1)
+                guessed += rest * (8 + avg)
+            else:
+                return None  # arrays of arrays: no real tokenizer has them
+        else:
+            return None
+        seen.add(key)
+        done += 1
+        if pos > limit:  # this entry runs past what arrived: what follows is guessed
+            break
+    if not n_tokens and "tokenizer.ggml.tokens" not in seen:
+        return None  # the vocabulary has not even started: nothing to scale from
+    unseen = n_kv - done
+    if unseen > 0 and n_tokens:
+        big = [("tokenizer.ggml.token_type", 4 * n_tokens)]
+        if model in WITH_SCORES:
+            big.append(("tokenizer.ggml.scores", 4 * n_tokens))
+        if model in WITH_MERGES:
+            avg = (token_avg or token_length_prior(n_tokens)) + 1  # a merge "a b" is its token plus a space
+            big.append(("tokenizer.ggml.merges", max(n_tokens - 256, 0) * (8 + avg)))
+        for key, size in big:
+            if key not in seen and unseen > 0:
+                guessed += size + 48
+                unseen -= 1
+    if unseen > 0:
+        guessed += unseen * SMALL_KV + (TEMPLATE_ALLOWANCE if "tokenizer.chat_template" not in seen else 0)
+    guessed += n_tensors * TENSOR_INFO
+    return pos, int(guessed)
+
+
+def _walk_strings(buf: bytes | bytearray, pos: int, count: int, u64) -> tuple[int, int, float]:
+    """Follow length prefixes as far as ``buf`` goes: (position reached, elements left, average length).
+
+    The average is of the later half of the elements seen (the best guess for those not seen yet:
+    a BPE vocabulary lists its short pieces first).
+    """
+    limit, i = len(buf) - 8, 0
+    marks = [pos]  # the position of every 1024th element, to find the midpoint afterwards
+    while i < count and pos <= limit:
+        pos += 8 + u64(buf, pos)[0]
+        i += 1
+        if not i & 1023:
+            marks.append(pos)
+    if i == 0:
+        return pos, count, 0.0
+    mid = (i // 2) >> 10
+    n_later = i - (mid << 10)
+    return pos, count - i, (pos - marks[mid]) / n_later - 8
