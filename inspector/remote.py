@@ -4,11 +4,12 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import time
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 import httpx2
-from huggingface_hub import HfApi, constants, get_hf_file_metadata, hf_hub_url
+from huggingface_hub import HfApi, constants, hf_hub_url
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -20,16 +21,60 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status, validate_repo_id
 
+from .readahead import FIRST_READ
 from .sources import SourceError
 
 # huggingface_hub's shared client has no timeout at all; a dead host must fail fast, a slow CDN may take a while.
 TIMEOUT = httpx2.Timeout(30.0, connect=10.0)
+READ_TIMEOUT, CONNECT_TIMEOUT = 30.0, 10.0
+DEFAULT_HEADER_DEADLINE = 60.0  # seconds for one whole header read; see header_deadline_seconds
+MAX_REDIRECTS = 10
+MAX_ERROR_BODY = 1 << 20  # an error answer larger than this is not read (huggingface_hub reads it whole)
+
+
+def header_deadline_seconds() -> float:
+    """SPECREG_HEADER_DEADLINE_SECONDS (default 60): the most one remote header read may take, all requests together.
+
+    Timeouts apply to each socket read, so a server that sends a byte every few seconds would never
+    trip them; this bounds the whole read.
+    """
+    value = os.environ.get("SPECREG_HEADER_DEADLINE_SECONDS", "").strip()
+    try:
+        seconds = float(value) if value else DEFAULT_HEADER_DEADLINE
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise SourceError(f"SPECREG_HEADER_DEADLINE_SECONDS: expected a positive number of seconds, got {value!r}")
+    return seconds
+
+
+class Deadline:
+    """The end of one header read's time: every request's timeouts are cut to what is left."""
+
+    def __init__(self, seconds: float | None = None) -> None:
+        self.seconds = header_deadline_seconds() if seconds is None else seconds
+        self.at = time.monotonic() + self.seconds
+
+    def check(self, name: str) -> float:
+        """Seconds left; raises the one-line error once none are."""
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise SourceError(f"{name}: the header was not read within {self.seconds:g} s "
+                              "(SPECREG_HEADER_DEADLINE_SECONDS); the server is too slow")
+        return left
+
+    def timeout(self, name: str) -> httpx2.Timeout:
+        left = self.check(name)
+        return httpx2.Timeout(min(READ_TIMEOUT, left), connect=min(CONNECT_TIMEOUT, left))
+
+    def passed(self) -> bool:
+        return time.monotonic() >= self.at
 
 # What follows '@': PR and conversion refs contain '/', so they are matched before a plain name (as HfFileSystem does).
 _HF_SPEC = re.compile(
     r"hf://(?P<repo>[^/@]+/[^/@]+)(?:@(?P<rev>refs/pr/\d+|refs/convert/[\w.-]+|[^/]+))?(?:/(?P<path>.*))?", re.S
 )
-_NON_MODEL_PREFIXES = ("datasets", "spaces", "buckets", "kernels")
+_NON_MODEL_PREFIXES = ("datasets", "spaces", "buckets", "kernels", "api")  # "api": the Hub's API, not an owner
 
 
 @dataclass(frozen=True)
@@ -102,14 +147,33 @@ def parse_hf_spec(spec: str) -> HfSpec:
         raise SourceError(f"{spec}: missing the file path after the repository (hf://OWNER/REPO/PATH)")
     if path.startswith("/"):
         raise SourceError(f"{spec}: the path in the repository must be relative")
-    if any(part in ("", ".", "..") for part in path.split("/")):
-        raise SourceError(f"{spec}: the path may not contain '..', '.' or empty components")
+    if any(_dot_segment(part) for part in path.split("/")):
+        raise SourceError(f"{spec}: the path may not contain '..', '.' or empty components, even percent-encoded")
     revision = unquote(m["rev"]) if m["rev"] else None
+    if revision is not None and any(_dot_segment(part) for part in revision.split("/")):
+        # '..' in the revision would climb out of /resolve/ once the URL is normalised, token and all.
+        raise SourceError(f"{spec}: the revision may not contain '..', '.' or empty components, even percent-encoded")
     return HfSpec(repo_id, revision, path)
 
 
-def _describe(exc: BaseException, spec: HfSpec | None = None) -> str:
+def _dot_segment(part: str) -> bool:
+    """True for '', '.', '..' and any percent-encoding of them (decoded until nothing changes)."""
+    for _ in range(5):
+        if part in ("", ".", ".."):
+            return True
+        decoded = unquote(part)
+        if decoded == part:
+            return False
+        part = decoded
+    return True  # encoded five times over: no honest name looks like that
+
+
+def _describe(exc: BaseException, spec: HfSpec | None = None, deadline: Deadline | None = None) -> str:
     """One line for a network or Hub error; huggingface_hub's own messages run to several lines."""
+    if deadline is not None and isinstance(exc, httpx2.TimeoutException) and deadline.passed():
+        # The timeout was cut short by the whole read's deadline: say that, not "read timed out".
+        return (f"the header was not read within {deadline.seconds:g} s (SPECREG_HEADER_DEADLINE_SECONDS); "
+                "the server is too slow")
     repo = spec.repo_id if spec else "the repository"
     if isinstance(exc, GatedRepoError):  # before RepositoryNotFoundError, its base class
         if _token():
@@ -156,22 +220,31 @@ def _total_from_content_range(value: str | None) -> int | None:
 
 
 class HttpSource:
-    """A file on an HTTP server, read with one ``Range: bytes=a-b`` GET per ``read_at``."""
+    """A file on an HTTP server, read with one bounded ``Range: bytes=a-b`` GET per ``read_at``.
+
+    ``head`` holds the first bytes, fetched by the request that opened the file (its answer also
+    gave size, etag and commit: no separate HEAD). All requests share one ``Deadline``.
+    """
+
+    costly_reads = True  # each read is a round trip: gguf_header sizes them with readahead.next_read
 
     def __init__(self, name: str, url: str, headers: dict[str, str], *, size: int | None = None,
-                 etag: str | None = None, commit: str | None = None) -> None:
+                 etag: str | None = None, commit: str | None = None, head: bytes = b"",
+                 deadline: Deadline | None = None) -> None:
         self.name = name
         self.url = url  # after redirects: for LFS files on the Hub a signed CDN URL
         self.size = size
         self.etag = etag
         self.commit = commit  # X-Repo-Commit for hf:// specs
-        self.bytes_fetched = 0
+        self.bytes_fetched = len(head)
+        self.deadline = deadline or Deadline()
+        self._head = head
         self._headers = headers
 
     def read_at(self, offset: int, n: int) -> bytes:
         if offset < 0 or n < 0:
             raise ValueError(f"bad read: offset={offset} n={n}")
-        out = bytearray()
+        out = bytearray(self._head[offset : offset + n]) if offset < len(self._head) else bytearray()
         # A server may send less than asked (RFC 9110 allows it): keep asking until n or EOF.
         while len(out) < n:
             pos = offset + len(out)
@@ -187,37 +260,26 @@ class HttpSource:
         end = start + n - 1 if self.size is None else min(start + n, self.size) - 1
         headers = {**self._headers, "Range": f"bytes={start}-{end}"}
         try:
-            with get_session().stream("GET", self.url, headers=headers, timeout=TIMEOUT,
+            with get_session().stream("GET", self.url, headers=headers, timeout=self.deadline.timeout(self.name),
                                       follow_redirects=True) as r:
-                if r.status_code == 200:
-                    # Leaving the block closes the connection before the body is read.
-                    raise SourceError(f"{self.name}: server ignored the Range request; "
-                                      "refusing to download the whole file")
                 if r.status_code == 416:
                     total = self._learn_size(r.headers.get("Content-Range"))
                     if total is not None and start >= total:
                         return b""  # read past the end: EOF, not an error
                     raise SourceError(f"{self.name}: range {start}-{end} not satisfiable (HTTP 416)")
-                if r.status_code != 206:
-                    hf_raise_for_status(r)
-                    raise SourceError(f"{self.name}: unexpected HTTP {r.status_code} to a Range request")
+                _expect_partial(self.name, r)
                 content_range = r.headers.get("Content-Range", "")
                 if not re.match(rf"bytes\s+{start}-", content_range):
                     raise SourceError(f"{self.name}: server answered range {content_range!r}, "
                                       f"not bytes={start}-{end}")
                 self._learn_size(content_range)
-                want = end - start + 1
-                data = bytearray()
-                for chunk in r.iter_bytes():
-                    data += chunk
-                    if len(data) >= want:
-                        break
+                data = _receive(self.name, r, end - start + 1, self.deadline)
                 self.bytes_fetched += len(data)
-                return bytes(data[:want])
+                return data
         except SourceError:
             raise
         except _NET_ERRORS as exc:
-            raise SourceError(f"{self.name}: {_describe(exc)}") from None
+            raise SourceError(f"{self.name}: {_describe(exc, deadline=self.deadline)}") from None
 
     def _learn_size(self, content_range: str | None) -> int | None:
         total = _total_from_content_range(content_range)
@@ -238,55 +300,125 @@ class HttpSource:
         self.close()
 
 
-def open_remote(spec: str) -> HttpSource:
-    """Resolve an ``hf://`` spec (size, etag, commit, CDN URL) or HEAD an ``http(s)://`` URL."""
+def _expect_partial(name: str, r: httpx2.Response) -> None:
+    """Raise unless ``r`` is a 206; its body is read only when it is a small error answer."""
+    if r.status_code == 206:
+        return
+    if r.status_code == 200:
+        # Leaving the caller's block closes the connection before the body is read.
+        raise SourceError(f"{name}: server ignored the Range request; refusing to download the whole file")
+    length = r.headers.get("Content-Length", "")
+    if r.status_code >= 400 and length.isdigit() and int(length) <= MAX_ERROR_BODY:
+        hf_raise_for_status(r)  # the Hub's errors (gated, missing repo/revision/file), from headers and body
+    raise SourceError(f"{name}: unexpected HTTP {r.status_code} to a Range request")
+
+
+def _receive(name: str, r: httpx2.Response, want: int, deadline: Deadline) -> bytes:
+    """At most ``want`` bytes of the body, checking the deadline between chunks (a slow drip never times out)."""
+    data = bytearray()
+    for chunk in r.iter_bytes():
+        data += chunk
+        if len(data) >= want:
+            break
+        deadline.check(name)
+    return bytes(data[:want])
+
+
+def open_remote(spec: str, *, deadline: Deadline | None = None) -> HttpSource:
+    """Open an ``hf://`` spec or ``http(s)://`` URL with one GET of its first bytes (size, etag, commit from the answer)."""
     if spec.startswith("hf://"):
-        return _open_hf(spec)
+        return _open_hf(spec, deadline or Deadline())
     if spec.startswith(("http://", "https://")):
-        return _open_url(spec)
+        return _open_url(spec, deadline or Deadline())
     raise SourceError(f"{spec}: not an hf:// or http(s):// spec")
 
 
-def _open_hf(spec: str) -> HttpSource:
+@dataclass
+class _FirstAnswer:
+    url: str  # where the bytes came from (the CDN for LFS files)
+    headers: dict[str, str]  # to send there (no token once the chain left the first origin)
+    data: bytes
+    size: int | None
+    etag: str | None
+    commit: str | None
+    on_first_origin: bool
+
+
+def _first_read(name: str, url: str, headers: dict[str, str], deadline: Deadline,
+                s: HfSpec | None = None) -> _FirstAnswer:
+    """GET the first ``FIRST_READ`` bytes, following redirects by hand as huggingface_hub does for HEAD.
+
+    Redirects that stay on the origin (renamed repositories) keep the token; the first that leaves it
+    (the Hub's CDN) drops it. Metadata comes from the Hub's answers on the way (X-Repo-Commit,
+    X-Linked-Etag, X-Linked-Size), else from the 206 itself.
+    """
+    headers = {**headers, "Accept-Encoding": "identity"}  # a compressed body would not be the bytes asked for
+    first_origin, size, etag, commit = _origin(url), None, None, None
+    try:
+        for _ in range(MAX_REDIRECTS):
+            ask = {**headers, "Range": f"bytes=0-{FIRST_READ - 1}"}
+            with get_session().stream("GET", url, headers=ask, timeout=deadline.timeout(name),
+                                      follow_redirects=False) as r:
+                commit = r.headers.get(constants.HUGGINGFACE_HEADER_X_REPO_COMMIT) or commit
+                etag = _etag(r.headers.get(constants.HUGGINGFACE_HEADER_X_LINKED_ETAG)) or etag
+                linked = r.headers.get(constants.HUGGINGFACE_HEADER_X_LINKED_SIZE, "")
+                size = int(linked) if linked.isdigit() else size
+                if r.is_redirect and r.headers.get("Location"):
+                    target = urljoin(url, r.headers["Location"])
+                    if _origin(target) != _origin(url):
+                        headers.pop("authorization", None)  # never send the token off the Hub, as huggingface_hub does
+                        headers.pop("Authorization", None)
+                    url = target
+                    continue
+                if r.status_code == 416:  # an empty file: there is no byte 0
+                    total = _total_from_content_range(r.headers.get("Content-Range"))
+                    if total != 0:
+                        raise SourceError(f"{name}: range 0-{FIRST_READ - 1} not satisfiable (HTTP 416)")
+                    data = b""
+                else:
+                    _expect_partial(name, r)
+                    content_range = r.headers.get("Content-Range", "")
+                    if not re.match(r"bytes\s+0-", content_range):
+                        raise SourceError(f"{name}: server answered range {content_range!r}, not bytes=0-")
+                    total = _total_from_content_range(content_range)
+                    data = _receive(name, r, FIRST_READ, deadline)
+                if size is not None and total is not None and total != size:
+                    raise SourceError(f"{name}: the file changed on the server (size {size}, now {total})")
+                return _FirstAnswer(url, headers, data, total if total is not None else size,
+                                    etag or _etag(r.headers.get("ETag")), commit, _origin(url) == first_origin)
+        raise SourceError(f"{name}: more than {MAX_REDIRECTS} redirects")
+    except SourceError:
+        raise
+    except _NET_ERRORS as exc:
+        raise SourceError(f"{name}: {_describe(exc, s, deadline)}") from None
+
+
+def _etag(value: str | None) -> str | None:
+    return value.removeprefix("W/").strip('"') if value else None
+
+
+def _open_hf(spec: str, deadline: Deadline) -> HttpSource:
     s = parse_hf_spec(spec)
     endpoint, token = _endpoint(), _token()
     url = hf_hub_url(s.repo_id, s.path, revision=s.revision, endpoint=endpoint)
-    try:
-        meta = get_hf_file_metadata(url, token=token, timeout=TIMEOUT, endpoint=endpoint)
-    except _NET_ERRORS as exc:
-        raise SourceError(f"{spec}: {_describe(exc, s)}") from None
-    if meta.commit_hash is None:
+    a = _first_read(spec, url, build_hf_headers(token=token), deadline, s)
+    if a.commit is None:
         raise SourceError(f"{spec}: {endpoint} does not answer like a Hugging Face Hub (no X-Repo-Commit)")
-    location = urljoin(url, meta.location)
-    if location == url:
-        # Not redirected (a small git file): pin reads to the commit so they match size and etag.
-        location = hf_hub_url(s.repo_id, s.path, revision=meta.commit_hash, endpoint=endpoint)
-    headers = build_hf_headers(token=token)
-    headers["Accept-Encoding"] = "identity"  # a compressed body would not be the bytes asked for
-    if _origin(location) != _origin(url):
-        headers.pop("authorization", None)  # never send the token to the CDN, as huggingface_hub does
-    return HttpSource(spec, location, headers, size=meta.size, etag=meta.etag, commit=meta.commit_hash)
+    location = a.url
+    if a.on_first_origin and s.revision != a.commit:
+        # Served by the Hub itself (a small git file): pin later reads to the commit so they match size and etag.
+        location = hf_hub_url(s.repo_id, s.path, revision=a.commit, endpoint=endpoint)
+    return HttpSource(spec, location, a.headers, size=a.size, etag=a.etag, commit=a.commit, head=a.data,
+                      deadline=deadline)
 
 
-def _open_url(url: str) -> HttpSource:
-    headers = {"Accept-Encoding": "identity"}
+def _open_url(url: str, deadline: Deadline) -> HttpSource:
+    headers: dict[str, str] = {}
     if _origin(url) == _origin(_endpoint()):
-        headers = build_hf_headers(token=_token(), headers=headers)  # a resolve URL on the Hub itself
-    try:
-        r = get_session().head(url, headers=headers, timeout=TIMEOUT, follow_redirects=True)
-        if r.status_code == 405:  # HEAD not allowed: the first Range answer gives the size
-            return HttpSource(url, url, headers)
-        hf_raise_for_status(r)
-    except _NET_ERRORS as exc:
-        raise SourceError(f"{url}: {_describe(exc)}") from None
-    final = str(r.url)
-    if _origin(final) != _origin(url):
-        headers.pop("authorization", None)
-    length = r.headers.get("Content-Length")
-    etag = r.headers.get("X-Linked-Etag") or r.headers.get("ETag")
-    return HttpSource(url, final, headers, size=int(length) if length and length.isdigit() else None,
-                      etag=etag.removeprefix("W/").strip('"') if etag else None,
-                      commit=r.headers.get("X-Repo-Commit"))
+        headers = build_hf_headers(token=_token())  # a resolve URL on the Hub itself
+    a = _first_read(url, url, headers, deadline)
+    return HttpSource(url, a.url, a.headers, size=a.size, etag=a.etag, commit=a.commit, head=a.data,
+                      deadline=deadline)
 
 
 def list_gguf_files(repo_id: str, revision: str | None = None, include: str | None = None) -> RepoListing:

@@ -128,6 +128,7 @@ class FakeHub:
         self.repos: dict[str, FakeRepo] = {}
         self.requests: list[Request] = []
         self._served: dict[tuple[str, str], int] = {}
+        self._file_requests: dict[tuple[str, str], dict[str, int]] = {}
         self._lock = threading.Lock()
         self._tmp = Path(tempfile.mkdtemp(prefix="fakehub-"))
         self._hub = _Server(self, "hub")
@@ -186,18 +187,29 @@ class FakeHub:
         return hashlib.sha1(f"{repo_id}:{old}".encode()).hexdigest()  # stable across runs
 
     def bytes_served(self, repo_id: str, path: str) -> int:
-        """File bytes sent for ``path`` so far, from resolve and from the CDN together."""
+        """File bytes sent for ``path`` so far (written to the socket), from resolve and the CDN together."""
         with self._lock:
             return self._served.get((repo_id, path), 0)
+
+    def file_requests(self, repo_id: str, path: str) -> dict[str, int]:
+        """Requests made for ``path`` so far, by server: {"hub": resolve requests, "cdn": CDN requests}."""
+        with self._lock:
+            return dict(self._file_requests.get((repo_id, path), {}))
 
     def reset_counts(self) -> None:
         with self._lock:
             self._served.clear()
+            self._file_requests.clear()
             self.requests.clear()
 
     def _count(self, repo_id: str, path: str, n: int) -> None:
         with self._lock:
             self._served[(repo_id, path)] = self._served.get((repo_id, path), 0) + n
+
+    def _count_request(self, repo_id: str, path: str, server: str) -> None:
+        with self._lock:
+            counts = self._file_requests.setdefault((repo_id, path), {})
+            counts[server] = counts.get(server, 0) + 1
 
     def _record(self, request: Request) -> None:
         with self._lock:
@@ -279,6 +291,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ---- endpoints ----
     def _resolve(self, repo_id: str, rev: str, path: str, head: bool) -> None:
+        self.server.hub._count_request(repo_id, path, "hub")
         repo = self._repo_or_error(repo_id, files=True)
         if repo is None:
             return
@@ -298,6 +311,7 @@ class _Handler(BaseHTTPRequestHandler):
         # /OWNER/REPO/COMMIT/PATH: content-addressed in spirit, so any commit of the repo serves
         repo = self.server.hub.repos.get("/".join(segs[:2])) if len(segs) >= 4 else None
         path = "/".join(segs[3:])
+        self.server.hub._count_request("/".join(segs[:2]), path, "cdn")
         if repo is None or path not in repo.files:
             return self._send(404, b"NoSuchKey", {"Content-Type": "text/plain"}, head)
         self._send_file(repo, path, {"ETag": f'"{repo.sha256(path)}"'}, head)
@@ -403,11 +417,13 @@ class _Handler(BaseHTTPRequestHandler):
                 chunk = f.read(min(CHUNK, remaining))
                 if not chunk:
                     break
-                # Counted before sending, so a client that has its bytes always sees them counted.
+                # Counted before sending, so a client that has its bytes always sees them counted, and
+                # taken back when the write fails: the figure is what was handed to the socket.
                 self.server.hub._count(repo.repo_id, path, len(chunk))
                 try:
                     self.wfile.write(chunk)
                 except OSError:  # the client hung up (as it should when a Range was ignored)
+                    self.server.hub._count(repo.repo_id, path, -len(chunk))
                     self.close_connection = True
                     break
                 remaining -= len(chunk)

@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from huggingface_hub import constants
 
 import tests.hub
 from inspector.hub_names import shard_names
+from inspector.info import InspectError, inspect_source
+from inspector.readahead import FIRST_READ
 from inspector.remote import list_gguf_files, open_remote, parse_hf_spec, search_models
 from inspector.sources import SourceError, open_source
 from tests.models import MODELS, model_path
@@ -38,7 +42,8 @@ def test_it_reads_the_same_bytes_as_the_local_file(smol_hub):
         assert src.read_at(offset, n) == local[offset:offset + n]
     assert src.read_at(len(local) - 3, 100) == local[-3:]  # short only at EOF
     assert src.read_at(len(local) + 5, 10) == b""
-    assert src.bytes_fetched == smol_hub.bytes_served(SMOL, SMOL_FILE) == 4 + 20 + 100_000 + 7 + 10 + 3
+    # The first FIRST_READ bytes came with the answer that opened the file; reads inside them cost nothing.
+    assert src.bytes_fetched == smol_hub.bytes_served(SMOL, SMOL_FILE) == 12_345 + 100_000 + 7 + 10 + 3
 
 
 def test_it_records_size_etag_commit_and_follows_the_cdn_redirect(smol_hub):
@@ -47,8 +52,10 @@ def test_it_records_size_etag_commit_and_follows_the_cdn_redirect(smol_hub):
     assert src.etag == MODELS["smollm2"].sha256  # the LFS sha256, from X-Linked-Etag
     assert src.commit == smol_hub.repos[SMOL].commit
     assert src.url.startswith(smol_hub.cdn_url + "/")
-    src.read_at(0, 4)
-    assert [r.server for r in smol_hub.requests] == ["hub", "cdn"]  # one HEAD, then straight to the CDN
+    assert src.read_at(0, 4) == b"GGUF"
+    # One GET: the Hub's redirect carries commit, etag and size, the CDN's 206 the first bytes. No HEAD.
+    assert [(r.server, r.method) for r in smol_hub.requests] == [("hub", "GET"), ("cdn", "GET")]
+    assert smol_hub.file_requests(SMOL, SMOL_FILE) == {"hub": 1, "cdn": 1}
 
 
 def test_it_reads_a_real_gemma_header_region(fake_hub):
@@ -59,8 +66,8 @@ def test_it_reads_a_real_gemma_header_region(fake_hub):
         for offset in (0, 1 << 20, 6_000_000):
             f.seek(offset)
             assert src.read_at(offset, 65_536) == f.read(65_536)
-    assert src.read_at(0, 4) == b"GGUF"
-    assert fake_hub.bytes_served("unsloth/gemma-3-270m-it-GGUF", "gemma-3-270m-it-Q4_K_M.gguf") == 3 * 65_536 + 4
+    assert src.read_at(0, 4) == b"GGUF"  # still in the first bytes: no request
+    assert fake_hub.bytes_served("unsloth/gemma-3-270m-it-GGUF", "gemma-3-270m-it-Q4_K_M.gguf") == 3 * 65_536
 
 
 def test_it_pins_reads_of_small_git_files_to_the_resolved_commit(smol_hub):
@@ -130,13 +137,17 @@ def test_it_reads_a_gated_repo_with_HF_TOKEN_and_keeps_the_token_off_the_cdn(fak
 
 def test_it_refuses_a_server_that_ignores_range_without_downloading_the_file(smol_hub):
     src = open_remote(f"hf://{SMOL}/{SMOL_FILE}")
+    first = src.bytes_fetched
     smol_hub.ignore_range = True
     started = time.monotonic()
     with pytest.raises(SourceError) as exc:
-        src.read_at(0, 4)
+        src.read_at(FIRST_READ, 4)
     assert "server ignored the Range request; refusing to download the whole file" in _one_line(exc)
+    with pytest.raises(SourceError) as exc:  # the same when the very first request is answered with 200
+        open_remote(f"hf://{SMOL}/{SMOL_FILE}")
+    assert "server ignored the Range request" in _one_line(exc)
     assert time.monotonic() - started < 5
-    assert src.bytes_fetched == 0
+    assert src.bytes_fetched == first == FIRST_READ
     time.sleep(0.2)  # let the server notice the hang-up
     assert smol_hub.bytes_served(SMOL, SMOL_FILE) < MODELS["smollm2"].size // 10
 
@@ -145,7 +156,7 @@ def test_it_reports_an_unsatisfiable_range(smol_hub, monkeypatch):
     src = open_remote(f"hf://{SMOL}/{SMOL_FILE}")
     monkeypatch.setattr(tests.hub, "_parse_range", lambda header, size: None)  # the server refuses every range
     with pytest.raises(SourceError) as exc:
-        src.read_at(100, 10)
+        src.read_at(FIRST_READ + 100, 10)
     assert "not satisfiable (HTTP 416)" in _one_line(exc)
 
 
@@ -162,7 +173,7 @@ def test_it_notices_a_file_that_changed_on_the_server(smol_hub, tmp_path):
     shorter.write_bytes(b"GGUF" + bytes(100))
     smol_hub.repos[SMOL].files[SMOL_FILE] = shorter
     with pytest.raises(SourceError, match="file changed on the server"):
-        src.read_at(0, 4)
+        src.read_at(FIRST_READ, 4)
 
 
 def test_it_reports_a_refused_connection_in_one_line(monkeypatch, fake_hub):
@@ -195,6 +206,14 @@ def test_it_reads_plain_http_urls(smol_hub):
     ("hf://owner/repo@main", "missing the file path"),
     ("hf://owner", "expected hf://OWNER/REPO"),
     ("hf://datasets/owner/repo/x.gguf", "only model repositories"),
+    ("hf://api/models@main/evil/private", "only model repositories"),
+    ("hf://api/models@%2e%2e/evil/private", "only model repositories"),
+    ("hf://owner/repo@%2e%2e/x.gguf", "the revision may not contain '..'"),
+    ("hf://owner/repo@..%2F..%2Fapi/x.gguf", "the revision may not contain '..'"),
+    ("hf://owner/repo@refs/convert/../x.gguf", "the revision may not contain '..'"),
+    ("hf://owner/repo@%252e%252e/x.gguf", "the revision may not contain '..'"),
+    ("hf://owner/repo@./x.gguf", "the revision may not contain '..'"),
+    ("hf://owner/repo/q4/%2E%2E/x.gguf", "may not contain '..'"),
 ])
 def test_it_rejects_invalid_specs(spec, why):
     with pytest.raises(SourceError) as exc:
@@ -269,3 +288,82 @@ def test_it_opens_every_shard_of_a_split_repo(fake_hub):
     sources = [open_remote(s) for s in shard_names(f"hf://o/split-GGUF/{names[0]}")]
     assert [s.size for s in sources] == [64, 12]
     assert all(s.read_at(0, 4) == b"GGUF" for s in sources)
+
+
+@pytest.mark.parametrize("key", ["qwen05", "qwen15", "gemma3", "smollm2"])
+def test_a_header_read_takes_two_range_requests_and_at_most_5_percent_more_bytes(fake_hub, key):
+    path = model_path(key, headers_only=key != "smollm2")
+    repo, name = f"test/{key}-GGUF", MODELS[key].name
+    fake_hub.add_repo(repo, {name: path})
+    info = inspect_source(f"hf://{repo}/{name}")
+    assert info.tokens is not None and info.bytes_fetched >= info.header_size
+    # The Hub answers the first GET with a redirect (commit, etag, size; no file bytes), the CDN sends
+    # the first 64 KiB and then, in one more request, up to the estimated end of the header.
+    assert fake_hub.file_requests(repo, name) == {"hub": 1, "cdn": 2}
+    assert info.header_size <= fake_hub.bytes_served(repo, name) <= 1.05 * info.header_size
+
+
+class _SlowServer(ThreadingHTTPServer):
+    """Serves one file over Range requests, dribbling every byte from ``slow_from`` on (loopback only, bounded)."""
+
+    daemon_threads = True
+
+    def __init__(self, data: bytes, slow_from: int) -> None:
+        self.data, self.slow_from, self.stop = data, slow_from, threading.Event()
+        super().__init__(("127.0.0.1", 0), _SlowHandler)
+
+
+class _SlowHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _SlowServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        data = self.server.data
+        start, end = (int(x) for x in self.headers["Range"].removeprefix("bytes=").split("-"))
+        end = min(end, len(data) - 1)
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+        self.send_header("Content-Length", str(end - start + 1))
+        self.end_headers()
+        try:
+            for pos in range(start, end + 1, 1 << 16):
+                if pos >= self.server.slow_from:
+                    break
+                self.wfile.write(data[pos:min(pos + (1 << 16), end + 1, self.server.slow_from)])
+            pos = max(start, self.server.slow_from)
+            # One byte every 0.2 s, for 10 s at most: the test's deadline is far shorter.
+            for i in range(50):
+                if pos + i > end or self.server.stop.wait(0.2):
+                    break
+                self.wfile.write(data[pos + i:pos + i + 1])
+                self.wfile.flush()
+        except OSError:
+            pass
+        self.close_connection = True
+
+
+@pytest.mark.parametrize("slow_from", [0, FIRST_READ], ids=["first request", "second request"])
+def test_a_slow_server_meets_the_header_deadline(fake_hub, monkeypatch, smollm2_path, slow_from):
+    server = _SlowServer(smollm2_path.read_bytes()[:4_000_000], slow_from)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    monkeypatch.setenv("SPECREG_HEADER_DEADLINE_SECONDS", "1.5")
+    started = time.monotonic()
+    try:
+        with pytest.raises(InspectError) as exc:
+            inspect_source(f"http://127.0.0.1:{server.server_port}/m.gguf")
+    finally:
+        server.stop.set()
+        server.shutdown()
+        server.server_close()
+    assert time.monotonic() - started < 4
+    assert "the header was not read within 1.5 s (SPECREG_HEADER_DEADLINE_SECONDS)" in _one_line(exc)
+
+
+def test_a_bad_header_deadline_setting_is_one_line(monkeypatch, smol_hub):
+    monkeypatch.setenv("SPECREG_HEADER_DEADLINE_SECONDS", "soon")
+    with pytest.raises(SourceError) as exc:
+        open_remote(f"hf://{SMOL}/{SMOL_FILE}")
+    assert "SPECREG_HEADER_DEADLINE_SECONDS: expected a positive number of seconds, got 'soon'" in _one_line(exc)
