@@ -20,7 +20,11 @@ from .info import InspectError, ModelInfo, inspect_source
 
 DEFAULT_MAX_HEADER_BYTES = 256 * 1024 * 1024
 MARKS = {True: "ok  ", False: "FAIL", None: "n/a "}
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# C0 and C1 controls (ESC, CSI, CR, newlines inside a value, …), plus the Unicode line separators and
+# bidirectional overrides that make a terminal show text in another order than it is.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# What json.dumps(ensure_ascii=False) leaves raw: it escapes only C0 controls.
+_JSON_RAW = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 class UserError(Exception):
@@ -29,7 +33,18 @@ class UserError(Exception):
 
 def terminal_safe(text: str) -> str:
     """Control characters (ESC, CR, newlines inside a value, …) as visible escapes."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _CONTROL.sub(_escape, text)
+
+
+def _escape(m: re.Match) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def json_text(data: object) -> str:
+    """Indented JSON for a terminal: UTF-8 kept, every control character escaped (still the same JSON)."""
+    # These characters occur only inside strings, where \uXXXX means the same character.
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(data, indent=2, ensure_ascii=False))
 
 
 def max_header_bytes() -> int:
@@ -52,7 +67,7 @@ def inspect(source: str, *, as_json: bool = False, tokens: int = 0, out: TextIO)
         d = info.to_dict()
         if tokens:
             d["tokens"] = info.token_texts(tokens)
-        out.write(json.dumps(d, indent=2, ensure_ascii=False) + "\n")
+        out.write(json_text(d) + "\n")
     else:
         out.write(format_info(info, tokens) + "\n")
     return 0
@@ -66,7 +81,7 @@ def check(target: str, draft: str, *, as_json: bool = False, out: TextIO) -> int
     except InspectError as exc:
         raise UserError(str(exc)) from None
     result = check_pair(t, d)
-    out.write((json.dumps(result.to_dict(), indent=2, ensure_ascii=False) if as_json else format_check(result)) + "\n")
+    out.write((json_text(result.to_dict()) if as_json else format_check(result)) + "\n")
     return 0 if result.compatible else 1
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -49,9 +50,20 @@ class FileSource:
     def open(cls, path: str | os.PathLike) -> FileSource:
         p = Path(path)
         try:
-            if p.is_dir():
+            # Checked before opening: opening a FIFO blocks until a writer appears, and reading a
+            # character device (/dev/zero, a terminal) never ends.
+            mode = os.stat(p).st_mode
+            if stat.S_ISDIR(mode):
                 raise SourceError(f"{p}: is a directory, not a GGUF file")
-            return cls(open(p, "rb"), str(path), owns=True)
+            if not _is_file(mode):
+                raise SourceError(f"{p}: is {_kind(mode)}, not a regular file")
+            # O_NONBLOCK: should the path be swapped for a FIFO after the check, open still returns at once.
+            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            if not _is_file(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise SourceError(f"{p}: is no longer a regular file")
+            os.set_blocking(fd, True)
+            return cls(os.fdopen(fd, "rb"), str(path), owns=True)
         except FileNotFoundError:
             raise SourceError(f"{p}: no such file") from None
         except PermissionError:
@@ -77,6 +89,21 @@ class FileSource:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _is_file(mode: int) -> bool:
+    """A regular file or a block device (a disk image): both have a size and can be read at any offset."""
+    return stat.S_ISREG(mode) or stat.S_ISBLK(mode)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "something else"
 
 
 def is_remote(spec: str) -> bool:

@@ -10,6 +10,8 @@ import sys
 from django.core.management.base import BaseCommand, CommandError, handle_default_options
 from django.db import connections
 
+from inspector.cli import terminal_safe
+
 
 class UserError(CommandError):
     """A failure to report as one line with exit status 2."""
@@ -28,7 +30,7 @@ class SpecregCommand(BaseCommand):
         def one_line_error(message: str) -> None:
             if not self.from_command_line:
                 raise UserError(f"{subcommand}: {message}")
-            sys.stderr.write(f"{subcommand}: {message} (see --help)\n")
+            sys.stderr.write(f"{subcommand}: {terminal_safe(message)} (see --help)\n")
             sys.exit(2)
 
         parser.error = one_line_error  # type: ignore[method-assign]
@@ -44,12 +46,13 @@ class SpecregCommand(BaseCommand):
         try:
             self.execute(*args, **cmd_options)
         except CommandError as exc:
-            sys.stderr.write(f"{argv[1]}: {exc}\n")
+            sys.stderr.write(f"{argv[1]}: {terminal_safe(str(exc))}\n")  # messages quote what files hold
             sys.exit(exc.returncode)
         except Exception as exc:  # a bug, or a failure we did not foresee: still one line
             if options.traceback:
                 raise
-            sys.stderr.write(f"{argv[1]}: unexpected {type(exc).__name__}: {exc} (run with --traceback for details)\n")
+            sys.stderr.write(f"{argv[1]}: unexpected {type(exc).__name__}: {terminal_safe(str(exc))} "
+                             "(run with --traceback for details)\n")
             sys.exit(2)
         except KeyboardInterrupt:
             sys.stderr.write(f"{argv[1]}: interrupted\n")
