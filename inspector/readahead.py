@@ -15,6 +15,7 @@ import struct
 
 FIRST_READ = 64 * 1024  # holds the general.* keys and the first few thousand tokens of every file seen
 MIN_FOLLOW_UP = 16 * 1024  # a re-estimate that was short: never ask for crumbs
+MAX_PLANNED = 32 << 20  # counts are not yet validated when we plan: a hostile one must not buy a huge read
 FOLLOW_UP_SLACK = 0.01  # of the bytes read: a third request means the file is unusual, so do not be short twice
 MARGIN = 0.03  # added to the estimated (not yet seen) bytes: the price of a second guess is a third request
 TENSOR_INFO = 72  # bytes per tensor info: name ("blk.12.ffn_down.weight") + dims + type + offset, ~62-66 seen
@@ -50,7 +51,7 @@ def next_read(buf: bytes | bytearray, need_end: int) -> int:
     end = known + int(guessed * (1 + MARGIN))
     if have > FIRST_READ:
         end += int(have * FOLLOW_UP_SLACK)
-    return max(need_end - have, end - have, MIN_FOLLOW_UP)
+    return max(need_end - have, min(end - have, MAX_PLANNED), MIN_FOLLOW_UP)
 
 
 def estimate_end(buf: bytes | bytearray) -> tuple[int, int] | None:
@@ -65,6 +66,8 @@ def estimate_end(buf: bytes | bytearray) -> tuple[int, int] | None:
     pos, guessed, limit = 24, 0.0, len(buf)
     seen: set[str] = set()
     n_tokens, model, token_avg = 0, "", 0.0
+    token_marks: list[int] = []  # positions of every 1024th token, once the whole token array is in
+    token_end = 0
     done = 0  # metadata entries whose size is known or guessed
     while done < n_kv:
         if pos + 8 > limit:
@@ -92,14 +95,21 @@ def estimate_end(buf: bytes | bytearray) -> tuple[int, int] | None:
             if etype in _SCALARS:
                 pos += count * _SCALARS[etype]
             elif etype == _STRING:
-                pos, rest, avg = _walk_strings(buf, pos, count, u64)
+                pos, rest, avg, marks = _walk_strings(buf, pos, count, u64)
                 if key == "tokenizer.ggml.tokens":
                     n_tokens = count
                     if rest:  # the sample so far is the vocabulary's shortest pieces: trust it only past half
                         avg = avg if count - rest >= count // 2 else max(avg, token_length_prior(count))
+                    else:
+                        token_marks, token_end = marks, pos
                     token_avg = avg
-                elif key == "tokenizer.ggml.merges" and rest and count - rest < count // 2:
-                    avg = max(avg, (token_avg or token_length_prior(n_tokens or count)) + 1)
+                elif key == "tokenizer.ggml.merges" and rest:
+                    if token_marks and rest <= n_tokens:
+                        # BPE lists merges in rank order and tokens in the order merges made them, so the
+                        # merges not seen yet are the last tokens' texts with a space in each.
+                        avg = _tail_average(token_marks, token_end, n_tokens, rest) + 1
+                    elif count - rest < count // 2:
+                        avg = max(avg, (token_avg or token_length_prior(n_tokens or count)) + 1)
                 guessed += rest * (8 + avg)
             else:
                 return None  # arrays of arrays: no real tokenizer has them
@@ -129,8 +139,9 @@ def estimate_end(buf: bytes | bytearray) -> tuple[int, int] | None:
     return pos, int(guessed)
 
 
-def _walk_strings(buf: bytes | bytearray, pos: int, count: int, u64) -> tuple[int, int, float]:
-    """Follow length prefixes as far as ``buf`` goes: (position reached, elements left, average length).
+def _walk_strings(buf: bytes | bytearray, pos: int, count: int, u64) -> tuple[int, int, float, list[int]]:
+    """Follow length prefixes as far as ``buf`` goes: (position reached, elements left, average length,
+    the position of every 1024th element).
 
     The average is of the later half of the elements seen (the best guess for those not seen yet:
     a BPE vocabulary lists its short pieces first).
@@ -143,7 +154,14 @@ def _walk_strings(buf: bytes | bytearray, pos: int, count: int, u64) -> tuple[in
         if not i & 1023:
             marks.append(pos)
     if i == 0:
-        return pos, count, 0.0
+        return pos, count, 0.0, marks
     mid = (i // 2) >> 10
     n_later = i - (mid << 10)
-    return pos, count - i, (pos - marks[mid]) / n_later - 8
+    return pos, count - i, (pos - marks[mid]) / n_later - 8, marks
+
+
+def _tail_average(marks: list[int], end: int, count: int, tail: int) -> float:
+    """Average text length of the last ``tail`` strings of an array walked whole (to 1024-element precision)."""
+    k = (count - tail) >> 10
+    n = count - (k << 10)
+    return (end - marks[k]) / n - 8

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,6 +13,7 @@ from huggingface_hub import constants
 import tests.hub
 from inspector.hub_names import shard_names
 from inspector.info import InspectError, inspect_source
+from inspector import readahead
 from inspector.readahead import FIRST_READ
 from inspector.remote import list_gguf_files, open_remote, parse_hf_spec, search_models
 from inspector.sources import SourceError, open_source
@@ -367,3 +369,15 @@ def test_a_bad_header_deadline_setting_is_one_line(monkeypatch, smol_hub):
     with pytest.raises(SourceError) as exc:
         open_remote(f"hf://{SMOL}/{SMOL_FILE}")
     assert "SPECREG_HEADER_DEADLINE_SECONDS: expected a positive number of seconds, got 'soon'" in _one_line(exc)
+
+
+def test_the_read_ahead_trusts_no_count_it_has_not_seen_validated():
+    # A vocabulary claiming a billion tokens: the plan is capped, the parser refuses the count later.
+    key = b"tokenizer.ggml.tokens"
+    head = (b"GGUF" + struct.pack("<IQQ", 3, 10**9, 10**15) + struct.pack("<Q", len(key)) + key
+            + struct.pack("<IIQ", 9, 8, 10**9))
+    buf = head + b"".join(struct.pack("<Q", 5) + b"token" for _ in range(FIRST_READ // 13))
+    assert readahead.next_read(buf, len(buf) + 8) == readahead.MAX_PLANNED
+    assert readahead.next_read(b"", 4) == FIRST_READ
+    # not a layout it knows: grow as a plain reader would
+    assert readahead.next_read(b"NOPE" + bytes(4 * FIRST_READ), 10) == FIRST_READ + 1
