@@ -25,11 +25,10 @@ from .readahead import FIRST_READ
 from .sources import SourceError
 
 # huggingface_hub's shared client has no timeout at all; a dead host must fail fast, a slow CDN may take a while.
-TIMEOUT = httpx2.Timeout(30.0, connect=10.0)
 READ_TIMEOUT, CONNECT_TIMEOUT = 30.0, 10.0
 DEFAULT_HEADER_DEADLINE = 60.0  # seconds for one whole header read; see header_deadline_seconds
 MAX_REDIRECTS = 10
-MAX_ERROR_BODY = 1 << 20  # an error answer larger than this is not read (huggingface_hub reads it whole)
+MAX_ERROR_BODY = 64 << 10  # of an error answer's body, read for its message
 
 
 def header_deadline_seconds() -> float:
@@ -307,9 +306,18 @@ def _expect_partial(name: str, r: httpx2.Response) -> None:
     if r.status_code == 200:
         # Leaving the caller's block closes the connection before the body is read.
         raise SourceError(f"{name}: server ignored the Range request; refusing to download the whole file")
-    length = r.headers.get("Content-Length", "")
-    if r.status_code >= 400 and length.isdigit() and int(length) <= MAX_ERROR_BODY:
-        hf_raise_for_status(r)  # the Hub's errors (gated, missing repo/revision/file), from headers and body
+    if r.status_code >= 400:
+        # The Hub's errors (gated, missing repo/revision/file) come from huggingface_hub, which reads the
+        # whole body for its message: hand it a copy holding at most MAX_ERROR_BODY bytes of it.
+        body = bytearray()
+        for chunk in r.iter_bytes():
+            body += chunk
+            if len(body) >= MAX_ERROR_BODY:
+                break
+        headers = {k: v for k, v in r.headers.items() if k.lower() not in ("content-length", "content-encoding",
+                                                                            "transfer-encoding")}
+        hf_raise_for_status(httpx2.Response(r.status_code, headers=headers, content=bytes(body[:MAX_ERROR_BODY]),
+                                            request=r.request))
     raise SourceError(f"{name}: unexpected HTTP {r.status_code} to a Range request")
 
 
