@@ -15,14 +15,12 @@ import re
 import sys
 from typing import TextIO
 
-from .compat import PairCheck, check_pair, show, token_label
+from .compat import PairCheck, check_pair, token_label
 from .info import InspectError, ModelInfo, inspect_source
+from .tokens import escape_controls, quoted
 
 DEFAULT_MAX_HEADER_BYTES = 256 * 1024 * 1024
 MARKS = {True: "ok  ", False: "FAIL", None: "n/a "}
-# C0 and C1 controls (ESC, CSI, CR, newlines inside a value, …), plus the Unicode line separators and
-# bidirectional overrides that make a terminal show text in another order than it is.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 # What json.dumps(ensure_ascii=False) leaves raw: it escapes only C0 controls.
 _JSON_RAW = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -31,14 +29,7 @@ class UserError(Exception):
     """A failure to report as one line with exit status 2."""
 
 
-def terminal_safe(text: str) -> str:
-    """Control characters (ESC, CR, newlines inside a value, …) as visible escapes."""
-    return _CONTROL.sub(_escape, text)
-
-
-def _escape(m: re.Match) -> str:
-    c = ord(m.group())
-    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+terminal_safe = escape_controls  # control characters (ESC, CR, newlines inside a value, …) as visible escapes
 
 
 def json_text(data: object) -> str:
@@ -115,7 +106,7 @@ def format_info(info: ModelInfo, n_tokens: int = 0) -> str:
             f"{token_label(info, t.eos_id)}{' (default)' if t.eos_defaulted else ''}  (effective)",
         ]
         for name, sp in t.special.items():
-            lines.append(f"  {name + ' id':<13} {sp.id} {sp.text!r}" if sp.text is not None
+            lines.append(f"  {name + ' id':<13} {sp.id} '{sp.text}'" if sp.text is not None
                          else f"  {name + ' id':<13} {sp.id} (outside the vocabulary)")
         lines.append(f"  vocab key     {t.vocab_key}")
         lines.append(f"  token table   sha256 {t.table_sha256 or '-'}")
@@ -127,7 +118,7 @@ def format_info(info: ModelInfo, n_tokens: int = 0) -> str:
     if n_tokens and info.tokens is not None:
         lines.append(f"  first {min(n_tokens, info.tokens.count)} tokens:")
         for i in range(min(n_tokens, info.tokens.count)):
-            lines.append(f"    {i:>7} {show(info.tokens.text(i))!r}")
+            lines.append(f"    {i:>7} {quoted(info.tokens.text(i))}")
     lines.append("  tensor types  " + ", ".join(f"{k} ×{v}" for k, v in sorted(info.tensor_types.items())))
     return "\n".join(terminal_safe(line) for line in lines)
 

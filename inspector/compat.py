@@ -10,7 +10,7 @@ from typing import Any
 
 from .info import ModelInfo
 from .llama_rules import LLAMA_CPP_BUILD, RS_ROLLBACK_ARCHS, VOCAB_TYPE_LABELS
-from .tokens import CHECK_START_ID, MAX_SIZE_DIFFERENCE, first_text_mismatch, readable
+from .tokens import CHECK_START_ID, MAX_SIZE_DIFFERENCE, first_text_mismatch, quoted, readable
 
 
 
@@ -65,7 +65,7 @@ def token_label(info: ModelInfo, token_id: int) -> str:
         return "none"
     if info.tokens is None or token_id >= info.tokens.count:
         return f"{token_id}"
-    return f"{token_id} {show(info.tokens.text(token_id))!r}"
+    return f"{token_id} {quoted(info.tokens.text(token_id))}"
 
 
 def _side(info: ModelInfo) -> dict[str, Any]:
@@ -171,7 +171,7 @@ def _token_text(target: ModelInfo, draft: ModelInfo) -> tuple[Check, Any]:
     mm = first_text_mismatch(target.tokens, draft.tokens)
     if mm is None:
         return Check("token_text", True, f"Token texts are identical for ids {CHECK_START_ID} to {n - 1:,}."), None
-    return Check("token_text", False, f"Token {mm.token_id:,} differs: target {show(mm.target)!r}, draft {show(mm.draft)!r} "
+    return Check("token_text", False, f"Token {mm.token_id:,} differs: target {quoted(mm.target)}, draft {quoted(mm.draft)} "
                  f"(llama.cpp compares ids {CHECK_START_ID} to {n - 1:,}; this is the first difference)."), mm
 
 

@@ -7,6 +7,7 @@ token.
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 from array import array
 from dataclasses import dataclass
@@ -165,3 +166,27 @@ def _first_differing_element(a: TokenTable, b: TokenTable, lo: int, hi: int) -> 
 def readable(text: bytes) -> str:
     """Token text for people, the one way specreg shows it: UTF-8 where it is, \\x escapes for other bytes."""
     return text.decode("utf-8", errors="backslashreplace")
+
+
+# C0 and C1 controls (ESC, CSI, CR, newlines inside a value, …), plus the Unicode line separators and
+# bidirectional overrides that make a terminal show text in another order than it is.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """Control characters as visible escapes (``\\x1b``, ``\\u202e``), so text from a file cannot drive a terminal."""
+    return _CONTROL.sub(_escape, text)
+
+
+def _escape(m: re.Match) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def quoted(text: bytes | None) -> str:
+    """A token in a sentence or on a terminal: ``readable`` text with controls escaped, in quotes; "(none)" for none.
+
+    Invalid bytes and control characters both read ``\\xNN`` this way (``repr`` would double the
+    backslash of one and not the other).
+    """
+    return "(none)" if text is None else "'" + escape_controls(readable(text)) + "'"

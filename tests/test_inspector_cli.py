@@ -108,3 +108,14 @@ def test_call_command_prints_what_the_command_line_prints(tmp_path, smollm2_path
     with pytest.raises(CommandError) as err:
         call_command("inspect_gguf", str(tmp_path / "missing.gguf"))
     assert err.value.returncode == 2 and str(err.value) == f"{tmp_path / 'missing.gguf'}: no such file"
+
+
+def test_a_token_is_shown_one_way_wherever_it_appears(tmp_path):
+    path = write_gguf(tmp_path / "t.gguf", tokens=[b"<unk>", b"\xff<s>\x1b"] + vocab(300)[2:], bos=1, add_bos=True)
+    r = run("inspect_gguf", str(path), "--tokens", "2")
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if "<s>" in line]
+    # the BOS/EOS line, the "bos id" line and the token list: an invalid byte and ESC both read \xNN
+    assert len(lines) == 3 and all("1 '\\xff<s>\\x1b'" in line for line in lines), lines
+    r = run("inspect_gguf", str(path), "--tokens", "2", "--json")
+    assert json.loads(r.stdout)["tokens"][1] == "\\xff<s>\x1b"  # JSON: the same text, its own escaping
