@@ -1,11 +1,15 @@
 """inspector.remote through the real huggingface_hub client against the local fake Hub, with real GGUF files."""
 from __future__ import annotations
 
+import os
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from huggingface_hub import constants
@@ -19,6 +23,7 @@ from inspector.remote import list_gguf_files, open_remote, parse_hf_spec, search
 from inspector.sources import SourceError, open_source
 from tests.models import MODELS, model_path
 
+ROOT = Path(__file__).resolve().parent.parent
 SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
 SMOL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -381,3 +386,33 @@ def test_the_read_ahead_trusts_no_count_it_has_not_seen_validated():
     assert readahead.next_read(b"", 4) == FIRST_READ
     # not a layout it knows: grow as a plain reader would
     assert readahead.next_read(b"NOPE" + bytes(4 * FIRST_READ), 10) == FIRST_READ + 1
+
+
+def test_inspect_gguf_gives_up_on_a_dribbling_server_in_one_line(fake_hub, smollm2_path):
+    server = _SlowServer(smollm2_path.read_bytes()[:4_000_000], 0)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/m.gguf"
+    started = time.monotonic()
+    try:
+        r = subprocess.run([sys.executable, "manage.py", "inspect_gguf", url], cwd=ROOT, capture_output=True,
+                           text=True, timeout=60, env={**os.environ, "SPECREG_HEADER_DEADLINE_SECONDS": "1"})
+    finally:
+        server.stop.set()
+        server.shutdown()
+        server.server_close()
+    assert time.monotonic() - started < 10  # interpreter start-up included
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == (f"inspect_gguf: {url}: the header was not read within 1 s "
+                        "(SPECREG_HEADER_DEADLINE_SECONDS); the server is too slow\n")
+
+
+def test_check_pair_over_the_hub_reads_each_header_with_two_range_requests(fake_hub, qwen05_header_path,
+                                                                           qwen15_header_path):
+    fake_hub.add_repo("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", {"q4_k_m.gguf": qwen05_header_path})
+    fake_hub.add_repo("Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", {"q4_k_m.gguf": qwen15_header_path})
+    r = subprocess.run([sys.executable, "manage.py", "check_pair", "hf://Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF/q4_k_m.gguf",
+                        "hf://Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF/q4_k_m.gguf"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("Compatible: "), r.stderr
+    for repo in ("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"):
+        assert fake_hub.file_requests(repo, "q4_k_m.gguf") == {"hub": 1, "cdn": 2}
