@@ -4,8 +4,12 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 import httpx2
@@ -58,9 +62,12 @@ class Deadline:
         """Seconds left; raises the one-line error once none are."""
         left = self.at - time.monotonic()
         if left <= 0:
-            raise SourceError(f"{name}: the header was not read within {self.seconds:g} s "
-                              "(SPECREG_HEADER_DEADLINE_SECONDS); the server is too slow")
+            raise self.error(name)
         return left
+
+    def error(self, name: str) -> SourceError:
+        return SourceError(f"{name}: the header was not read within {self.seconds:g} s "
+                           "(SPECREG_HEADER_DEADLINE_SECONDS); the server is too slow")
 
     def timeout(self, name: str) -> httpx2.Timeout:
         left = self.check(name)
@@ -259,8 +266,7 @@ class HttpSource:
         end = start + n - 1 if self.size is None else min(start + n, self.size) - 1
         headers = {**self._headers, "Range": f"bytes={start}-{end}"}
         try:
-            with get_session().stream("GET", self.url, headers=headers, timeout=self.deadline.timeout(self.name),
-                                      follow_redirects=True) as r:
+            with _stream(self.name, self.url, headers, self.deadline, follow_redirects=True) as r:
                 if r.status_code == 416:
                     total = self._learn_size(r.headers.get("Content-Range"))
                     if total is not None and start >= total:
@@ -297,6 +303,47 @@ class HttpSource:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextmanager
+def _stream(name: str, url: str, headers: dict[str, str], deadline: Deadline, *,
+            follow_redirects: bool) -> Iterator[httpx2.Response]:
+    """GET ``url`` through huggingface_hub's client as a stream, waiting for the answer no longer than the deadline.
+
+    Timeouts bound each socket read, so a server dribbling its status line and headers a byte at a
+    time never trips them, and the shared client has no total timeout. So the request is sent from
+    a helper thread that the deadline can walk away from; the thread closes the answer should it
+    still arrive. (The body is read here, with the deadline checked between chunks: ``_receive``.)
+    """
+    session = get_session()
+    request = session.build_request("GET", url, headers=headers, timeout=deadline.timeout(name))
+    box: dict[str, Any] = {}
+    abandoned = threading.Event()
+
+    def send() -> None:
+        try:
+            box["response"] = session.send(request, stream=True, follow_redirects=follow_redirects)
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            box["error"] = exc
+            return
+        if abandoned.is_set():
+            box["response"].close()
+
+    sender = threading.Thread(target=send, name="specreg-range-get", daemon=True)
+    sender.start()
+    sender.join(max(0.0, deadline.at - time.monotonic()))
+    if sender.is_alive():
+        abandoned.set()
+        if "response" in box:  # it arrived between the join and the flag
+            box["response"].close()
+        raise deadline.error(name)
+    if "error" in box:
+        raise box["error"]
+    response: httpx2.Response = box["response"]
+    try:
+        yield response
+    finally:
+        response.close()
 
 
 def _expect_partial(name: str, r: httpx2.Response) -> None:
@@ -365,8 +412,7 @@ def _first_read(name: str, url: str, headers: dict[str, str], deadline: Deadline
     try:
         for _ in range(MAX_REDIRECTS):
             ask = {**headers, "Range": f"bytes=0-{FIRST_READ - 1}"}
-            with get_session().stream("GET", url, headers=ask, timeout=deadline.timeout(name),
-                                      follow_redirects=False) as r:
+            with _stream(name, url, ask, deadline, follow_redirects=False) as r:
                 commit = r.headers.get(constants.HUGGINGFACE_HEADER_X_REPO_COMMIT) or commit
                 etag = _etag(r.headers.get(constants.HUGGINGFACE_HEADER_X_LINKED_ETAG)) or etag
                 linked = r.headers.get(constants.HUGGINGFACE_HEADER_X_LINKED_SIZE, "")

@@ -320,6 +320,28 @@ class _SlowServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _SlowHandler)
 
 
+class _SlowHeaders(BaseHTTPRequestHandler):
+    """Dribbles even the status line and headers, a byte every 0.2 s (for 10 s at most)."""
+
+    protocol_version = "HTTP/1.1"
+    server: _SlowServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        head = b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-3/4\r\nContent-Length: 4\r\n\r\nGGUF"
+        try:
+            for i in range(min(len(head), 50)):
+                if self.server.stop.wait(0.2):
+                    break
+                self.wfile.write(head[i:i + 1])
+                self.wfile.flush()
+        except OSError:
+            pass
+        self.close_connection = True
+
+
 class _SlowHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _SlowServer
@@ -352,9 +374,11 @@ class _SlowHandler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
-@pytest.mark.parametrize("slow_from", [0, FIRST_READ], ids=["first request", "second request"])
+@pytest.mark.parametrize("slow_from", [0, FIRST_READ, -1], ids=["first request", "second request", "headers"])
 def test_a_slow_server_meets_the_header_deadline(fake_hub, monkeypatch, smollm2_path, slow_from):
     server = _SlowServer(smollm2_path.read_bytes()[:4_000_000], slow_from)
+    if slow_from < 0:
+        server.RequestHandlerClass = _SlowHeaders
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     monkeypatch.setenv("SPECREG_HEADER_DEADLINE_SECONDS", "1.5")
     started = time.monotonic()
