@@ -4,7 +4,15 @@ Written by hand because gguf-py's ``GGUFReader`` memory-maps the whole file (so 
 partial or remote file) and builds a numpy object per token (~13 s on a 262k-token vocabulary).
 This reader pulls bytes from a ``Source`` on demand, checks every length against the bytes that
 can exist before using it, keeps large arrays as byte ranges, and walks string arrays by their
-length prefixes only. Constants come from ``ggml_constants`` (the pinned build's).
+length prefixes only. Constants come from ``ggml_constants`` and ``ggml_types`` (the pinned build's).
+
+It refuses what ``gguf_init_from_file_impl`` (ggml/src/gguf.cpp, b11434) refuses from the header
+alone, in the same order, with llama.cpp's reason in words; tests/test_gguf_agrees.py holds the two
+verdicts equal on generated files. Its cost is bounded: every count is checked against the bytes
+that exist (and fetched) before anything is allocated for it, arrays are walked without a Python
+object per element, and the objects a header may make are capped (MAX_KEYS, MAX_TENSORS,
+DECODE_BUDGET), so time follows the header's bytes and memory stays within a few times them.
+One thing differs on purpose: a big-endian file is read (llama.cpp reads it only on a big-endian host).
 """
 from __future__ import annotations
 
@@ -14,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .ggml_constants import GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFValueType
+from .ggml_types import GGML_MAX_DIMS, GGML_MAX_NAME, GGML_TYPE_COUNT, TYPE_TRAITS, TypeTraits
 
 from .readahead import next_read
 from .sources import Source, SourceError
@@ -24,13 +33,38 @@ SCALAR_FORMATS: dict[int, str] = {
     T.FLOAT32: "f", T.BOOL: "?", T.UINT64: "Q", T.INT64: "q", T.FLOAT64: "d",
 }
 SCALAR_SIZES = {t: struct.calcsize("<" + f) for t, f in SCALAR_FORMATS.items()}
-MAX_NESTING = 4  # arrays of arrays nest this deep at most; real files use 1
 SMALL_ARRAY = 64  # arrays up to this many elements are decoded; longer ones stay byte ranges
 MIN_CHUNK = 256 * 1024
+
+# gguf.cpp's own limits, and its integer widths.
+GGUF_MAX_STRING_LENGTH = 1024 * 1024 * 1024
+GGUF_MAX_ARRAY_ELEMENTS = 1024 * 1024 * 1024
+INT64_MAX = 2**63 - 1
+UINT64_MAX = 2**64 - 1
+GGUF_VERSION = 3
+
+# specreg's cost budget for one header (llama.cpp has none): real models have under 100 keys and a
+# few thousand tensors; each key or tensor costs a few hundred bytes of Python objects.
+MAX_KEYS = 65_536
+MAX_TENSORS = 65_536
+DECODE_BUDGET = 65_536  # small-array elements decoded to Python values per header; the rest stay ArrayRefs
+
+# Fewest bytes one item can take: a key-value pair (key length, a 1-byte key, type, a u8 value),
+# a string-array element (its length), a tensor info (name length, n_dims, type, offset).
+MIN_KV = 8 + 1 + 4 + 1
+MIN_TENSOR_INFO = 8 + 4 + 4 + 8
 
 
 class GGUFError(Exception):
     """The bytes are not a readable GGUF header; the message is one line."""
+
+
+class GGUFTruncated(GGUFError):
+    """The bytes ended before the header did; ``need`` is a lower bound of where the header ends."""
+
+    def __init__(self, message: str, need: int) -> None:
+        super().__init__(message)
+        self.need = need
 
 
 @dataclass
@@ -47,12 +81,13 @@ class ArrayRef:
         return f"[{self.count} × {T(self.type).name.lower()}]"
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorInfo:
     name: str
     shape: tuple[int, ...]
     type: int
-    offset: int
+    offset: int  # of its data, from the start of the data section
+    nbytes: int = 0  # ggml_nbytes: the bytes its data takes
 
     @property
     def n_elements(self) -> int:
@@ -77,6 +112,8 @@ class Header:
     file_size: int | None
     buf: bytes = field(repr=False)
     bytes_fetched: int = 0
+    data_end: int = 0  # just past the last tensor's data (data_offset when there are no tensors)
+    data_complete: bool | None = True  # every tensor's data inside the file; None: the file's size is unknown
 
     def string_at(self, ref: ArrayRef, i: int) -> bytes:
         """Raw bytes of element ``i`` of a string array."""
@@ -101,6 +138,10 @@ class _Cursor:
         self.pos = 0
         self.eof = False
         self.bo = "<"
+        # Fewest bytes the structures around the current item still need (items left × their minimum
+        # size): a truncation error adds it, so its ``need`` is a lower bound of the header's end.
+        self.after = 0
+        self.decoded = 0  # small-array elements turned into Python objects so far (DECODE_BUDGET)
 
     def need(self, n: int, what: str) -> None:
         end = self.pos + n
@@ -110,10 +151,12 @@ class _Cursor:
             raise GGUFError(f"{what} at offset {self.pos} would put the header past the {self.cap:,}-byte cap")
         size = self.src.size
         if size is not None and end > size:
-            raise GGUFError(f"{what} at offset {self.pos} needs {n:,} bytes but the file ends at {size:,} (truncated or corrupt)")
+            raise GGUFTruncated(f"{what} at offset {self.pos} needs {n:,} bytes but the file ends at {size:,} (truncated or corrupt)",
+                                end + self.after)
         while len(self.buf) < end:
             if self.eof:
-                raise GGUFError(f"{what} at offset {self.pos}: file ends at {len(self.buf):,} bytes (truncated)")
+                raise GGUFTruncated(f"{what} at offset {self.pos}: file ends at {len(self.buf):,} bytes (truncated)",
+                                    end + self.after)
             if getattr(self.src, "costly_reads", False):
                 # Each read is a round trip (HTTP Range): size it from what the header has shown so far.
                 want = next_read(self.buf, end)
@@ -149,6 +192,9 @@ class _Cursor:
 
     def string(self, what: str) -> bytes:
         n = self.unpack("Q", what + " length")
+        if n > GGUF_MAX_STRING_LENGTH:
+            raise GGUFError(f"{what} at offset {self.pos - 8} is {n:,} bytes long, over llama.cpp's limit of "
+                            f"{GGUF_MAX_STRING_LENGTH:,} bytes per string")
         self.check_count(n, 1, what)
         self.need(n, what)
         s = bytes(self.buf[self.pos : self.pos + n])
@@ -156,44 +202,52 @@ class _Cursor:
         return s
 
 
-def _value(c: _Cursor, vtype: int, key: str, depth: int) -> Any:
+def _shown(name: str | bytes) -> str:
+    """A name from the file for an error message: decoded, and short."""
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", errors="backslashreplace")
+    return name if len(name) <= 80 else name[:77] + "..."
+
+
+def _value(c: _Cursor, vtype: int, key: str) -> Any:
     if vtype in SCALAR_FORMATS:
         return c.unpack(SCALAR_FORMATS[vtype], f"value of {key}")
     if vtype == T.STRING:
         return c.string(f"value of {key}").decode("utf-8", errors="replace")
     if vtype == T.ARRAY:
-        if depth >= MAX_NESTING:
-            raise GGUFError(f"{key}: arrays nested deeper than {MAX_NESTING} levels")
-        etype = c.unpack("I", f"array type of {key}")
+        etype = c.unpack("i", f"array type of {key}")
         count = c.unpack("Q", f"array length of {key}")
-        return _array(c, etype, count, key, depth + 1)
-    raise GGUFError(f"{key}: unknown value type {vtype} at offset {c.pos - 4}")
+        return _array(c, etype, count, key)
+    raise GGUFError(f"key '{_shown(key)}' has unknown value type {vtype} (llama.cpp knows types 0 to {len(T) - 1})")
 
 
-def _array(c: _Cursor, etype: int, count: int, key: str, depth: int) -> Any:
+def _array(c: _Cursor, etype: int, count: int, key: str) -> Any:
+    if etype == T.ARRAY:  # gguf.cpp has no reader for these; gguf-py can write them
+        raise GGUFError(f"key '{_shown(key)}' is an array of arrays, which llama.cpp cannot read")
+    if etype not in SCALAR_FORMATS and etype != T.STRING:
+        raise GGUFError(f"key '{_shown(key)}' is an array of unknown value type {etype} "
+                        f"(llama.cpp knows types 0 to {len(T) - 1})")
+    if count > GGUF_MAX_ARRAY_ELEMENTS:
+        raise GGUFError(f"array {_shown(key)} has {count:,} elements, over llama.cpp's limit of {GGUF_MAX_ARRAY_ELEMENTS:,}")
+    decode = count <= SMALL_ARRAY and c.decoded + count <= DECODE_BUDGET
     if etype in SCALAR_FORMATS:
         size = SCALAR_SIZES[etype]
         c.check_count(count, size, f"array {key}")
-        if count <= SMALL_ARRAY:
-            c.need(count * size, f"array {key}")
-            vals = list(struct.unpack_from(f"{c.bo}{count}{SCALAR_FORMATS[etype]}", c.buf, c.pos))
-            c.pos += count * size
-            return vals
-        start = c.pos
         c.need(count * size, f"array {key}")
+        start = c.pos
         c.pos += count * size
+        if decode:
+            c.decoded += count
+            return list(struct.unpack_from(f"{c.bo}{count}{SCALAR_FORMATS[etype]}", c.buf, start))
         return ArrayRef(etype, count, start, c.pos)
-    if etype == T.STRING:
-        c.check_count(count, 8, f"array {key}")
-        if count <= SMALL_ARRAY:
-            return [c.string(f"{key}[{i}]").decode("utf-8", errors="replace") for i in range(count)]
-        return _string_array(c, count, key)
-    if etype == T.ARRAY:
-        c.check_count(count, 12, f"array {key}")
-        if depth >= MAX_NESTING:
-            raise GGUFError(f"{key}: arrays nested deeper than {MAX_NESTING} levels")
-        return [_value(c, T.ARRAY, key, depth) for _ in range(count)]
-    raise GGUFError(f"{key}: unknown array element type {etype} at offset {c.pos - 12}")
+    c.check_count(count, 8, f"array {key}")
+    # Every element has at least its 8-byte length: fetch those bytes (they prove the count) before
+    # allocating anything per element.
+    c.need(count * 8, f"array {key}")
+    if decode:
+        c.decoded += count
+        return [c.string(f"{key}[{i}]").decode("utf-8", errors="replace") for i in range(count)]
+    return _string_array(c, count, key)
 
 
 def _string_array(c: _Cursor, count: int, key: str) -> ArrayRef:
@@ -204,23 +258,51 @@ def _string_array(c: _Cursor, count: int, key: str) -> ArrayRef:
     the next length prefix also proves the previous string's bytes are there.
     """
     start = c.pos
-    offsets = array("Q", bytes(8 * count))
+    offsets = array("Q", [0]) * count  # made in place: no temporary of the same size
     unpack = struct.Struct(c.bo + "Q").unpack_from
     buf = c.buf
     limit = len(buf) - 8
     pos = start
+    after = c.after
     for i in range(count):
         if pos > limit:
             c.pos = pos
+            c.after = after + (count - i - 1) * 8
             c.need(8, f"{key}[{i}]")
             buf = c.buf
             limit = len(buf) - 8
         offsets[i] = pos
         pos += 8 + unpack(buf, pos)[0]
     c.pos = offsets[count - 1] if count else start
+    c.after = after
     c.need(pos - c.pos, f"{key}[{count - 1}]")
     c.pos = pos
+    if pos - start - 8 * count > GGUF_MAX_STRING_LENGTH:  # only then can one element be over the limit
+        ends = offsets[1:] + array("Q", [pos])
+        longest = max(e - o - 8 for o, e in zip(offsets, ends))
+        if longest > GGUF_MAX_STRING_LENGTH:
+            raise GGUFError(f"array {_shown(key)} holds a string of {longest:,} bytes, over llama.cpp's limit of "
+                            f"{GGUF_MAX_STRING_LENGTH:,} bytes per string")
     return ArrayRef(T.STRING, count, start, pos, offsets)
+
+
+def _ggml_nbytes(ne: list[int], tr: TypeTraits) -> int:
+    """ggml_nbytes of a tensor, with size_t's wrap-around (ggml/src/ggml.c), from its four dims."""
+    if any(d <= 0 for d in ne):
+        return 0
+    nb = [tr.type_size, 0, 0, 0]
+    nb[1] = (nb[0] * (ne[0] // tr.blck_size)) & UINT64_MAX
+    nb[2] = (nb[1] * ne[1]) & UINT64_MAX
+    nb[3] = (nb[2] * ne[2]) & UINT64_MAX
+    if tr.blck_size == 1:
+        n = tr.type_size
+        for i in range(4):
+            n = (n + (ne[i] - 1) * nb[i]) & UINT64_MAX
+        return n
+    n = ((ne[0] * nb[0]) & UINT64_MAX) // tr.blck_size
+    for i in range(1, 4):
+        n = (n + (ne[i] - 1) * nb[i]) & UINT64_MAX
+    return n
 
 
 def read_header(src: Source, max_header_bytes: int = 256 * 1024 * 1024, tensors: bool = True) -> Header:
@@ -241,49 +323,147 @@ def _read(c: _Cursor, src: Source, want_tensors: bool) -> Header:
         raise GGUFError(f"not a GGUF file (magic {head!r}, expected b'GGUF')")
     c.pos = 4
     version = c.unpack("I", "version")
+    if version == 0:
+        raise GGUFError("GGUF version 0 is not a valid version (corrupt header)")
     if version & 0xFFFF == 0:  # written big-endian: the version reads byte-swapped
         c.bo = ">"
         version = struct.unpack(">I", struct.pack("<I", version))[0]
     if version == 1:
         raise GGUFError("GGUF version 1 is not supported (it predates llama.cpp's current format; reconvert the model)")
-    if version not in (2, 3):
-        raise GGUFError(f"unknown GGUF version {version}")
-    n_tensors = c.unpack("Q", "tensor count")
-    n_kv = c.unpack("Q", "metadata count")
-    c.check_count(n_kv, 8 + 4 + 1, "metadata count")
+    if version & 0xFFFF == 0 or version > GGUF_VERSION:
+        raise GGUFError(f"unknown GGUF version {version} (llama.cpp reads versions 2 and {GGUF_VERSION})")
+    n_tensors = c.unpack("q", "tensor count")
+    if n_tensors < 0:
+        raise GGUFError(f"the tensor count is negative ({n_tensors:,}): corrupt header")
+    n_kv = c.unpack("q", "metadata count")
+    if n_kv < 0:
+        raise GGUFError(f"the metadata key count is negative ({n_kv:,}): corrupt header")
+    c.check_count(n_kv, MIN_KV, "metadata count")
+    if want_tensors:
+        c.check_count(n_tensors, MIN_TENSOR_INFO, "tensor count")
+    if n_kv > MAX_KEYS:
+        raise GGUFError(f"the header declares {n_kv:,} metadata keys; specreg reads at most {MAX_KEYS:,} "
+                        "(real models have under a hundred)")
+    if want_tensors and n_tensors > MAX_TENSORS:
+        raise GGUFError(f"the header declares {n_tensors:,} tensors; specreg reads at most {MAX_TENSORS:,} per file")
+    tail = n_tensors * MIN_TENSOR_INFO if want_tensors else 0
     kv: dict[str, Any] = {}
     kv_types: dict[str, int] = {}
+    odd_keys: set[bytes] = set()  # keys that are not UTF-8, compared as the bytes llama.cpp compares
     for i in range(n_kv):
+        c.after = (n_kv - i - 1) * MIN_KV + tail
         raw = c.string(f"key #{i}")
+        if not raw:
+            raise GGUFError(f"metadata key #{i} is empty (llama.cpp refuses files with an empty key)")
         try:
             key = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise GGUFError(f"key #{i} at offset {c.pos - len(raw)} is not valid UTF-8") from None
-        vtype = c.unpack("I", f"type of {key}")
+            duplicate = key in kv_types
+        except UnicodeDecodeError:  # llama.cpp takes any bytes; show them escaped
+            key = raw.decode("utf-8", errors="backslashreplace")
+            duplicate = raw in odd_keys
+            odd_keys.add(raw)
+            while key in kv_types and not duplicate:  # an escaped form that a UTF-8 key spells literally
+                key += "'"
+        if duplicate:
+            raise GGUFError(f"metadata key '{_shown(key)}' appears twice (pair #{i}); llama.cpp refuses duplicate keys")
+        vtype = c.unpack("i", f"type of {key}")
         kv_types[key] = vtype
-        kv[key] = _value(c, vtype, key, 0)
-    infos: list[TensorInfo] = []
-    if want_tensors:
-        c.check_count(n_tensors, 8 + 4 + 4 + 8, "tensor count")
-        for i in range(n_tensors):
-            name = c.string(f"tensor #{i} name").decode("utf-8", errors="replace")
-            n_dims = c.unpack("I", f"tensor {name} dimensions")
-            if n_dims > 8:
-                raise GGUFError(f"tensor {name} claims {n_dims} dimensions (GGML allows at most 4)")
-            shape = tuple(c.unpack("Q", f"tensor {name} shape") for _ in range(n_dims))
-            ttype = c.unpack("I", f"tensor {name} type")
-            offset = c.unpack("Q", f"tensor {name} offset")
-            infos.append(TensorInfo(name, shape, ttype, offset))
-    alignment = kv.get("general.alignment", GGUF_DEFAULT_ALIGNMENT)
-    if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
-        raise GGUFError(f"general.alignment must be a power of two, got {alignment!r}")
+        kv[key] = _value(c, vtype, key)
+    c.after = tail
+    alignment = GGUF_DEFAULT_ALIGNMENT
+    if "general.alignment" in kv_types:
+        if kv_types["general.alignment"] != T.UINT32:
+            name = T(kv_types["general.alignment"]).name.lower() if kv_types["general.alignment"] in T._value2member_map_ else "?"
+            raise GGUFError(f"general.alignment is stored as {name}; llama.cpp requires a uint32")
+        alignment = kv["general.alignment"]
+        if alignment == 0 or alignment & (alignment - 1):
+            raise GGUFError(f"general.alignment must be a power of two, got {alignment}")
+    infos = _tensor_infos(c, n_tensors) if want_tensors else []
     header_size = c.pos
-    data_offset = -(-header_size // alignment) * alignment if want_tensors else header_size
+    data_offset = header_size
+    size = src.size
+    if infos:
+        data_offset = -(-header_size // alignment) * alignment
+        if size is not None and data_offset > size:
+            raise GGUFError(f"the tensor data would start at offset {data_offset:,} (the header padded to "
+                            f"{alignment} bytes), past the end of the file at {size:,}")
+    data_end = _check_offsets(infos, alignment) + data_offset
+    complete = True if not infos else None if size is None else data_end <= size
+    buf = bytes(memoryview(c.buf)[:header_size])  # one copy, not a slice and then a copy
     return Header(
         source=src.name, version=version, byteorder=c.bo, kv=kv, kv_types=kv_types, tensors=infos,
-        header_size=header_size, data_offset=data_offset, file_size=src.size,
-        buf=bytes(c.buf[:header_size]), bytes_fetched=src.bytes_fetched,
+        header_size=header_size, data_offset=data_offset, file_size=size,
+        buf=buf, bytes_fetched=src.bytes_fetched, data_end=data_end, data_complete=complete,
     )
 
 
-__all__ = ["ArrayRef", "GGUFError", "Header", "SourceError", "TensorInfo", "read_header"]
+def _tensor_infos(c: _Cursor, n_tensors: int) -> list[TensorInfo]:
+    """The tensor infos, each checked as gguf.cpp checks it, in its order."""
+    c.check_count(n_tensors, MIN_TENSOR_INFO, "tensor count")
+    infos: list[TensorInfo] = []
+    names: set[bytes] = set()
+    for i in range(n_tensors):
+        c.after = (n_tensors - i - 1) * MIN_TENSOR_INFO
+        raw = c.string(f"tensor #{i} name")
+        if len(raw) >= GGML_MAX_NAME:
+            raise GGUFError(f"tensor #{i}'s name is {len(raw)} bytes long; llama.cpp allows at most {GGML_MAX_NAME - 1} "
+                            f"('{_shown(raw)}')")
+        if raw in names:
+            raise GGUFError(f"tensor name '{_shown(raw)}' appears twice (tensor #{i}); llama.cpp refuses duplicate names")
+        names.add(raw)
+        name = raw.decode("utf-8", errors="replace")
+        n_dims = c.unpack("I", f"tensor {name} dimensions")
+        if n_dims > GGML_MAX_DIMS:
+            raise GGUFError(f"tensor '{_shown(name)}' has {n_dims:,} dimensions; ggml allows at most {GGML_MAX_DIMS}")
+        shape = tuple(c.unpack("q", f"tensor {name} shape") for _ in range(n_dims))
+        for j, d in enumerate(shape):
+            if d < 0:
+                raise GGUFError(f"tensor '{_shown(name)}' has a negative size {d:,} in dimension {j} "
+                                f"(read unsigned: {d + 2**64:,})")
+        ne = list(shape) + [1] * (GGML_MAX_DIMS - n_dims)
+        n = ne[0]
+        for d in ne[1:]:  # gguf.cpp's test: 0 and 1 cannot overflow
+            if d > 1 and INT64_MAX // d < n:
+                raise GGUFError(f"tensor '{_shown(name)}' of shape {shape} has more elements than a 64-bit count "
+                                f"holds ({INT64_MAX:,})")
+            n *= d
+        ttype = c.unpack("i", f"tensor {name} type")
+        if not 0 <= ttype < GGML_TYPE_COUNT:
+            raise GGUFError(f"tensor '{_shown(name)}' has unknown ggml type {ttype} "
+                            f"(llama.cpp knows 0 to {GGML_TYPE_COUNT - 1})")
+        tr = TYPE_TRAITS[ttype]
+        if tr.blck_size == 0:
+            raise GGUFError(f"tensor '{_shown(name)}' has ggml type {ttype}, which llama.cpp no longer supports ({tr.name})")
+        if ne[0] % tr.blck_size:
+            raise GGUFError(f"tensor '{_shown(name)}' of type {tr.name} has rows of {ne[0]:,} elements, "
+                            f"not a multiple of its block size {tr.blck_size}")
+        if n // tr.blck_size > UINT64_MAX // tr.type_size:
+            raise GGUFError(f"tensor '{_shown(name)}' of shape {shape} and type {tr.name} needs more bytes "
+                            "than a 64-bit size holds")
+        offset = c.unpack("Q", f"tensor {name} offset")
+        infos.append(TensorInfo(name, shape, ttype, offset, _ggml_nbytes(ne, tr)))
+    c.after = 0
+    return infos
+
+
+def _check_offsets(infos: list[TensorInfo], alignment: int) -> int:
+    """gguf.cpp's layout rule: each tensor's data follows the last one's, padded to the alignment.
+    Returns where the last tensor's data ends, from the start of the data section."""
+    size = 0
+    end = 0
+    for t in infos:
+        if t.offset != size:
+            raise GGUFError(f"tensor '{_shown(t.name)}' has data offset {t.offset:,}, expected {size:,} (each tensor's data "
+                            f"must follow the previous one's, padded to {alignment} bytes)")
+        if t.nbytes > UINT64_MAX - (alignment - 1):
+            raise GGUFError(f"tensor '{_shown(t.name)}' takes {t.nbytes:,} bytes, too many to pad to {alignment} bytes "
+                            "in a 64-bit size")
+        padded = (t.nbytes + alignment - 1) & ~(alignment - 1)
+        if UINT64_MAX - size < padded:
+            raise GGUFError(f"tensor '{_shown(t.name)}': the tensors' data adds up to more bytes than a 64-bit size holds")
+        end = size + t.nbytes
+        size += padded
+    return end
+
+
+__all__ = ["ArrayRef", "GGUFError", "GGUFTruncated", "Header", "SourceError", "TensorInfo", "read_header"]
