@@ -1,9 +1,10 @@
 """Inspecting a header sent from the browser: the first bytes of a local file, never the whole file.
 
-The page reads the header with ``File.slice`` and posts it. When the bytes end before the header
-does, the answer says how many bytes are needed at least: the parse is repeated with zeros in
-place of the missing bytes, and since zeros make every length, count and type as small as it can
-be, the header end it finds is a lower bound of the real one.
+The page reads the header with ``File.slice`` and posts it. The reader sees only the bytes sent:
+when they end before the header does, it stops there (nothing stands in for the missing bytes, so
+counts and lengths in the sent bytes cannot make it walk or allocate more than was sent), and the
+answer says how many bytes are needed at least: where the reader stopped, plus the fewest bytes the
+items it has not reached can take (``GGUFTruncated.need``), a lower bound of the header's end.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from inspector.gguf_header import GGUFError, read_header
+from inspector.gguf_header import GGUFError, GGUFTruncated, read_header
 from inspector.info import ModelInfo, info_from_headers
 from inspector.sources import SourceError
 
@@ -29,20 +30,15 @@ class NeedMore(Exception):
     need: int
 
 
-class PaddedSource:
-    """The sent prefix of a file of ``total`` bytes, read as if the rest were zeros."""
+class PrefixSource:
+    """The sent prefix of a file of ``total`` bytes: reads end where the sent bytes end."""
 
     def __init__(self, name: str, data: bytes, total: int) -> None:
         self.name, self.data, self.size = name, data, total
         self.bytes_fetched = 0
-        self.padded = False
 
     def read_at(self, offset: int, n: int) -> bytes:
-        end = min(offset + n, self.size)
-        chunk = self.data[offset:end]
-        if len(chunk) < end - offset:
-            self.padded = True
-            chunk += bytes(end - offset - len(chunk))
+        chunk = self.data[offset : offset + n]
         self.bytes_fetched += len(chunk)
         return chunk
 
@@ -54,13 +50,17 @@ def inspect_prefix(name: str, data: bytes, total: int) -> ModelInfo:
     """The inspector's view of the file whose first ``len(data)`` of ``total`` bytes were sent."""
     if total < len(data):
         raise HeaderError(f"{name}: sent {len(data):,} bytes of a file said to hold {total:,}")
-    src = PaddedSource(name, data, total)
+    src = PrefixSource(name, data, total)
     try:
         header = read_header(src, UPLOAD_CAP)
+    except GGUFTruncated as exc:
+        if len(data) < total and exc.need <= total:  # the file has those bytes: ask for them
+            if exc.need > UPLOAD_CAP:
+                raise HeaderError(f"{name}: the header needs at least {exc.need:,} bytes, "
+                                  f"above the {UPLOAD_CAP:,}-byte cap for browser uploads") from None
+            raise NeedMore(max(exc.need, len(data) + 1)) from None
+        raise HeaderError(f"{name}: {exc}") from None
     except (GGUFError, SourceError) as exc:
-        if src.padded and len(data) < total:
-            # A failure inside the zeros says nothing about the file; ask for more of it.
-            raise NeedMore(min(total, max(2 * len(data), FIRST_SLICE))) from None
         raise HeaderError(f"{name}: {exc}") from None
     if header.header_size > len(data):
         if header.header_size > UPLOAD_CAP:

@@ -21,19 +21,22 @@
     const u32 = () => { need(4); const v = view.getUint32(pos, le); pos += 4; return v; };
     const u64 = () => { need(8); const v = Number(view.getBigUint64(pos, le)); pos += 8; return v; };
     const skipString = () => { const n = u64(); need(n); pos += n; };
-    const skipValue = (type, depth) => {
+    const skipValue = (type) => {
       if (type in SIZES) { need(SIZES[type]); pos += SIZES[type]; return; }
       if (type === 8) { skipString(); return; }
-      if (type === 9 && depth < 4) {
+      if (type === 9) {
         const et = u32(), count = u64();
         if (et in SIZES) { need(count * SIZES[et]); pos += count * SIZES[et]; return; }
-        for (let i = 0; i < count; i++) skipValue(et, depth + 1);
+        // Only strings are walked one by one; arrays of arrays are not GGUF that llama.cpp reads.
+        if (et !== 8) throw new Error("array of value type " + et);
+        need(count * 8);
+        for (let i = 0; i < count; i++) skipString();
         return;
       }
       throw new Error("unknown value type " + type);
     };
     const nTensors = u64(), nKv = u64();
-    for (let i = 0; i < nKv; i++) { skipString(); skipValue(u32(), 0); }
+    for (let i = 0; i < nKv; i++) { skipString(); skipValue(u32()); }
     for (let i = 0; i < nTensors; i++) {
       skipString();
       const dims = u32();
