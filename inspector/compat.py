@@ -178,6 +178,10 @@ def _token_text(target: ModelInfo, draft: ModelInfo) -> tuple[Check, Any]:
 def _warnings(target: ModelInfo, draft: ModelInfo) -> list[PairWarning]:
     out = []
     for role, info in (("target", target), ("draft", draft)):
+        if info.data_complete is False:
+            out.append(PairWarning("data_truncated", f"The {role} {info.source} ends before its tensor data does "
+                                   "(an unfinished download?): the header can be checked, but llama.cpp cannot load the model."))
+    for role, info in (("target", target), ("draft", draft)):
         t = info.tokenizer
         if t and t.bos_defaulted and t.bos_id >= 0:
             used = "and adds it to every prompt" if t.add_bos else "(not added to prompts, since add_bos is off)"

@@ -15,6 +15,7 @@ from .sources import SourceError, open_source
 from .tokens import TokenTable, readable, vocab_key
 
 DEFAULT_MAX_HEADER = 256 * 1024 * 1024
+INT64_MAX = 2**63 - 1  # what a database's BIGINT holds
 
 
 class InspectError(Exception):
@@ -72,6 +73,9 @@ class ModelInfo:
     tokenizer: TokenizerInfo | None
     tensor_types: dict[str, int]  # tensor count per ggml type
     metadata: dict[str, Any]  # every key, JSON-safe (large arrays summarised)
+    # Every tensor's data lies inside its file (each shard's own); False: cut short (an unfinished
+    # download), None: a file's size is unknown. Records stored before it existed read None.
+    data_complete: bool | None = None
     tokens: TokenTable | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,18 +203,29 @@ def info_from_headers(headers: list[Header]) -> ModelInfo:
         architecture=arch, arch_kind=llama_rules.arch_kind(arch),
         name=_str_key(kv, "general.name"), basename=_str_key(kv, "general.basename"),
         size_label=_str_key(kv, "general.size_label"), file_type=_file_type(kv),
-        parameter_count=sum(t.n_elements for t in tensors),
+        # Each tensor's count fits in int64 (the reader refuses more), but their sum need not when the
+        # data lies past the file's end (data_complete false): saturate rather than overflow a BIGINT.
+        parameter_count=min(sum(t.n_elements for t in tensors), INT64_MAX),
         context_length=_int_key(kv, f"{arch}.context_length"), block_count=_int_key(kv, f"{arch}.block_count"),
         expert_count=_int_key(kv, f"{arch}.expert_count"), expert_used_count=_int_key(kv, f"{arch}.expert_used_count"),
         n_tensors=len(tensors), split_count=len(headers),
         header_size=h.header_size, data_offset=h.data_offset,
-        file_size=sum(sh.file_size or 0 for sh in headers) if all(sh.file_size for sh in headers) else None,
+        file_size=(min(sum(sh.file_size or 0 for sh in headers), INT64_MAX)
+                   if all(sh.file_size for sh in headers) else None),
         bytes_fetched=sum(sh.bytes_fetched for sh in headers),
         tokenizer=tok,
         tensor_types=dict(Counter(_ggml_type_name(t.type) for t in tensors)),
         metadata={k: _json_safe(v) for k, v in kv.items()},
+        data_complete=_all_complete([sh.data_complete for sh in headers]),
         tokens=table,
     )
+
+
+def _all_complete(flags: list[bool | None]) -> bool | None:
+    """False when any shard is cut short, else None when any size is unknown, else True."""
+    if False in flags:
+        return False
+    return None if None in flags else True
 
 
 def _ggml_type_name(t: int) -> str:
