@@ -202,3 +202,33 @@ def test_inspect_gguf_prints_tokenizer_and_first_tokens(smollm2_path):
 
     d = json.loads(j.stdout)
     assert d["tokens"] == ["<|endoftext|>", "<|im_start|>"] and d["tokenizer"]["vocab_type"] == "bpe"
+
+
+def test_data_complete_is_per_shard_and_check_pair_warns(tmp_path):
+    from inspector.compat import check_pair
+
+    write_gguf(tmp_path / "m-00001-of-00002.gguf", tokens=vocab(64),
+               kv={"split.no": (0, T.UINT16), "split.count": (2, T.UINT16)},
+               tensors={"a": np.ones((4, 4), dtype=np.float32)})
+    second = write_gguf(tmp_path / "m-00002-of-00002.gguf", tokens=None, model=None, pre=None, hparams=False,
+                        kv={"split.no": (1, T.UINT16), "split.count": (2, T.UINT16)},
+                        tensors={"b": np.ones((2, 8), dtype=np.float32)})
+    whole = inspect_source(str(tmp_path / "m-00001-of-00002.gguf"))
+    assert whole.data_complete is True
+    second.write_bytes(second.read_bytes()[:-1])  # an unfinished download of the second shard
+    cut = inspect_source(str(tmp_path / "m-00001-of-00002.gguf"))
+    assert cut.data_complete is False and cut.to_dict()["data_complete"] is False
+    draft = inspect_source(write_gguf(tmp_path / "d.gguf", tokens=vocab(64)))
+    assert draft.data_complete is True  # no tensors: nothing to miss
+    ok, truncated = check_pair(whole, draft), check_pair(cut, draft)
+    assert [w.code for w in truncated.warnings if w.code == "data_truncated"] == ["data_truncated"]
+    assert "m-00001-of-00002.gguf" in next(w.message for w in truncated.warnings if w.code == "data_truncated")
+    assert "data_truncated" not in {w.code for w in ok.warnings}
+    assert truncated.checks == ok.checks and truncated.compatible == ok.compatible
+
+
+def test_a_source_of_unknown_size_leaves_data_complete_open(smollm2_path):
+    src = FileSource(io.BytesIO(smollm2_path.read_bytes()[:2_000_000]), "unsized")
+    src.size = None  # as a server that gives no length
+    header = read_header(src)
+    assert header.tensors and header.data_complete is None

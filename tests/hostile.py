@@ -1,0 +1,60 @@
+"""Hostile GGUF headers of issue 8 (cost attacks), shared by tests/test_hostile_headers.py and the benchmark."""
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+NESTED_COUNT = 5_592_400  # arrays of (empty) arrays: 12 bytes each, 64 MiB when present
+SPARSE_SIZE = 256 * 1024 * 1024
+
+
+def _key(name: bytes) -> bytes:
+    return struct.pack("<Q", len(name)) + name
+
+
+def nested_arrays_body(count: int = NESTED_COUNT) -> bytes:
+    """The 49-byte POST body: one key whose value is an ARRAY of ``count`` ARRAYs, nothing after it."""
+    return b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _key(b"k") + struct.pack("<IIQ", 9, 9, count)
+
+
+def string_array_body(count: int) -> bytes:
+    """One key holding an array of ``count`` strings, none of them sent."""
+    return b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _key(b"k") + struct.pack("<IIQ", 9, 8, count)
+
+
+def nested_arrays_file(path: Path, count: int = NESTED_COUNT) -> Path:
+    """The nested-array header with all its elements present (each an empty u8 array)."""
+    with open(path, "wb") as f:
+        f.write(nested_arrays_body(count))
+        f.write(struct.pack("<IQ", 0, 0) * count)
+    return path
+
+
+def sparse(path: Path, head: bytes, size: int = SPARSE_SIZE) -> Path:
+    """``head`` followed by zeros up to ``size`` bytes, as a sparse file (no disk used for the zeros)."""
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(size)
+    return path
+
+
+def huge_string_array(path: Path, size: int = SPARSE_SIZE) -> Path:
+    """A sparse file whose one key is an array of as many empty strings as its zeros can hold."""
+    count = (size - len(string_array_body(0))) // 8
+    return sparse(path, string_array_body(count), size)
+
+
+def many_keys(path: Path, n: int) -> Path:
+    """``n`` distinct keys, each a u8: 8 + 8 + 4 + 1 = 21 bytes a key."""
+    with open(path, "wb") as f:
+        f.write(b"GGUF" + struct.pack("<IQQ", 3, 0, n))
+        f.write(b"".join(_key(b"k%07d" % i) + struct.pack("<IB", 0, 1) for i in range(n)))
+    return path
+
+
+def many_small_arrays(path: Path, n: int) -> Path:
+    """``n`` keys each holding a 64-element u8 array (decoded to lists up to the decode budget)."""
+    with open(path, "wb") as f:
+        f.write(b"GGUF" + struct.pack("<IQQ", 3, 0, n))
+        f.write(b"".join(_key(b"a%07d" % i) + struct.pack("<IIQ", 9, 0, 64) + bytes(64) for i in range(n)))
+    return path
