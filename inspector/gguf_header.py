@@ -43,11 +43,13 @@ INT64_MAX = 2**63 - 1
 UINT64_MAX = 2**64 - 1
 GGUF_VERSION = 3
 
-# specreg's cost budget for one header (llama.cpp has none): real models have under 100 keys and a
-# few thousand tensors; each key or tensor costs a few hundred bytes of Python objects.
-MAX_KEYS = 65_536
-MAX_TENSORS = 65_536
-DECODE_BUDGET = 65_536  # small-array elements decoded to Python values per header; the rest stay ArrayRefs
+# specreg's cost budget for one header (llama.cpp has none): real models have under 100 keys and at
+# most a few thousand tensors, while each key or tensor costs ~150-250 bytes of Python objects for as
+# few as 14-25 bytes of header. The caps bound that memory (~1 MB of keys, ~4 MB of tensor infos,
+# ~1 MB of decoded values) whatever the header's size; everything else follows its bytes.
+MAX_KEYS = 4_096
+MAX_TENSORS = 16_384
+DECODE_BUDGET = 16_384  # small-array elements decoded to Python values per header; the rest stay ArrayRefs
 
 # Fewest bytes one item can take: a key-value pair (key length, a 1-byte key, type, a u8 value),
 # a string-array element (its length), a tensor info (name length, n_dims, type, offset).
@@ -67,7 +69,7 @@ class GGUFTruncated(GGUFError):
         self.need = need
 
 
-@dataclass
+@dataclass(slots=True)
 class ArrayRef:
     """A large array kept as a byte range of the header instead of Python objects."""
 
@@ -87,7 +89,6 @@ class TensorInfo:
     shape: tuple[int, ...]
     type: int
     offset: int  # of its data, from the start of the data section
-    nbytes: int = 0  # ggml_nbytes: the bytes its data takes
 
     @property
     def n_elements(self) -> int:
@@ -378,7 +379,8 @@ def _read(c: _Cursor, src: Source, want_tensors: bool) -> Header:
         alignment = kv["general.alignment"]
         if alignment == 0 or alignment & (alignment - 1):
             raise GGUFError(f"general.alignment must be a power of two, got {alignment}")
-    infos = _tensor_infos(c, n_tensors) if want_tensors else []
+    nbytes = array("Q")  # ggml_nbytes of each tensor, for the layout check
+    infos = _tensor_infos(c, n_tensors, nbytes) if want_tensors else []
     header_size = c.pos
     data_offset = header_size
     size = src.size
@@ -387,7 +389,7 @@ def _read(c: _Cursor, src: Source, want_tensors: bool) -> Header:
         if size is not None and data_offset > size:
             raise GGUFError(f"the tensor data would start at offset {data_offset:,} (the header padded to "
                             f"{alignment} bytes), past the end of the file at {size:,}")
-    data_end = _check_offsets(infos, alignment) + data_offset
+    data_end = _check_offsets(infos, nbytes, alignment) + data_offset
     complete = True if not infos else None if size is None else data_end <= size
     buf = bytes(memoryview(c.buf)[:header_size])  # one copy, not a slice and then a copy
     return Header(
@@ -397,25 +399,33 @@ def _read(c: _Cursor, src: Source, want_tensors: bool) -> Header:
     )
 
 
-def _tensor_infos(c: _Cursor, n_tensors: int) -> list[TensorInfo]:
-    """The tensor infos, each checked as gguf.cpp checks it, in its order."""
+def _tensor_infos(c: _Cursor, n_tensors: int, nbytes: array) -> list[TensorInfo]:
+    """The tensor infos, each checked as gguf.cpp checks it, in its order; their sizes go to ``nbytes``."""
     c.check_count(n_tensors, MIN_TENSOR_INFO, "tensor count")
     infos: list[TensorInfo] = []
-    names: set[bytes] = set()
+    names: set[str] = set()  # the names kept anyway; the odd non-UTF-8 one is compared by its bytes
+    odd_names: set[bytes] = set()
     for i in range(n_tensors):
         c.after = (n_tensors - i - 1) * MIN_TENSOR_INFO
         raw = c.string(f"tensor #{i} name")
         if len(raw) >= GGML_MAX_NAME:
             raise GGUFError(f"tensor #{i}'s name is {len(raw)} bytes long; llama.cpp allows at most {GGML_MAX_NAME - 1} "
                             f"('{_shown(raw)}')")
-        if raw in names:
+        try:
+            name = raw.decode("utf-8")
+            seen, group = name in names, names
+        except UnicodeDecodeError:
+            name = raw.decode("utf-8", errors="replace")
+            seen, group = raw in odd_names, odd_names
+        if seen:
             raise GGUFError(f"tensor name '{_shown(raw)}' appears twice (tensor #{i}); llama.cpp refuses duplicate names")
-        names.add(raw)
-        name = raw.decode("utf-8", errors="replace")
+        group.add(name if group is names else raw)
         n_dims = c.unpack("I", f"tensor {name} dimensions")
         if n_dims > GGML_MAX_DIMS:
             raise GGUFError(f"tensor '{_shown(name)}' has {n_dims:,} dimensions; ggml allows at most {GGML_MAX_DIMS}")
-        shape = tuple(c.unpack("q", f"tensor {name} shape") for _ in range(n_dims))
+        c.need(8 * n_dims, f"tensor {name} shape")
+        shape = struct.unpack_from(f"{c.bo}{n_dims}q", c.buf, c.pos)
+        c.pos += 8 * n_dims
         for j, d in enumerate(shape):
             if d < 0:
                 raise GGUFError(f"tensor '{_shown(name)}' has a negative size {d:,} in dimension {j} "
@@ -441,27 +451,28 @@ def _tensor_infos(c: _Cursor, n_tensors: int) -> list[TensorInfo]:
             raise GGUFError(f"tensor '{_shown(name)}' of shape {shape} and type {tr.name} needs more bytes "
                             "than a 64-bit size holds")
         offset = c.unpack("Q", f"tensor {name} offset")
-        infos.append(TensorInfo(name, shape, ttype, offset, _ggml_nbytes(ne, tr)))
+        infos.append(TensorInfo(name, shape, ttype, offset))
+        nbytes.append(_ggml_nbytes(ne, tr))
     c.after = 0
     return infos
 
 
-def _check_offsets(infos: list[TensorInfo], alignment: int) -> int:
+def _check_offsets(infos: list[TensorInfo], sizes: array, alignment: int) -> int:
     """gguf.cpp's layout rule: each tensor's data follows the last one's, padded to the alignment.
     Returns where the last tensor's data ends, from the start of the data section."""
     size = 0
     end = 0
-    for t in infos:
+    for t, t_nbytes in zip(infos, sizes):
         if t.offset != size:
             raise GGUFError(f"tensor '{_shown(t.name)}' has data offset {t.offset:,}, expected {size:,} (each tensor's data "
                             f"must follow the previous one's, padded to {alignment} bytes)")
-        if t.nbytes > UINT64_MAX - (alignment - 1):
-            raise GGUFError(f"tensor '{_shown(t.name)}' takes {t.nbytes:,} bytes, too many to pad to {alignment} bytes "
+        if t_nbytes > UINT64_MAX - (alignment - 1):
+            raise GGUFError(f"tensor '{_shown(t.name)}' takes {t_nbytes:,} bytes, too many to pad to {alignment} bytes "
                             "in a 64-bit size")
-        padded = (t.nbytes + alignment - 1) & ~(alignment - 1)
+        padded = (t_nbytes + alignment - 1) & ~(alignment - 1)
         if UINT64_MAX - size < padded:
             raise GGUFError(f"tensor '{_shown(t.name)}': the tensors' data adds up to more bytes than a 64-bit size holds")
-        end = size + t.nbytes
+        end = size + t_nbytes
         size += padded
     return end
 

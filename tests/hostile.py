@@ -58,3 +58,12 @@ def many_small_arrays(path: Path, n: int) -> Path:
         f.write(b"GGUF" + struct.pack("<IQQ", 3, 0, n))
         f.write(b"".join(_key(b"a%07d" % i) + struct.pack("<IIQ", 9, 0, 64) + bytes(64) for i in range(n)))
     return path
+
+
+def many_tensors(path: Path, n: int) -> Path:
+    """``n`` one-element f32 tensors with 1-byte names (25 bytes each), data present."""
+    infos = b"".join(_key(bytes([65 + i % 26]) + b"%d" % i) + struct.pack("<IqiQ", 1, 1, 0, 32 * i) for i in range(n))
+    head = b"GGUF" + struct.pack("<IQQ", 3, n, 0) + infos
+    with open(path, "wb") as f:
+        f.write(head + bytes(-len(head) % 32 + 32 * n))
+    return path
