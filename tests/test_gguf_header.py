@@ -232,3 +232,16 @@ def test_a_source_of_unknown_size_leaves_data_complete_open(smollm2_path):
     src.size = None  # as a server that gives no length
     header = read_header(src)
     assert header.tensors and header.data_complete is None
+
+
+@pytest.mark.parametrize("complete, words", [(True, "all inside the file"), (False, "ends before its tensor data"),
+                                             (None, "not checked")])
+def test_the_model_page_shows_whether_the_data_is_complete(tmp_path, complete, words):
+    from django.template.loader import render_to_string
+
+    from registry.pages import inspection_context
+
+    d = inspect_source(write_gguf(tmp_path / "m.gguf", tokens=vocab(64))).to_dict()
+    d["data_complete"] = complete
+    html = render_to_string("registry/_inspection.html", inspection_context(d))
+    assert words in html.split('id="data-complete"', 1)[1].split("</dd>", 1)[0]
