@@ -367,9 +367,10 @@ def _read(c: _Cursor, src: Source, want_tensors: bool) -> Header:
                 key += "'"
         if duplicate:
             raise GGUFError(f"metadata key '{_shown(key)}' appears twice (pair #{i}); llama.cpp refuses duplicate keys")
-        vtype = c.unpack("i", f"type of {key}")
+        shown = _shown(key)  # messages name the key, but never carry a megabyte-long one
+        vtype = c.unpack("i", f"type of {shown}")
         kv_types[key] = vtype
-        kv[key] = _value(c, vtype, key)
+        kv[key] = _value(c, vtype, shown)
     c.after = tail
     alignment = GGUF_DEFAULT_ALIGNMENT
     if "general.alignment" in kv_types:
