@@ -1,9 +1,11 @@
 """The read-only JSON API: the same data every page shows."""
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import asdict
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 
 from .checking import CheckError, check_sources
@@ -11,21 +13,40 @@ from .examples import curated_repos, reported_examples
 from .models import GGUFFile
 from .pages import model_page, pair_page, tokenizer_view
 from .serializers import file_ref, model_summary, pair_row
-from .table import TableQuery, facets, page_of
+from .table import TableQuery, facets
+from .table_pages import iter_rows, page_of
 
 
 def _json(data: object, status: int = 200) -> JsonResponse:
     return JsonResponse(data, status=status, safe=False, json_dumps_params={"ensure_ascii": False})
 
 
-def pairs(request: HttpRequest) -> JsonResponse:
+def pairs(request: HttpRequest) -> HttpResponse:
+    """A page of the table (``next``/``previous`` are cursor links), or with ``all=1`` every row, streamed."""
     tq = TableQuery.from_params(request.GET)
+    if request.GET.get("all") == "1":
+        return StreamingHttpResponse(_all_pairs(tq), content_type="application/json")
     page, rows = page_of(tq)
+    path = request.path
     return _json({
-        "query": asdict(tq), "count": page.paginator.count, "page": page.number,
-        "num_pages": page.paginator.num_pages, "results": [pair_row(r.pair, r.best) for r in rows],
+        "query": asdict(tq), "count": page.count, "count_exact": page.count_exact, "page": page.number,
+        "num_pages": page.num_pages, "results": [pair_row(r.pair, r.best) for r in rows],
+        "next": path + page.next_query if page.has_next else None,
+        "previous": path + page.previous_query if page.has_previous else None,
         "facets": facets(), "first_start": not GGUFFile.objects.exists(),
     })
+
+
+def _all_pairs(tq: TableQuery) -> Iterator[str]:
+    # One JSON object, written as the keyset chunks arrive; the exact count comes last, once known.
+    dumps = json.JSONEncoder(ensure_ascii=False).encode
+    yield '{"query": ' + dumps(asdict(tq)) + ', "results": ['
+    n = 0
+    for chunk in iter_rows(tq):
+        for r in chunk:
+            yield (", " if n else "") + dumps(pair_row(r.pair, r.best))
+            n += 1
+    yield f'], "count": {n}}}'
 
 
 def pair(request: HttpRequest, pk: int) -> JsonResponse:

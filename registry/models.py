@@ -10,6 +10,8 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from .sort_keys import sort_key_indexes
+
 
 class TokenTable(models.Model):
     """A ``tokenizer.ggml.tokens`` array as stored (little-endian), kept once per distinct content."""
@@ -130,12 +132,16 @@ class Pair(models.Model):
     best_k = models.PositiveIntegerField(null=True, blank=True)
     best_acceptance = models.FloatField(null=True, blank=True)
     best_content_type = models.CharField(max_length=32, blank=True)
+    # What the search box matches (both files' source, model, architecture and family, lower-case),
+    # set by registry.table.table_columns; PostgreSQL indexes it with trigrams (migration 0005).
+    search_text = models.TextField(blank=True, default="")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["target", "draft"], name="pair_target_draft_unique")]
-        # Every order the table offers has an index too, created by migration 0002 with "NULLS LAST"
-        # (the ORM cannot declare that), so a page is an index range, not a sort.
-        indexes = [models.Index(fields=["draft", "target"], name="pair_draft_target")]
+        # One index per order the table offers (registry.keyset), so any page, deep or not, is an
+        # index range read from a cursor rather than a sort or an OFFSET.
+        indexes = [models.Index(fields=["draft", "target"], name="pair_draft_target"),
+                   *sort_key_indexes()]
 
     def __str__(self) -> str:
         return f"{self.draft} → {self.target}"

@@ -1,24 +1,26 @@
-"""The pairs table: search, filters, sorting and paging from query parameters, shared by page, API and CSV."""
+"""The pairs table: search, filters, sorting and its rows from query parameters, shared by page, API and CSV."""
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Any
 
-from django.core.paginator import Page, Paginator
-from django.db.models import F, Q, QuerySet
+from django.db.models import Q, QuerySet
+from django.db.models.lookups import GreaterThanOrEqual
 from django.http import QueryDict
 
-from .cache_keys import TTL, cached
+from .cache_keys import TTL, bump_generation, cached
 from .models import GGUFFile, Pair, ReportedResult
 from .results import Figure, best, figures_for, pairs_with_results, usable_measured
+from .sort_keys import COLUMNS, LOW_FLOAT, sort_key
+from .table_rows import TableFile, TablePair, fetch_rows
 
 PAGE_SIZE = 50
+MAX_PAGE = 1_000_000  # keeps OFFSET within any database's integers
 VERDICTS = {"compatible": "compatible", "incompatible": "incompatible", "all": "all"}
-SORTS = {
-    "speedup": "best_speedup", "acceptance": "best_acceptance", "k": "best_k", "ratio": "size_ratio",
-    "target": "target_name", "draft": "draft_name", "checked": "checked_at",
-}
+SORTS = {name: column for name, (column, _, _) in COLUMNS.items()}  # ?sort= name (or "-name") -> column
 
 
 @dataclass
@@ -30,7 +32,9 @@ class TableQuery:
     build: str = ""
     min_speedup: float | None = None
     sort: str = "-speedup"
-    page: int = 1
+    page: int = 1  # with a cursor: the number shown; alone: read by OFFSET (old links, typed numbers)
+    after: str = ""  # keyset cursors (registry.keyset): the page after or before this row
+    before: str = ""
 
     @classmethod
     def from_params(cls, params: QueryDict) -> TableQuery:
@@ -41,8 +45,10 @@ class TableQuery:
             min_speedup = float(params["min_speedup"]) if params.get("min_speedup", "").strip() else None
         except ValueError:
             min_speedup = None
+        if min_speedup is not None and not math.isfinite(min_speedup):
+            min_speedup = None
         try:
-            page = max(1, int(params.get("page", "1")))
+            page = min(MAX_PAGE, max(1, int(params.get("page", "1"))))
         except ValueError:
             page = 1
         sort = text("sort", 20)
@@ -51,7 +57,8 @@ class TableQuery:
         verdict = text("verdict", 20)
         return cls(q=text("q"), verdict=verdict if verdict in VERDICTS else "compatible",
                    content_type=text("content_type", 32), hardware=text("hardware"), build=text("build", 32),
-                   min_speedup=min_speedup, sort=sort, page=page)
+                   min_speedup=min_speedup, sort=sort, page=page, after=text("after", 1000),
+                   before="" if params.get("after") else text("before", 1000))
 
     @property
     def result_filters(self) -> dict[str, Any]:
@@ -64,75 +71,88 @@ class TableQuery:
         return bool(self.content_type or self.hardware or self.build)
 
     def params(self, **override: Any) -> dict[str, str]:
-        """Query parameters for a link to this table with some values changed (defaults left out)."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)} | override
+        """Query parameters for a link to this table with some values changed (defaults left out).
+
+        A link that changes the page, the sort or a filter drops the cursors unless it sets one.
+        """
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        if override.keys() - {"after", "before"}:
+            values |= {"after": "", "before": ""}
+        values |= override
         default = TableQuery()
         return {k: str(v) for k, v in values.items() if v not in (None, "") and v != getattr(default, k)}
 
 
-def matching_files(q: str) -> list[int]:
-    """Ids of files whose source, model, family or architecture mention ``q``."""
-    return list(GGUFFile.objects.filter(
-        Q(source__icontains=q) | Q(model__name__icontains=q) | Q(architecture__icontains=q)
-        | Q(model__family__name__icontains=q)
-    ).values_list("pk", flat=True))
+def file_search_text(f: GGUFFile) -> str:
+    """What the search box matches in one file: source, model, architecture and family, lower-case."""
+    family = f.model.family.name if f.model.family_id else ""
+    return "\n".join((f.source, f.model.name, f.architecture, family)).lower()
 
 
-def ordered_pairs(tq: TableQuery) -> QuerySet[Pair]:
-    """The table's pairs, filtered and sorted, from the pair table alone (no joins)."""
+def table_columns(target: GGUFFile, draft: GGUFFile) -> dict[str, Any]:
+    """The Pair columns the table sorts and searches by, copied from its two files.
+
+    Registration sets them on every pair it creates or re-checks (``Pair(**table_columns(t, d))``);
+    the files should come with ``select_related("model__family")``.
+    """
+    return {"target_name": target.model.name, "draft_name": draft.model.name,
+            "search_text": f"{file_search_text(target)}\n{file_search_text(draft)}"}
+
+
+def refresh_table_columns(file_ids: Iterable[int]) -> int:
+    """Recompute ``table_columns`` for every pair of these files (after a model's name or family changed)."""
+    ids = list(file_ids)
+    pairs = list(Pair.objects.filter(Q(target_id__in=ids) | Q(draft_id__in=ids))
+                 .select_related("target__model__family", "draft__model__family")
+                 .only("target__source", "target__architecture", "target__model__name", "target__model__family__name",
+                       "draft__source", "draft__architecture", "draft__model__name", "draft__model__family__name"))
+    for p in pairs:
+        for k, v in table_columns(p.target, p.draft).items():
+            setattr(p, k, v)
+    Pair.objects.bulk_update(pairs, ["target_name", "draft_name", "search_text"], batch_size=500)
+    bump_generation()
+    return len(pairs)
+
+
+def filtered_pairs(tq: TableQuery) -> QuerySet[Pair]:
+    """The table's pairs, filtered, in no order, from the pair table alone (every filter has an index)."""
     qs = Pair.objects.all()
     if tq.verdict == "compatible":
         qs = qs.filter(compatible=True)
     elif tq.verdict == "incompatible":
         qs = qs.filter(compatible=False)
     if tq.q:
-        # Evaluated once here: as a subquery PostgreSQL would run it once for each side.
-        ids = cached("files", tq.q.lower(), lambda: matching_files(tq.q))
-        qs = qs.filter(Q(target_id__in=ids) | Q(draft_id__in=ids))
+        # A trigram index on PostgreSQL (migration 0005) answers the substring search. Text spanning
+        # two fields cannot match (fields are joined by newlines), as when each was searched alone.
+        q = tq.q.lower()
+        qs = qs.none() if "\n" in q else qs.filter(search_text__contains=q)
     if tq.filters_results:
-        key = repr(sorted(tq.result_filters.items()))
-        qs = qs.filter(pk__in=cached("with-results", key, lambda: pairs_with_results(**tq.result_filters)))
+        qs = qs.filter(pk__in=pairs_with_results(**tq.result_filters))
     elif tq.min_speedup is not None:
-        qs = qs.filter(best_speedup__gte=tq.min_speedup)
-    return qs.order_by(*order_for(tq.sort))
+        qs = qs.filter(speedup_at_least(tq.min_speedup))
+    return qs
 
 
-def order_for(sort: str) -> list:
-    """ORDER BY terms matching one of migration 0002's indexes exactly (so no sort is needed)."""
-    field = SORTS[sort.lstrip("-")]
-    if sort == "-speedup":  # the default: among equal speedups (and untested pairs) the biggest ratio first
-        return [F(field).desc(nulls_last=True), F("size_ratio").desc(nulls_last=True), "pk"]
-    return [F(field).desc(nulls_last=True) if sort.startswith("-") else F(field).asc(nulls_last=True), "pk"]
+def speedup_at_least(x: float) -> Q:
+    # Compared through the default order's key (NULL as LOW_FLOAT), so the same index bounds the
+    # range; for x above LOW_FLOAT that is the same condition as best_speedup >= x.
+    if x <= LOW_FLOAT:
+        return Q(best_speedup__gte=x)
+    return Q(GreaterThanOrEqual(sort_key("-speedup").expressions[0], x))
 
 
-FILE_COLUMNS = ("source", "repo", "architecture", "parameter_count", "file_type", "n_vocab", "vocab_type", "model__name")
-
-
-def with_files(qs: QuerySet[Pair]) -> QuerySet[Pair]:
-    # Only the columns a row shows: the stored inspections are kilobytes of JSON per file.
-    files = [f"{side}__{c}" for side in ("target", "draft") for c in FILE_COLUMNS]
-    return qs.select_related("target__model", "draft__model").only(
-        "target", "draft", "compatible", "llama_cpp_compatible", "failed_rule", "rules_from", "checked_at",
-        "size_ratio", "best_kind", "best_speedup", "best_k", "best_acceptance", "best_content_type", *files)
-
-
-def pairs(tq: TableQuery) -> QuerySet[Pair]:
-    return with_files(ordered_pairs(tq))
-
-
-class CountedPaginator(Paginator):
-    def __init__(self, object_list, per_page: int, count: int) -> None:
-        super().__init__(object_list, per_page)
-        self._known_count = count
-
-    @property
-    def count(self) -> int:
-        return self._known_count
+def rows_for(ids: list[int], tq: TableQuery) -> list[Row]:
+    """The rows of these pairs in this order: one narrow query, and one for results when filters look inside them."""
+    items = fetch_rows(ids)
+    if not tq.filters_results:
+        return [Row(p, stored_best(p)) for p in items]
+    figs = figures_for([p.pk for p in items], **tq.result_filters)
+    return [Row(p, best(figs[p.pk])) for p in items]
 
 
 @dataclass
 class Row:
-    pair: Pair
+    pair: TablePair
     best: Figure | None
 
     @cached_property
@@ -155,32 +175,13 @@ class Row:
 PAIR_URL = "/pairs/"  # checked against reverse("pair") by a test
 
 
-def _file_sub(f: GGUFFile) -> str:
+def _file_sub(f: TableFile) -> str:
     from .templatetags.registry_format import params
 
     return f"{f.file_type} · {params(f.parameter_count)} · {f.repo or 'local'}"
 
 
-def page_of(tq: TableQuery) -> tuple[Page, list[Row]]:
-    # Sort and cut the page on the narrow pair table first, then join files for those 50 rows
-    # only: PostgreSQL would otherwise join all 100,000 pairs before sorting them.
-    ordered = ordered_pairs(tq)
-    # The count does not depend on page or order: one count serves every page of a filter.
-    count = cached("count", repr(sorted(tq.params(page=1, sort="-speedup").items())), ordered.count)
-    paginator = CountedPaginator(ordered.values_list("pk", flat=True), PAGE_SIZE, count=count)
-    page = paginator.get_page(tq.page)
-    ids = list(page.object_list)
-    found = with_files(Pair.objects.filter(pk__in=ids)).in_bulk()
-    items = [found[pk] for pk in ids]
-    overrides: dict[int, Figure | None] = {}
-    if tq.filters_results:
-        figs = figures_for([p.pk for p in items], **tq.result_filters)
-        overrides = {pid: best(f) for pid, f in figs.items()}
-    rows = [Row(p, overrides.get(p.pk) if tq.filters_results else stored_best(p)) for p in items]
-    return page, rows
-
-
-def stored_best(p: Pair) -> Figure | None:
+def stored_best(p: Pair | TablePair) -> Figure | None:
     if not p.best_kind:
         return None
     return Figure(p.best_kind, p.best_k or 0, p.best_acceptance, p.best_speedup, p.best_content_type, "", "")

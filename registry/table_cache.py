@@ -7,7 +7,8 @@ from django.template.loader import render_to_string
 from django.utils.safestring import SafeString, mark_safe
 
 from .cache_keys import cached
-from .table import TableQuery, page_of
+from .table import TableQuery
+from .table_pages import page_of
 
 
 def rendered_table(tq: TableQuery, sort_links: dict) -> SafeString:

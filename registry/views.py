@@ -14,8 +14,9 @@ from .examples import curated_repos, reported_examples
 from .forms import ImportForm, ReportedResultForm
 from .models import GGUFFile, Pair
 from .pages import inspection_context, model_page, pair_page
-from .results import best, figures_for, refresh_best
-from .table import SORTS, TableQuery, facets, pairs, stored_best
+from .results import refresh_best
+from .table import PAIR_URL, SORTS, TableQuery, facets
+from .table_pages import iter_rows
 from .cache_keys import cached
 from .table_cache import rendered_table
 
@@ -51,39 +52,28 @@ class _Echo:
 
 
 def pairs_csv(request: HttpRequest) -> StreamingHttpResponse:
-    """Every row of the table as filtered (all pages), streamed."""
+    """Every row of the table as filtered (all pages), streamed in keyset chunks: each row costs the same."""
     tq = TableQuery.from_params(request.GET)
     writer = csv.writer(_Echo())
+    base = request.build_absolute_uri(PAIR_URL)
 
     def rows() -> Iterator[str]:
         yield writer.writerow(CSV_COLUMNS)
-        batch: list[Pair] = []
-        for p in pairs(tq).iterator(chunk_size=1000):
-            batch.append(p)
-            if len(batch) == 500:
-                yield from _csv_batch(writer, batch, tq, request)
-                batch = []
-        yield from _csv_batch(writer, batch, tq, request)
+        for chunk in iter_rows(tq):
+            for row in chunk:
+                p, b = row.pair, row.best
+                yield writer.writerow([
+                    p.target.source, p.draft.source, p.compatible, p.failed_rule,
+                    f"{p.size_ratio:.3f}" if p.size_ratio else "", b.k if b else "",
+                    "" if not b or b.acceptance is None else f"{b.acceptance:.4f}",
+                    "" if not b or b.speedup is None else f"{b.speedup:.3f}", b.kind if b else "",
+                    b.content_type if b else "", p.target.parameter_count, p.draft.parameter_count, p.rules_from,
+                    f"{base}{p.pk}/",
+                ])
 
     response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="specreg-pairs.csv"'
     return response
-
-
-def _csv_batch(writer, batch: list[Pair], tq: TableQuery, request: HttpRequest) -> Iterator[str]:
-    overrides = {}
-    if tq.filters_results and batch:
-        overrides = {pid: best(f) for pid, f in figures_for([p.pk for p in batch], **tq.result_filters).items()}
-    for p in batch:
-        b = overrides.get(p.pk) if tq.filters_results else stored_best(p)
-        yield writer.writerow([
-            p.target.source, p.draft.source, p.compatible, p.failed_rule,
-            f"{p.size_ratio:.3f}" if p.size_ratio else "", b.k if b else "",
-            "" if not b or b.acceptance is None else f"{b.acceptance:.4f}",
-            "" if not b or b.speedup is None else f"{b.speedup:.3f}", b.kind if b else "",
-            b.content_type if b else "", p.target.parameter_count, p.draft.parameter_count, p.rules_from,
-            request.build_absolute_uri(p.get_absolute_url()),
-        ])
 
 
 def model(request: HttpRequest, pk: int) -> HttpResponse:
