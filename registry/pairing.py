@@ -19,6 +19,7 @@ from inspector.tokens import MAX_SIZE_DIFFERENCE, candidate_keys
 from .jsonsafe import json_safe
 from .models import GGUFFile, Pair, PairCheckResult
 from .stored import load_info
+from .table import table_columns
 
 
 def candidate_files(vocab_type: str, n_vocab: int, vocab_key: str) -> QuerySet[GGUFFile]:
@@ -59,7 +60,7 @@ def pair_fields(result: PairCheck, target: GGUFFile, draft: GGUFFile, now: datet
         "compatible": result.compatible, "llama_cpp_compatible": result.llama_cpp_compatible,
         "failed_rule": result.failed_rule or "", "rules_from": result.rules_from, "checked_at": now,
         "size_ratio": (target.parameter_count / draft.parameter_count) if draft.parameter_count else None,
-        "target_name": target.model.name, "draft_name": draft.model.name,
+        **table_columns(target, draft),  # names and search text the pairs table sorts and searches by
     }
 
 
@@ -69,7 +70,7 @@ def compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
     # Partners from earlier pairs are checked again even if they left the index window: a pair,
     # and the results attached to it, is never dropped — its verdict is updated.
     partner_ids = set(candidates(f).values_list("pk", flat=True)) | set(existing)
-    partners = list(GGUFFile.objects.filter(pk__in=partner_ids).select_related("token_table", "model")
+    partners = list(GGUFFile.objects.filter(pk__in=partner_ids).select_related("token_table", "model__family")
                     .defer("token_table__blob"))
     now = timezone.now()
     new, changed, compatible, results = [], [], [], {}
