@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import models
-from django.db.models import F, Value
+from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 
 # NULL sorts last in every order the table offers. Row comparisons (what a keyset cursor needs)
@@ -58,14 +58,18 @@ def sort_key(sort: str) -> SortKey:
 
 
 def sort_key_indexes() -> list[models.Index]:
-    """One index per distinct key: a non-null column serves both directions (scanned backwards)."""
-    out, seen = [], set()
+    """One index per distinct key: a non-null column serves both directions (scanned backwards).
+
+    Each key is indexed twice: over all pairs (the "all" and "compatible" verdicts, where walking
+    the index and skipping the few incompatible pairs is cheap) and over the incompatible pairs
+    alone (usually a small share: walking all pairs for them would skip most of the table).
+    """
+    out = []
     for name, (_, _, nullable) in COLUMNS.items():
         for sort in (f"-{name}", name) if nullable else (name,):
             key = sort_key(sort)
             suffix = ("desc" if key.descending else "asc") if nullable else "key"
-            index_name = f"pairkey_{name}_{suffix}"
-            if index_name not in seen:
-                seen.add(index_name)
-                out.append(models.Index(*key.expressions, name=index_name))
+            out.append(models.Index(*key.expressions, name=f"pairkey_{name}_{suffix}"))
+            out.append(models.Index(*key.expressions, name=f"pairbad_{name}_{suffix}",
+                                    condition=Q(compatible=False)))
     return out
