@@ -16,6 +16,7 @@ from .cache_keys import cached
 from .models import Pair
 from .sort_keys import SortKey, sort_key
 from .table import PAGE_SIZE, Row, TableQuery, filtered_pairs, rows_for
+from .table_rows import pairs_by_id
 
 # Up to this many matching pairs the count is exact (counting them is an index range); above it
 # PostgreSQL's own estimate is shown as "about N" (elsewhere: "more than N").
@@ -147,7 +148,7 @@ def narrowed(tq: TableQuery) -> tuple[QuerySet[Pair], Matches]:
     off a hundredfold)."""
     base = filtered_pairs(tq)
     m = matches(tq, base)
-    return (Pair.objects.filter(pk__in=m.ids) if m.ids is not None else base), m
+    return (pairs_by_id(m.ids) if m.ids is not None else base), m
 
 
 def estimate(qs: QuerySet) -> int | None:
