@@ -144,3 +144,18 @@ def test_filters_narrow_the_streams_too(pairs, client):
     data = json.loads(b"".join(client.get("/api/pairs", {"all": "1", "q": "m3.gguf"}).streaming_content))
     assert len(data["results"]) == 11 and all("m3.gguf" in r["target"]["source"] + r["draft"]["source"]
                                               for r in data["results"])
+
+
+def test_registration_fills_the_search_column_and_refresh_table_columns_follows_a_renamed_family(pairs, client):
+    from registry.models import GGUFFile
+    from registry.table import refresh_table_columns
+
+    count = lambda q: client.get("/api/pairs", {"q": q}).json()["count"]  # noqa: E731
+    f = GGUFFile.objects.select_related("model__family").get(source="/models/m3.gguf")
+    assert count("/MODELS/M3.GGUF") == 11 and count(f.model.family.name.upper()) == 66  # any case
+    f.model.family.name = "Renamed Family"
+    f.model.family.save()
+    cache.clear()
+    assert count("renamed") == 0  # the copied text is stale until refreshed
+    assert refresh_table_columns([f.pk]) == 11
+    assert count("renamed family") == 11
