@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from datetime import datetime
 from typing import Any
 
@@ -76,9 +77,10 @@ def decode(key: SortKey, cursor: str) -> list[Any] | None:
         return None
     out = []
     for v, kind in zip(values, key.kinds):
-        if kind == "float" and isinstance(v, (int, float)) and not isinstance(v, bool):
+        # Values a database column can hold, or the cursor is junk (not a database error).
+        if kind == "float" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
             out.append(float(v))
-        elif kind == "int" and isinstance(v, int) and not isinstance(v, bool):
+        elif kind == "int" and isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63:
             out.append(v)
         elif kind == "str" and isinstance(v, str):
             out.append(v)
