@@ -5,7 +5,7 @@ import pytest
 
 from tests.models import model_path
 
-pytest_plugins = ["tests.hub", "tests.worker"]
+pytest_plugins = ["tests.hub", "tests.worker", "tests.browser"]
 
 
 @pytest.fixture(scope="session")

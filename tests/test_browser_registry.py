@@ -1,55 +1,20 @@
 """End to end in headless Chromium (Debian's, driven by Playwright): import, search, pair page, check, local header."""
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
-
 import pytest
-
-from tests.needs import missing
 from django.contrib.auth.models import User
 
 from inspector.info import inspect_source
 from registry.hub_jobs import execute_job
+from tests.browser import shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    from django.core.cache import cache
-
-    cache.clear()  # cached table pages and facets must not leak between tests
-
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 Q05 = "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"
 Q15 = "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"
 SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
 PASSWORD = "correct horse battery staple"
-
-
-@pytest.fixture(scope="session")
-def browser():
-    if not shutil.which(CHROMIUM):
-        missing(f"{CHROMIUM} is missing (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop running on this thread, which makes Django refuse
-    # ORM calls here (test set-up, database creation); they are still plain synchronous calls.
-    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--no-first-run"])
-        yield b
-        b.close()
-    if before is None:
-        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    else:
-        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
 
 
 def run_job_behind(page) -> None:
@@ -57,20 +22,6 @@ def run_job_behind(page) -> None:
     page.wait_for_url("**/jobs/*/")
     execute_job(int(page.url.rstrip("/").rsplit("/", 1)[1]))
     page.goto(page.url)
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    pg = context.new_page()
-    pg.set_default_timeout(30_000)
-    yield pg
-    context.close()
-
-
-def shot(pg, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 def log_in(pg, live_server) -> None:
