@@ -17,6 +17,8 @@ from typing import TextIO
 
 from .compat import PairCheck, check_pair, token_label
 from .info import InspectError, ModelInfo, inspect_source
+from .llama_rules import LLAMA_CPP_BUILD
+from .speculative import draftless_methods
 from .tokens import escape_controls, quoted
 
 DEFAULT_MAX_HEADER_BYTES = 256 * 1024 * 1024
@@ -64,8 +66,10 @@ def inspect(source: str, *, as_json: bool = False, tokens: int = 0, out: TextIO)
     return 0
 
 
-def check(target: str, draft: str, *, as_json: bool = False, out: TextIO) -> int:
+def check(target: str, draft: str | None, *, as_json: bool = False, out: TextIO) -> int:
     """Exit status 0 compatible, 1 incompatible (an answer, not an error: no error line)."""
+    if not draft:
+        return draftless(target, as_json=as_json, out=out)
     try:
         t = inspect_source(target, max_header_bytes())
         d = inspect_source(draft, max_header_bytes())
@@ -76,8 +80,39 @@ def check(target: str, draft: str, *, as_json: bool = False, out: TextIO) -> int
     return 0 if result.compatible else 1
 
 
+def draftless(target: str, *, as_json: bool = False, out: TextIO) -> int:
+    """The methods TARGET can use with no second model; exit 1 when there are none."""
+    try:
+        t = inspect_source(target, max_header_bytes())
+    except InspectError as exc:
+        raise UserError(str(exc)) from None
+    methods = draftless_methods(t)
+    if as_json:
+        out.write(json_text({"target": t.source, "method": None, "draftless_methods": methods,
+                             "speculative": t.speculative}) + "\n")
+        return 0 if methods else 1
+    lines = [f"Methods for {t.source} with no second model (rules of llama.cpp {LLAMA_CPP_BUILD}):"]
+    for m in methods:
+        why = "its own multi-token-prediction heads" if m == "draft-mtp" else "n-grams of the text so far"
+        lines.append(f"  {m:<14} {'--spec-type ' + m:<26} {why}")
+    if any(m.startswith("ngram-") for m in methods):
+        lines.append("The n-gram methods pay where the output repeats the prompt (edits, quoting, code changes).")
+    if not methods:
+        lines.append("  none: a diffusion model does not generate left to right")
+    lines.append("Name a DRAFT as well to check a draft model or an EAGLE-3/DFlash sidecar.")
+    out.write("\n".join(terminal_safe(line) for line in lines) + "\n")
+    return 0 if methods else 1
+
+
 def _yn(v: bool | None) -> str:
     return "absent" if v is None else ("true" if v else "false")
+
+
+def _data_line(complete: bool | None) -> str:
+    if complete is None:
+        return "unchecked (the file's size is unknown)"
+    return ("all inside the file" if complete
+            else "CUT SHORT: tensors end past the end of the file (an unfinished download?); llama.cpp will refuse it")
 
 
 def format_info(info: ModelInfo, n_tokens: int = 0) -> str:
@@ -119,13 +154,20 @@ def format_info(info: ModelInfo, n_tokens: int = 0) -> str:
         lines.append(f"  first {min(n_tokens, info.tokens.count)} tokens:")
         for i in range(min(n_tokens, info.tokens.count)):
             lines.append(f"    {i:>7} {quoted(info.tokens.text(i))}")
+    lines.append(f"  tensor data   {_data_line(info.data_complete)}")
+    spec = info.speculative or {}
+    lines.append(f"  speculation   {info.speculative_type or 'none'}"
+                 + (f" ({spec['flag']})" if spec.get("flag") else " (llama.cpp detects it)" if info.speculative_type else "")
+                 + (f": {spec['explanation']}" if spec.get("explanation") else ""))
+    for w in spec.get("warnings", []):
+        lines.append(f"  WARNING       {w}")
     lines.append("  tensor types  " + ", ".join(f"{k} ×{v}" for k, v in sorted(info.tensor_types.items())))
     return "\n".join(terminal_safe(line) for line in lines)
 
 
 def format_check(result: PairCheck) -> str:
     lines = [f"{result.verdict.capitalize()}: draft {result.draft['source']} for target {result.target['source']} "
-             f"(rules of llama.cpp {result.rules_from})"]
+             f"(rules of llama.cpp {result.rules_from})", f"  method: {result.method} (--spec-type {result.method})"]
     for c in result.checks:
         lines.append(f"  [{MARKS[c.ok]}] {c.rule:<12} {c.detail}")
     for w in result.warnings:
@@ -146,7 +188,8 @@ def _parser(command: str) -> argparse.ArgumentParser:
             "Check whether DRAFT can draft for TARGET in llama.cpp speculative decoding. Sources are local "
             "paths or hf://OWNER/REPO[@REVISION]/PATH. Exit status: 0 compatible, 1 incompatible, 2 error."))
         p.add_argument("target", help="the big model (path or hf:// source)")
-        p.add_argument("draft", help="the small model that proposes tokens")
+        p.add_argument("draft", nargs="?", help="the small model that proposes tokens (or a sidecar: EAGLE-3, "
+                       "DFlash); without it, the methods the target can use with no second model")
         p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--traceback", action="store_true", help="show the traceback of an unexpected error")
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from .info import ModelInfo
 from .llama_rules import LLAMA_CPP_BUILD, RS_ROLLBACK_ARCHS, VOCAB_TYPE_LABELS
+from .speculative import check_method
 from .tokens import CHECK_START_ID, MAX_SIZE_DIFFERENCE, first_text_mismatch, quoted, readable
 
 
@@ -39,6 +40,9 @@ class PairCheck:
     target: dict[str, Any]
     draft: dict[str, Any]
     warnings: list[PairWarning] = field(default_factory=list)
+    # The method llama.cpp would run with this draft (inspector.speculative): draft-simple unless the
+    # draft is an EAGLE-3/DFlash/DSpark sidecar or carries MTP heads; then ``checks`` are that method's.
+    method: str = "draft-simple"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -202,6 +206,9 @@ def _warnings(target: ModelInfo, draft: ModelInfo) -> list[PairWarning]:
 
 
 def check_pair(target: ModelInfo, draft: ModelInfo) -> PairCheck:
+    method = (draft.speculative or {}).get("type") or "draft-simple"
+    if method != "draft-simple":
+        return _check_method(target, draft, method)
     text_check, mm = _token_text(target, draft)
     checks = [
         _architecture(target, draft), _vocab_type(target, draft), _special("bos", target, draft),
@@ -219,4 +226,21 @@ def check_pair(target: ModelInfo, draft: ModelInfo) -> PairCheck:
         target=_side(target),
         draft=_side(draft),
         warnings=_warnings(target, draft),
+    )
+
+
+def _check_method(target: ModelInfo, draft: ModelInfo, method: str) -> PairCheck:
+    """A sidecar or MTP draft: the checks its method makes when it starts, not the vocabulary rules
+    (llama.cpp compares vocabularies only for draft-simple; an EAGLE-3 head may have no token table)."""
+    checks = [Check(c.rule, c.ok, c.detail) for c in check_method(target, draft)]
+    arch = _architecture(target, target)
+    if arch.ok is False and target.arch_kind == "diffusion":
+        checks.insert(0, Check("architecture", False, arch.detail))
+    failed = next((c.rule for c in checks if c.ok is not True), None)
+    return PairCheck(
+        compatible=failed is None, llama_cpp_compatible=all(c.ok is not False for c in checks),
+        rules_from=LLAMA_CPP_BUILD, checks=checks, failed_rule=failed, first_mismatch_token_id=None,
+        first_mismatch=None, target=_side(target), draft=_side(draft),
+        warnings=[PairWarning("speculative", w) for w in (draft.speculative or {}).get("warnings", [])],
+        method=method,
     )

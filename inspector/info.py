@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, BinaryIO
 
-from . import llama_rules
+from . import llama_rules, speculative
 from .ggml_constants import GGML_TYPE_NAMES, LLAMA_FTYPE_NAMES
 from .hub_names import shard_names
 from .gguf_header import ArrayRef, GGUFError, Header, read_header
@@ -76,6 +76,9 @@ class ModelInfo:
     # Every tensor's data lies inside its file (each shard's own); False: cut short (an unfinished
     # download), None: a file's size is unknown. Records stored before it existed read None.
     data_complete: bool | None = None
+    # The speculation method the file offers as llama.cpp's -md (inspector.speculative); None: none.
+    speculative_type: str | None = None
+    speculative: dict[str, Any] | None = None  # SpeculativeFacts.to_dict(); None in records stored before it
     tokens: TokenTable | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -198,9 +201,12 @@ def info_from_headers(headers: list[Header]) -> ModelInfo:
     arch = _str_key(kv, "general.architecture") or "unknown"
     tensors = [t for sh in headers for t in sh.tensors]
     tok, table = _tokenizer(h)
+    kind = llama_rules.arch_kind(arch)
+    spec = speculative.detect(arch, kind, kv, {t.name for t in tensors}, {t.name for t in h.tensors},
+                              table is not None)
     return ModelInfo(
         source=h.source, gguf_version=h.version, byteorder="little" if h.byteorder == "<" else "big",
-        architecture=arch, arch_kind=llama_rules.arch_kind(arch),
+        architecture=arch, arch_kind=kind,
         name=_str_key(kv, "general.name"), basename=_str_key(kv, "general.basename"),
         size_label=_str_key(kv, "general.size_label"), file_type=_file_type(kv),
         # Each tensor's count fits in int64 (the reader refuses more), but their sum need not when the
@@ -217,6 +223,7 @@ def info_from_headers(headers: list[Header]) -> ModelInfo:
         tensor_types=dict(Counter(_ggml_type_name(t.type) for t in tensors)),
         metadata={k: _json_safe(v) for k, v in kv.items()},
         data_complete=_all_complete([sh.data_complete for sh in headers]),
+        speculative_type=spec.type, speculative=spec.to_dict(),
         tokens=table,
     )
 

@@ -194,6 +194,10 @@ def plain_argv(caps: Capabilities, target: Path | str, prompt: str, gen: GenPara
         argv.append("-no-cnv")
     if caps.has("--no-display-prompt"):
         argv.append("--no-display-prompt")  # stdout then holds only the generated text
+    if caps.has("--spec-type"):
+        # The build's explicit "no speculation": no default (upstream discusses turning ngram-mod on)
+        # may make the baseline speculate.
+        argv += ["--spec-type", "none"]
     return argv
 
 

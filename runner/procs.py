@@ -130,6 +130,15 @@ def _terminate(proc: subprocess.Popen) -> None:
     _group_gone(proc.pid, 5.0)
 
 
+def benchmark_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a llama.cpp process: the given one (or ours) without any ``LLAMA_ARG_*``.
+
+    llama.cpp reads every option from ``LLAMA_ARG_<NAME>`` too: ``LLAMA_ARG_SPEC_TYPE`` left in a
+    user's shell would make the plain baseline speculate, or change what a speculative run measures.
+    """
+    return {k: v for k, v in (os.environ if env is None else env).items() if not k.startswith("LLAMA_ARG_")}
+
+
 def run_process(
     argv: Sequence[str],
     *,
@@ -147,7 +156,7 @@ def run_process(
     try:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, env=dict(env) if env is not None else None, cwd=cwd,
+            start_new_session=True, env=benchmark_env(env), cwd=cwd,
         )
     except OSError as exc:
         return ProcResult(argv, None, "", "", 0.0, start_error=f"cannot start {argv[0]}: {exc.strerror or exc}")

@@ -164,8 +164,8 @@ def test_check_pair_json_has_the_documented_shape(tmp_path):
     assert r.returncode == 1
     obj = json.loads(r.stdout)
     assert set(obj) == {"compatible", "llama_cpp_compatible", "rules_from", "checks", "failed_rule",
-                        "first_mismatch_token_id", "first_mismatch", "target", "draft", "warnings"}
-    assert obj["rules_from"] == "b11434" and obj["failed_rule"] == "bos"
+                        "first_mismatch_token_id", "first_mismatch", "target", "draft", "warnings", "method"}
+    assert obj["rules_from"] == "b11434" and obj["failed_rule"] == "bos" and obj["method"] == "draft-simple"
     assert [c["rule"] for c in obj["checks"]] == RULES
     assert set(obj["target"]) == {"source", "architecture", "vocab_type", "n_vocab", "add_bos_stored", "add_bos",
                                   "add_eos_stored", "add_eos", "bos_id", "eos_id", "vocab_key"}

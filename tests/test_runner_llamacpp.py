@@ -8,6 +8,7 @@ import pytest
 
 from tests.needs import missing
 
+from inspector.llama_flags import pinned_server_capabilities
 from runner import llamacpp
 from runner.llamacpp import Capabilities, GenParams
 
@@ -137,6 +138,11 @@ def test_plain_argv_on_real_build():
     assert "-no-cnv" in argv and "--no-display-prompt" in argv and "--no-escape" in argv
     assert argv[argv.index("--fit") + 1] == "off"
     assert argv[argv.index("--temp") + 1] == "0" and argv[argv.index("-ngl") + 1] == "99"
+    # llama-completion of this build cannot speculate at all (no --spec-type); a build whose baseline
+    # tool can (llama-server's options) is told "none" explicitly.
+    assert "--spec-type" not in caps.options and "--spec-type" not in argv
+    server = llamacpp.plain_argv(pinned_server_capabilities(), "/m/t.gguf", "x", GenParams(8))
+    assert server[server.index("--spec-type") + 1] == "none"
 
 
 def test_the_build_number_comes_from_the_package_that_owns_the_binaries_wherever_installed(tmp_path):

@@ -98,3 +98,14 @@ def test_grandchild_holding_the_pipes_does_not_hang():
     assert res.rc == 0 and time.monotonic() - start < 8
     assert group_members(res.pid) == []
     assert os.getpgid(os.getpid()) != res.pid
+
+
+def test_llama_arg_variables_never_reach_a_benchmark_process(monkeypatch):
+    # LLAMA_ARG_SPEC_TYPE=ngram-mod in a user's shell would make the plain baseline speculate.
+    monkeypatch.setenv("LLAMA_ARG_SPEC_TYPE", "ngram-mod")
+    monkeypatch.setenv("LLAMA_ARG_MODEL_DRAFT", "/tmp/x.gguf")
+    monkeypatch.setenv("SPECREG_KEEP", "yes")
+    res = run_process(["/usr/bin/env"], timeout_s=10)
+    assert "LLAMA_ARG_" not in res.stdout and "SPECREG_KEEP=yes" in res.stdout
+    given = run_process(["/usr/bin/env"], timeout_s=10, env={"LLAMA_ARG_THREADS": "1", "A": "b"})
+    assert given.stdout.split() == ["A=b"]

@@ -11,10 +11,11 @@ class Command(SpecregCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("target", help="the big model (path or hf:// source)")
-        parser.add_argument("draft", help="the small model that proposes tokens")
+        parser.add_argument("draft", nargs="?", help="the small model that proposes tokens (or an EAGLE-3/DFlash "
+                            "sidecar); without it, the methods the target can use with no second model")
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
-    def handle(self, *args, target: str, draft: str, **options) -> None:
+    def handle(self, *args, target: str, draft: str | None = None, **options) -> None:
         try:
             status = cli.check(target, draft, as_json=options["json"], out=self.stdout)
         except cli.UserError as exc:
