@@ -5,7 +5,11 @@ pay for loading it.
 """
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from urllib.parse import quote
 
 # Split files as llama.cpp's gguf-split names them: NAME-00001-of-00003.gguf (the width may vary).
@@ -58,19 +62,47 @@ def model_repo_id(text: str) -> str:
     return repo
 
 
-def hub_token(*, anonymous: bool) -> bool | None:
-    """The ``token`` argument for a Hub request.
+# Set while serving a web visitor who may not use the server's token (anonymous, or signed in without
+# the permission): every Hub request made inside sends no token. A context variable rather than a
+# parameter because the token is chosen deep down (remote reads, listings, downloads) and one missed
+# parameter would be a leak; a new thread starts with the default (token allowed), so work handed to
+# threads computes its headers before it starts (remote.py does).
+_NO_TOKEN: ContextVar[bool] = ContextVar("specreg_hub_no_token", default=False)
 
-    ``False`` (send none at all) for work an anonymous web visitor triggers, so the server's token
-    never reads a private or gated file for them; ``None`` lets huggingface_hub resolve it as it
-    always does (``HF_TOKEN``, then the token ``hf auth login`` stored) for commands and for users
-    allowed to use the server's token.
+
+@contextmanager
+def hub_access(*, server_token: bool) -> Iterator[None]:
+    """Within: Hub requests carry the server's token only when ``server_token`` is true."""
+    reset = _NO_TOKEN.set(not server_token)
+    try:
+        yield
+    finally:
+        _NO_TOKEN.reset(reset)
+
+
+def token_withheld() -> bool:
+    """Whether Hub requests made now must go without a token (see hub_access)."""
+    return _NO_TOKEN.get()
+
+
+def hub_token(*, anonymous: bool = False) -> bool | str | None:
+    """The ``token`` argument for a Hub request: the one choice every Hub request goes through.
+
+    ``False`` (send none at all) for work an anonymous web visitor triggers (``anonymous`` or inside
+    ``hub_access(server_token=False)``), so the server's token never reads a private or gated file for
+    them. Otherwise ``HF_TOKEN`` given explicitly (so it is sent even where implicit tokens are
+    disabled), or ``None``: huggingface_hub then uses the token ``hf auth login`` stored.
     """
-    return False if anonymous else None
+    if anonymous or _NO_TOKEN.get():
+        return False
+    return os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or None
 
 
 def have_token() -> bool:
-    """Whether huggingface_hub would send a token for a non-anonymous request."""
+    """Whether a Hub request made now would send a token."""
+    token = hub_token()
+    if token is not None:
+        return bool(token)
     from huggingface_hub import get_token
 
     return bool(get_token())

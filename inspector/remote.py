@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, unquote, urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 import httpx2
 from huggingface_hub import HfApi, constants, hf_hub_url
@@ -25,8 +25,9 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status, validate_repo_id
 
+from .hub_names import hf_source, hub_token, token_withheld
 from .readahead import FIRST_READ
-from .sources import SourceError
+from .sources import SourceError, Unreachable
 
 # huggingface_hub's shared client has no timeout at all; a dead host must fail fast, a slow CDN may take a while.
 READ_TIMEOUT, CONNECT_TIMEOUT = 30.0, 10.0
@@ -90,8 +91,7 @@ class HfSpec:
     path: str
 
     def __str__(self) -> str:
-        rev = f"@{quote(self.revision, safe='')}" if self.revision else ""  # encoded: a branch may hold '/'
-        return f"hf://{self.repo_id}{rev}/{self.path}"
+        return hf_source(self.repo_id, self.revision, self.path)
 
 
 @dataclass(frozen=True)
@@ -110,8 +110,7 @@ class RepoListing:
 
     def spec(self, path: str) -> str:
         """The hf:// spec of ``path`` pinned to the listed commit, so later reads see the same bytes."""
-        rev = f"@{self.commit}" if self.commit else ""
-        return f"hf://{self.repo_id}{rev}/{path}"
+        return hf_source(self.repo_id, self.commit, path)
 
 
 def _endpoint() -> str:
@@ -119,9 +118,8 @@ def _endpoint() -> str:
     return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
 
 
-def _token() -> str | None:
-    # Explicit so HF_TOKEN is sent even where implicit tokens are disabled; None falls back to `hf auth login`.
-    return os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or None
+def _token() -> bool | str | None:
+    return hub_token()
 
 
 def _api() -> HfApi:
@@ -181,6 +179,10 @@ def _describe(exc: BaseException, spec: HfSpec | None = None, deadline: Deadline
         return (f"the header was not read within {deadline.seconds:g} s (SPECREG_HEADER_DEADLINE_SECONDS); "
                 "the server is too slow")
     repo = spec.repo_id if spec else "the repository"
+    if token_withheld() and _private_or_missing(exc):
+        # Read for someone who may not use the server's token: private, gated and missing must read
+        # alike, or the answer tells them which private repositories exist.
+        return NOT_PUBLIC
     if isinstance(exc, GatedRepoError):  # before RepositoryNotFoundError, its base class
         if _token():
             return f"{repo} is gated and the token in HF_TOKEN has no access (request access on its model page)"
@@ -215,8 +217,28 @@ def _describe(exc: BaseException, spec: HfSpec | None = None, deadline: Deadline
     return f"{type(exc).__name__}: {first[0]}" if first else type(exc).__name__
 
 
+NOT_PUBLIC = ("not found, or not public (private and gated files are read only for signed-in users "
+              "allowed to use the server's Hugging Face token)")
+
+
+def _private_or_missing(exc: BaseException) -> bool:
+    if isinstance(exc, (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError)):
+        return True  # GatedRepoError is a RepositoryNotFoundError
+    return (isinstance(exc, HfHubHTTPError) and exc.response is not None
+            and exc.response.status_code in (401, 403, 404))
+
+
 # Errors that mean "the network or the server said no", as opposed to bugs; ValueError covers bad JSON answers.
 _NET_ERRORS = (OSError, httpx2.HTTPError, ValueError)
+# Of those, the ones where no server answered at all.
+_UNREACHABLE = (httpx2.ConnectError, httpx2.TimeoutException, OfflineModeIsEnabled, ConnectionError)
+
+
+def _net_error(name: str, exc: BaseException, spec: HfSpec | None = None,
+               deadline: Deadline | None = None) -> SourceError:
+    """The one-line SourceError for a network error, typed Unreachable when no server answered."""
+    kind = Unreachable if isinstance(exc, _UNREACHABLE) else SourceError
+    return kind(f"{name}: {_describe(exc, spec, deadline)}")
 
 
 def _total_from_content_range(value: str | None) -> int | None:
@@ -284,7 +306,7 @@ class HttpSource:
         except SourceError:
             raise
         except _NET_ERRORS as exc:
-            raise SourceError(f"{self.name}: {_describe(exc, deadline=self.deadline)}") from None
+            raise _net_error(self.name, exc, deadline=self.deadline) from None
 
     def _learn_size(self, content_range: str | None) -> int | None:
         total = _total_from_content_range(content_range)
@@ -444,7 +466,7 @@ def _first_read(name: str, url: str, headers: dict[str, str], deadline: Deadline
     except SourceError:
         raise
     except _NET_ERRORS as exc:
-        raise SourceError(f"{name}: {_describe(exc, s, deadline)}") from None
+        raise _net_error(name, exc, s, deadline) from None
 
 
 def _etag(value: str | None) -> str | None:
@@ -477,7 +499,7 @@ def _open_url(url: str, deadline: Deadline) -> HttpSource:
 
 def list_gguf_files(repo_id: str, revision: str | None = None, include: str | None = None) -> RepoListing:
     """The ``.gguf`` files of a model repository (optionally matching the glob ``include``), with sizes."""
-    name = f"hf://{repo_id}" + (f"@{revision}" if revision else "")
+    name = hf_source(repo_id, revision, "").rstrip("/")
     try:
         validate_repo_id(repo_id)
     except HFValidationError:
@@ -486,7 +508,7 @@ def list_gguf_files(repo_id: str, revision: str | None = None, include: str | No
     try:
         info = _api().model_info(repo_id, revision=revision, files_metadata=True, timeout=30)
     except _NET_ERRORS as exc:
-        raise SourceError(f"{name}: {_describe(exc, spec)}") from None
+        raise _net_error(name, exc, spec) from None
     gated = bool(info.gated)  # the Hub says False, "auto" or "manual"
     files = [
         RemoteFile(
@@ -521,7 +543,7 @@ def search_models(*, limit: int = 100, **kwargs: object) -> list[dict]:
     try:
         models = list(_api().list_models(limit=limit, **kwargs))
     except _NET_ERRORS as exc:
-        raise SourceError(f"{_endpoint()}: model search failed: {_describe(exc)}") from None
+        raise _net_error(f"{_endpoint()}: model search failed", exc) from None
     results = []
     for m in models:
         tags = list(m.tags or [])

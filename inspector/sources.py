@@ -16,6 +16,14 @@ class SourceError(Exception):
     """A source could not be opened or read; the message is one line naming source and problem."""
 
 
+class Unreachable(SourceError):
+    """The server could not be reached at all (no connection, no answer in time, offline mode).
+
+    A type of its own so that callers (an import of ten repositories) can stop asking the same
+    dead server without matching words in the message.
+    """
+
+
 class Source(Protocol):
     name: str  # how the user named it: a path or an hf:// URL
     size: int | None  # total bytes, when known

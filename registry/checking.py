@@ -6,6 +6,7 @@ from django.conf import settings
 from inspector.compat import PairCheck, check_pair
 from inspector.info import InspectError, ModelInfo, inspect_source
 
+from .access import header_cap, hub_reads_for
 from .models import GGUFFile
 from .pairing import candidate_files, info_is_target
 from .stored import load_info
@@ -15,7 +16,7 @@ class CheckError(Exception):
     """A source cannot be read; one line."""
 
 
-def info_for(source: str) -> ModelInfo:
+def info_for(source: str, cap: int | None = None) -> ModelInfo:
     source = source.strip()
     if not source:
         raise CheckError("name two files: a registered source or hf://OWNER/REPO[@REVISION]/PATH")
@@ -27,13 +28,17 @@ def info_for(source: str) -> ModelInfo:
         raise CheckError(f"{source}: not a registered file; the web form reads registered files and "
                          "hf://OWNER/REPO[@REVISION]/PATH files (for a file on your computer, use “Local file”)")
     try:
-        return inspect_source(source, settings.SPECREG_MAX_HEADER_BYTES)
+        return inspect_source(source, cap or settings.SPECREG_MAX_HEADER_BYTES)
     except InspectError as exc:
         raise CheckError(str(exc)) from None
 
 
-def check_sources(target: str, draft: str) -> tuple[PairCheck, ModelInfo, ModelInfo]:
-    t, d = info_for(target), info_for(draft)
+def check_sources(target: str, draft: str, user=None) -> tuple[PairCheck, ModelInfo, ModelInfo]:
+    """Check two sources for ``user``: Hub files read with the server's token and its full header cap
+    only for a user allowed to use them (registry.access)."""
+    with hub_reads_for(user):
+        cap = header_cap(user)
+        t, d = info_for(target, cap), info_for(draft, cap)
     return check_pair(t, d), t, d
 
 

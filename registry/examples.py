@@ -42,22 +42,18 @@ def apply_reported_examples() -> int:
     return added
 
 
-UNREACHABLE_SIGNS = ("cannot connect to", "timed out", "HF_HUB_OFFLINE", "Name or service not known")
-
-
 def import_curated(progress=None) -> tuple[list, list[tuple[str, str]], str]:
     """Import the curated repos: (reports, [(repo, error)], why the Hub is unreachable or "")."""
-    from .hub_import import HubImportError, import_hf
+    from .hub_import import HubImportError, HubUnreachable, import_hf
 
     reports, errors = [], []
     for entry in curated_repos():
         try:
             report = import_hf(entry["repo"], include=entry.get("include"))
+        except HubUnreachable as exc:
+            return reports, errors, str(exc)  # no point asking the next nine
         except HubImportError as exc:
-            message = str(exc)
-            if any(sign in message for sign in UNREACHABLE_SIGNS):
-                return reports, errors, message  # no point asking the next nine
-            errors.append((entry["repo"], message))
+            errors.append((entry["repo"], str(exc)))
             continue
         reports.append(report)
         if progress:

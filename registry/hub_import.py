@@ -10,7 +10,7 @@ from django.conf import settings
 from inspector.hub_names import SHARD, have_token, hf_source, model_repo_id
 from inspector.info import InspectError, inspect_source
 from inspector.remote import RemoteFile, RepoListing, list_gguf_files
-from inspector.sources import SourceError
+from inspector.sources import SourceError, Unreachable
 
 from .examples import apply_reported_examples
 from .registration import find_unchanged, register
@@ -19,6 +19,10 @@ from .registration import find_unchanged, register
 
 class HubImportError(Exception):
     """The repository as a whole cannot be imported; the message is one line."""
+
+
+class HubUnreachable(HubImportError):
+    """The Hub itself did not answer: the next repository would fail the same way."""
 
 
 @dataclass
@@ -111,6 +115,8 @@ def group_shards(files: list[RemoteFile]) -> list[Entry]:
 def list_repo(repo_id: str, revision: str | None = None, include: str | None = None) -> tuple[RepoListing, list[Entry]]:
     try:
         listing = list_gguf_files(repo_id, revision)
+    except Unreachable as exc:
+        raise HubUnreachable(str(exc)) from None
     except SourceError as exc:
         raise HubImportError(str(exc)) from None
     files = [f for f in listing.files if include is None or _matches(f.path, include)]

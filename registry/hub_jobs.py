@@ -8,6 +8,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from inspector.hub_names import hub_access
+
 from .drafts import DraftSearchError, find_drafts
 from .examples import import_curated
 from .hub_import import HubImportError, ImportReport, import_hf
@@ -29,17 +31,9 @@ def execute_job(job_id: int) -> str:
     result: dict[str, Any] = {}
     status, error = HubJob.DONE, ""
     try:
-        if job.kind == HubJob.IMPORT_REPO:
-            report = import_hf(job.params["repo"], revision=job.params.get("revision") or None,
-                               include=job.params.get("include") or None)
-            result = _report_dict(report)
-            say("success", report.summary())
-        elif job.kind == HubJob.IMPORT_CURATED:
-            _curated(say)
-        elif job.kind == HubJob.FIND_DRAFTS:
-            result = _drafts(job.params["source"], say)
-        else:
-            raise HubImportError(f"unknown job kind {job.kind!r}")
+        # The server's token only if the person who asked was allowed it (recorded when queued).
+        with hub_access(server_token=bool(job.params.get("server_token"))):
+            result = _run(job, say)
     except (HubImportError, DraftSearchError) as exc:
         status, error = HubJob.FAILED, str(exc)
         say("error", error)
@@ -48,6 +42,20 @@ def execute_job(job_id: int) -> str:
         say("error", error)
     HubJob.objects.filter(pk=job_id).update(status=status, error=error, result=result, finished_at=timezone.now())
     return status
+
+
+def _run(job: HubJob, say) -> dict[str, Any]:
+    if job.kind == HubJob.IMPORT_REPO:
+        report = import_hf(job.params["repo"], revision=job.params.get("revision") or None,
+                           include=job.params.get("include") or None)
+        say("success", report.summary())
+        return _report_dict(report)
+    if job.kind == HubJob.IMPORT_CURATED:
+        _curated(say)
+        return {}
+    if job.kind == HubJob.FIND_DRAFTS:
+        return _drafts(job.params["source"], say)
+    raise HubImportError(f"unknown job kind {job.kind!r}")
 
 
 def _report_dict(report: ImportReport) -> dict[str, Any]:

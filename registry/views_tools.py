@@ -10,20 +10,25 @@ from django.template.loader import render_to_string
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_POST
 
+from .access import may_see_paths
 from .checking import CheckError, check_sources, local_partners
 from .forms import CheckForm
 from .header_upload import FIRST_SLICE, UPLOAD_CAP, HeaderError, NeedMore, inspect_prefix
 from .models import GGUFFile
 from .pages import explained_checks, files_for_datalist, inspection_context
+from .rate_limits import RateLimited, check_rate
 
 
 def check(request: HttpRequest) -> HttpResponse:
     form = CheckForm(request.GET or None)
-    context = {"form": form, "sources": files_for_datalist()}
+    context = {"form": form, "sources": files_for_datalist(local=may_see_paths(request.user))}
     if form.is_valid():
         started = time.monotonic()
         try:
-            result, _, _ = check_sources(form.cleaned_data["target"], form.cleaned_data["draft"])
+            check_rate(request)
+            result, _, _ = check_sources(form.cleaned_data["target"], form.cleaned_data["draft"], request.user)
+        except RateLimited as exc:
+            return render(request, "registry/check.html", {**context, "error": str(exc)}, status=429)
         except CheckError as exc:
             context["error"] = str(exc)
         else:
@@ -40,6 +45,10 @@ def local(request: HttpRequest) -> HttpResponse:
 @require_POST
 def local_inspect(request: HttpRequest) -> JsonResponse:
     """Body: the first bytes of a local file. Answers the inspection, or how many bytes are needed."""
+    try:
+        check_rate(request, "local")
+    except RateLimited as exc:
+        return JsonResponse({"status": "error", "error": str(exc)}, status=429)
     name = unquote(request.headers.get("X-File-Name", ""))[:300] or "local.gguf"
     try:
         total = int(request.headers.get("X-File-Size", ""))

@@ -10,8 +10,10 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
+from inspector.hub_names import hub_access
 from inspector.llama_flags import ALL_GPU_LAYERS
 from inspector.sources import is_remote
+from registry.access import may_use_server_token
 from registry.models import BenchmarkRun, GGUFFile
 
 from . import llamacpp, procs
@@ -32,7 +34,8 @@ def execute(run_id: int) -> str:
         return BenchmarkRun.objects.filter(pk=run_id).values_list("status", flat=True).first() or "missing"
     reporter = Reporter(run_id)
     try:
-        status, error = _execute(run_id, reporter)
+        with hub_access(server_token=_requester_may_use_token(run_id)):
+            status, error = _execute(run_id, reporter)
     except Exception as exc:  # anything unforeseen still ends the run, with a line saying why
         status, error = BenchmarkRun.FAILED, f"internal error: {type(exc).__name__}: {exc}"
     finally:
@@ -45,6 +48,13 @@ def execute(run_id: int) -> str:
     if error:
         log(run_id, error)
     return status
+
+
+def _requester_may_use_token(run_id: int) -> bool:
+    """Downloads use the server's token for runs queued on the command line (no requester) and for users
+    allowed to use it; a run another signed-in user queued downloads only public files."""
+    run = BenchmarkRun.objects.select_related("requested_by").get(pk=run_id)
+    return run.requested_by is None or may_use_server_token(run.requested_by)
 
 
 def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:

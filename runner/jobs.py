@@ -6,12 +6,15 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from registry.access import may_use_server_token
 from registry.models import HubJob
 
 
 def queue_job(kind: str, params: dict[str, Any], *, user=None) -> HubJob:
     """Record a queued job and hand its task to the broker once the transaction commits."""
     with transaction.atomic():
+        # Decided when the person asks, kept with the job: the worker has no request to look at.
+        params = {**params, "server_token": may_use_server_token(user)}
         job = HubJob.objects.create(kind=kind, params=params, queue=settings.CELERY_TASK_DEFAULT_QUEUE,
                                     requested_by=user if getattr(user, "is_authenticated", False) else None)
         transaction.on_commit(lambda: _send(job))

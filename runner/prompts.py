@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -111,6 +112,72 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
+RENDER_SECONDS = 2.0  # real chat templates render in milliseconds
+RENDER_MAX_CHARS = 1 << 20  # and make a few kilobytes
+
+
+class TemplateTooCostly(jinja2.TemplateError):
+    pass
+
+
+class BoundedSandbox(ImmutableSandboxedEnvironment):
+    """jinja2's sandbox blocks what a template may reach, not what it may cost: this one also stops a
+    template that runs past RENDER_SECONDS or builds a value or an output past RENDER_MAX_CHARS.
+
+    Time is checked wherever the sandbox already intercepts (every call, attribute and item access,
+    and the operators that can multiply a size). Between two checks a template can only loop over a
+    range (at most the sandbox's MAX_RANGE items) or over a value whose size was bounded when built.
+    """
+
+    intercepted_binops = frozenset(["*", "**", "+"])
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.deadline = time.monotonic() + RENDER_SECONDS
+
+    def tick(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise TemplateTooCostly(f"it ran longer than {RENDER_SECONDS:g} s")
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (jinja's names)
+        __self.tick()
+        return super().call(__context, __obj, *args, **kwargs)
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        self.tick()
+        return super().getattr(obj, attribute)
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        self.tick()
+        return super().getitem(obj, argument)
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        self.tick()
+        if operator == "**" and isinstance(right, int) and abs(right) > 64 and isinstance(left, int) and abs(left) > 1:
+            raise TemplateTooCostly(f"it raised a number to the power {right}")
+        if operator == "*" and isinstance(left, (str, list, tuple)) != isinstance(right, (str, list, tuple)):
+            count = right if isinstance(left, (str, list, tuple)) else left
+            size = len(left) if isinstance(left, (str, list, tuple)) else len(right)
+            if isinstance(count, int) and count * size > RENDER_MAX_CHARS:
+                raise TemplateTooCostly(f"it built a value of {count * size:,} items")
+        result = super().call_binop(context, operator, left, right)
+        if isinstance(result, (str, list, tuple)) and len(result) > RENDER_MAX_CHARS:
+            raise TemplateTooCostly(f"it built a value of {len(result):,} items")
+        return result
+
+
+def _render_bounded(env: BoundedSandbox, source: str, **context: Any) -> str:
+    out: list[str] = []
+    size = 0
+    for chunk in env.from_string(source).generate(**context):
+        size += len(chunk)
+        if size > RENDER_MAX_CHARS:
+            raise TemplateTooCostly(f"its output passed {RENDER_MAX_CHARS:,} characters")
+        env.tick()
+        out.append(chunk)
+    return "".join(out)
+
+
 def render_prompt(prompt: str, template: ChatTemplate | None, system: str | None = None) -> Rendered:
     """Render one user turn with the model's chat template, ready for generation.
 
@@ -120,14 +187,14 @@ def render_prompt(prompt: str, template: ChatTemplate | None, system: str | None
         return Rendered(prompt, False, "the model has no chat template; raw prompt used")
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     # The same environment settings Hugging Face uses, so templates render as their authors tested them.
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = _tojson
     env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now)
     try:
-        text = env.from_string(template.source).render(
-            messages=messages, add_generation_prompt=True,
-            bos_token=template.bos_token, eos_token=template.eos_token,
-        )
+        text = _render_bounded(env, template.source, messages=messages, add_generation_prompt=True,
+                               bos_token=template.bos_token, eos_token=template.eos_token)
+    except TemplateTooCostly as exc:
+        return Rendered(prompt, False, f"chat template stopped: {exc} (a hostile or broken template); raw prompt used")
     except Exception as exc:  # any template error (syntax, sandbox, raise_exception) means: use the raw prompt
         return Rendered(prompt, False, f"chat template failed ({type(exc).__name__}: {exc}); raw prompt used")
     # llama.cpp adds BOS itself when the vocab asks for it; the template's copy would double it.

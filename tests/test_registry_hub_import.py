@@ -12,7 +12,7 @@ from django.db import connection
 from inspector.management.base import UserError
 from registry.drafts import family_stem, find_drafts, size_from_name
 from registry.hub_jobs import execute_job
-from registry.hub_import import HubImportError, import_hf
+from registry.hub_import import HubImportError, HubUnreachable, import_hf
 from registry.models import GGUFFile, Pair, ReportedResult, TokenTable
 from tests.ggufgen import vocab, write_gguf
 from tests.models import MODELS
@@ -141,6 +141,18 @@ def test_an_unreachable_hub_is_one_clear_line(hub, monkeypatch):
         call_command("import_hf", SMOL)
 
 
+def test_unreachable_is_told_apart_by_type_not_by_the_words_of_the_message(hub, monkeypatch):
+    with pytest.raises(HubImportError) as missing:
+        import_hf("org/no-such-repo")
+    assert not isinstance(missing.value, HubUnreachable)  # the Hub answered: the next repository may work
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    with pytest.raises(HubUnreachable):
+        import_hf(SMOL)
+
+
 def test_importing_the_qwen_repos_pairs_them_and_attaches_the_reported_examples(hub):
     import_hf(Q05)
     import_hf(Q15)
@@ -239,3 +251,16 @@ def test_a_header_above_the_cap_fails_that_file_with_a_clear_message(hub, settin
     report = import_hf(SMOL)
     (failed,) = report.failed
     assert "1,000,000-byte header cap" in failed.message and not GGUFFile.objects.exists()
+
+
+def test_one_hostile_file_is_recorded_and_the_files_after_it_are_imported(hub, tmp_path, smollm2_path):
+    from tests.test_hostile_headers import _tensor_file
+
+    huge = _tensor_file(tmp_path / "huge.gguf", (b"t", [2**63, 2**63, 2**63, 2**63], 0, 0))
+    wide = _tensor_file(tmp_path / "wide.gguf", (b"a", [2**63 - 64], 24, 0), (b"b", [2**63 - 64], 24, 2**63 - 64))
+    hub.add_repo("org/hostile-GGUF", {"a-huge.gguf": huge, "b-wide.gguf": wide, "c-ok.gguf": smollm2_path})
+    report = import_hf("org/hostile-GGUF")
+    status = {o.path: o.status for o in report.outcomes}
+    assert status == {"a-huge.gguf": "failed", "b-wide.gguf": "added", "c-ok.gguf": "added"}
+    assert "negative size" in report.failed[0].message
+    assert GGUFFile.objects.get(path="b-wide.gguf").parameter_count == 2**63 - 1  # saturated, stored

@@ -80,3 +80,21 @@ def test_bos_in_template_dropped_when_llama_adds_it():
     assert render_prompt("hi", tmpl).text == "[INST] hi [/INST]"
     kept = ChatTemplate(tmpl.source, "<s>", "</s>", add_bos=False)
     assert render_prompt("hi", kept).text == "<s>[INST] hi [/INST]"
+
+
+@pytest.mark.parametrize("source, why", [
+    ("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", "longer than"),
+    ("{{ 'x' * 10**10 }}", "value of"),
+    ("{{ 2 ** 100000000 }}", "power"),
+    ("{{ 'x' * 100000000 }}", "value of"),
+    ("{% set s = 'xy' * 400000 %}{{ s + s }}", "value of"),
+    ("{% for a in range(100000) %}{{ 'abcdefghijklmnopqrstuvwxyz' }}{% endfor %}", "output passed"),
+])
+def test_costly_chat_templates_are_stopped_quickly_with_a_clear_note(source, why):
+    import time
+
+    started = time.monotonic()
+    r = render_prompt("hello", ChatTemplate(source, "<s>", "</s>", False))
+    assert time.monotonic() - started < 5
+    assert not r.templated and r.text == "hello"
+    assert r.note.startswith("chat template stopped: ") and why in r.note

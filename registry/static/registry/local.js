@@ -90,7 +90,7 @@
         status.textContent = `${file.name}: header of ${answer.header_size.toLocaleString()} bytes read; ${sent.toLocaleString()} bytes sent in all (the file has ${file.size.toLocaleString()}).`;
         status.dataset.sent = String(sent);
         status.className = "ok";
-        out.innerHTML = answer.html; // rendered by the server's templates, every file-supplied string escaped
+        out.replaceChildren(...safeNodes(answer.html));
         return;
       }
       status.textContent = "The header is still incomplete after 8 rounds; giving up.";
@@ -99,4 +99,18 @@
       status.className = "error";
     }
   });
+  // The server renders the result with its templates (every file-supplied string escaped). It is put
+  // in the page as nodes of a parsed document, never through innerHTML: a parsed document runs no
+  // script, and scripts, frames, on* handlers and javascript: links are dropped besides (the CSP
+  // would block them too).
+  function safeNodes(html) {
+    const doc = new DOMParser().parseFromString(html, "text/html");
+    doc.querySelectorAll("script, iframe, object, embed, base, meta, link").forEach((n) => n.remove());
+    for (const el of doc.body.querySelectorAll("*")) {
+      for (const a of [...el.attributes]) {
+        if (a.name.startsWith("on") || /^\s*javascript:/i.test(a.value)) el.removeAttribute(a.name);
+      }
+    }
+    return [...doc.body.childNodes];
+  }
 })();

@@ -16,10 +16,17 @@ import time
 from django.conf import settings
 
 from inspector.management.base import SpecregCommand
+from inspector.remote import header_deadline_seconds
 from runner.queues import worker_queues
 
 STOP_GRACE_S = 7.0
-WEB_TIMEOUT_S = 60  # gunicorn kills a request (worker) that takes longer
+
+
+def web_timeout_s() -> int:
+    """gunicorn kills a request (its worker) that takes longer than this. A check reads at most two
+    remote headers, each within SPECREG_HEADER_DEADLINE_SECONDS, so the request ends with a clear
+    message before gunicorn's timeout would end it with a 502."""
+    return int(2 * header_deadline_seconds()) + 15
 
 
 class Command(SpecregCommand):
@@ -49,7 +56,7 @@ class Command(SpecregCommand):
             ], start_new_session=True))
         procs.append(subprocess.Popen([
             os.path.join(bin_dir, "gunicorn"), "registry.wsgi", "--bind", f"{host}:{port}",
-            "--workers", os.environ.get("WEB_CONCURRENCY", "3"), "--timeout", str(WEB_TIMEOUT_S),
+            "--workers", os.environ.get("WEB_CONCURRENCY", "3"), "--timeout", str(web_timeout_s()),
             "--graceful-timeout", "5", "--access-logfile", "-",
         ], start_new_session=True))
         self.stdout.write(f"specreg is running at http://{host}:{port}/  (Ctrl-C or SIGTERM stops it)")
