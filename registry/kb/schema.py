@@ -1,0 +1,192 @@
+"""The knowledge-base format (version 1.x) and its bounds, validated with pydantic.
+
+A file may come from anyone, so every list, string and number has a bound here, floats must be
+finite, and unknown fields are ignored (a newer minor version may add some); an unknown major
+version is refused before anything else is read.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, create_model, field_validator
+
+from inspector.info import ModelInfo
+
+FORMAT = "specreg-knowledge-base"
+SCHEMA_MAJOR = 1
+SCHEMA_VERSION = f"{SCHEMA_MAJOR}.0"
+
+INT32 = 2**31 - 1  # PositiveIntegerField on PostgreSQL
+INT64 = 2**63 - 1
+MAX_TOKENS = 4 * 1024 * 1024  # the largest real vocabularies have ~262,000
+MAX_FILES = 100_000
+MAX_PAIRS = 2_000_000
+MAX_RUNS = 200_000
+MAX_RESULTS_PER_RUN = 20_000
+MAX_REPORTED = 1_000_000
+
+InstallationId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,64}$")]
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+Source = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+
+
+def text(n: int) -> Any:
+    return Annotated[str, StringConstraints(max_length=n)]
+
+
+Count32 = Annotated[int, Field(ge=0, le=INT32)]
+OptFloat = Annotated[float | None, Field(default=None)]
+
+
+class Base(BaseModel):
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+
+class Installation(Base):
+    id: InstallationId
+    rules_from: text(32) = ""  # the llama.cpp build whose rules its verdicts follow
+    specreg_version: text(32) = ""
+
+
+class TokenTableIn(Base):
+    sha256: Sha256
+    count: Annotated[int, Field(ge=0, le=MAX_TOKENS)]
+    blob: str  # base64 of the stored array, (u64 little-endian length, bytes) per token
+
+
+class FileIn(Base):
+    source: Source
+    repo: text(200) = ""
+    revision: text(255) = ""
+    path: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+    commit: text(64) = ""
+    size: Annotated[int | None, Field(ge=0, le=INT64)] = None
+    etag: text(200) = ""
+    token_table: Sha256 | None = None
+    info: dict[str, Any]
+    inspected_at: AwareDatetime
+    installation: InstallationId  # which installation read the header
+
+
+class PairIn(Base):
+    target: Source
+    draft: Source
+    compatible: bool
+    failed_rule: text(32) = ""
+    rules_from: text(32) = ""
+
+
+class Figures(Base):
+    k: Count32
+    acceptance: OptFloat
+    speedup: Annotated[float | None, Field(default=None, ge=0)]
+    tokens_per_second: Annotated[float | None, Field(default=None, ge=0)]
+    baseline_tokens_per_second: Annotated[float | None, Field(default=None, ge=0)]
+    content_type: text(32) = ""
+    hardware: text(200) = ""
+    llama_cpp_build: text(32) = ""
+    created_at: AwareDatetime | None = None
+
+
+class ResultIn(Figures):
+    method: text(32) = ""  # the speculation method, where the exporting installation records one
+    temperature: float = 0.0
+    p_min: OptFloat
+    n_predict: Count32
+    repeats: Count32
+    n_prompts: Count32
+    status: text(16)
+    error: text(20_000) = ""
+    speculation_ran: bool = True
+    baseline_min: OptFloat
+    baseline_max: OptFloat
+    tps_min: OptFloat
+    tps_max: OptFloat
+    drafted: Count32 = 0
+    accepted: Count32 = 0
+    mean_accepted: OptFloat
+    identical: bool | None = None
+    divergences: Annotated[list[Any], Field(max_length=10_000)] = []
+    other_cpu_share: OptFloat
+
+
+class RunIn(Base):
+    installation: InstallationId
+    id: Annotated[int, Field(ge=1, le=INT64)]
+    target: Source
+    draft: Source
+    status: Literal["done", "failed", "cancelled"]
+    params: dict[str, Any] = {}
+    hardware: dict[str, Any] = {}
+    hardware_class: text(64) = ""
+    build: dict[str, Any] = {}
+    summary: dict[str, Any] = {}
+    report_md: text(1_000_000) = ""
+    server_command: text(100_000) = ""
+    systemd_unit: text(100_000) = ""
+    error: text(20_000) = ""
+    author: text(150) = ""
+    created_at: AwareDatetime
+    started_at: AwareDatetime | None = None
+    finished_at: AwareDatetime | None = None
+    results: Annotated[list[ResultIn], Field(max_length=MAX_RESULTS_PER_RUN)] = []
+
+
+class ReportedIn(Figures):
+    installation: InstallationId
+    id: Annotated[int, Field(ge=1, le=INT64)]
+    target: Source
+    draft: Source
+    source_url: text(500) = ""
+    citation: Annotated[str, StringConstraints(min_length=1, max_length=500)]
+    notes: text(100_000) = ""
+    author: text(150) = ""
+
+    @field_validator("source_url")
+    @classmethod
+    def _web_address(cls, v: str) -> str:
+        # Pages link to it: a javascript: or data: address would run in a visitor's browser.
+        if v and not v.lower().startswith(("https://", "http://")):
+            raise ValueError("source_url must be an http(s) address")
+        return v
+
+
+class Document(Base):
+    format: Literal["specreg-knowledge-base"]
+    schema_version: str
+    exported_at: AwareDatetime
+    installation: Installation
+    token_tables: Annotated[list[TokenTableIn], Field(max_length=MAX_FILES)] = []
+    files: Annotated[list[FileIn], Field(max_length=MAX_FILES)] = []
+    pairs: Annotated[list[PairIn], Field(max_length=MAX_PAIRS)] = []
+    runs: Annotated[list[RunIn], Field(max_length=MAX_RUNS)] = []
+    reported: Annotated[list[ReportedIn], Field(max_length=MAX_REPORTED)] = []
+    # Records of other apps (notes, deployments, observed telemetry), by section name (registry.kb.sections).
+    sections: Annotated[dict[Annotated[str, StringConstraints(max_length=64)], list[Any]], Field(max_length=64)] = {}
+
+
+def _model_info_schema() -> type[BaseModel]:
+    """ModelInfo's fields as a pydantic model, so a stored inspection from a file is type-checked
+    field by field (nested tokenizer included) before the registry rebuilds a ModelInfo from it."""
+    hints = typing.get_type_hints(ModelInfo)
+    fields = {f.name: (hints[f.name], f.default if f.default is not dataclasses.MISSING else ...)
+              for f in dataclasses.fields(ModelInfo) if f.name != "tokens"}
+    return create_model("ModelInfoIn", __config__=ConfigDict(extra="ignore", allow_inf_nan=False), **fields)
+
+
+ModelInfoIn = _model_info_schema()
+
+
+def major_of(version: Any) -> int | None:
+    """The major number of "MAJOR.MINOR", or None when it is not such a string."""
+    if not isinstance(version, str) or len(version) > 20:
+        return None
+    major, _, minor = version.partition(".")
+    return int(major) if major.isdigit() and (minor == "" or minor.isdigit()) else None
+
+
+def now_iso(dt: datetime | None) -> str | None:
+    return dt.isoformat() if dt else None

@@ -1,0 +1,457 @@
+"""export_kb / import_kb: a whole knowledge base between installations, with provenance, idempotent, all or nothing."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.utils import timezone
+
+from inspector.info import inspect_source
+from registry.kb.export import export_kb, knowledge_base
+from registry.kb.importer import KBError, import_kb
+from registry.models import (BenchmarkResult, BenchmarkRun, Family, GGUFFile, Model, Pair, PairCheckResult,
+                             ReportedResult, TokenTable)
+from registry.pairing import pair_for
+from registry.registration import register
+from registry.results import refresh_best
+
+# db_service: CI runs these again on PostgreSQL.
+pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = "installation-a"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture(scope="session")
+def infos(qwen05_header_path, qwen15_header_path, smollm2_path, gemma3_header_path):
+    return {k: inspect_source(str(p)) for k, p in [("qwen05", qwen05_header_path), ("qwen15", qwen15_header_path),
+                                                   ("smollm2", smollm2_path), ("gemma3", gemma3_header_path)]}
+
+
+@pytest.fixture(autouse=True)
+def installation_a(settings):
+    settings.SPECREG_INSTALLATION_ID = HERE
+    return settings
+
+
+def reg(info, name: str):
+    return register(info, source=f"hf://org/{name}/{name}.gguf", repo=f"org/{name}", path=f"{name}.gguf",
+                    commit=COMMIT, etag=f"e-{name}", size=1).file
+
+
+@pytest.fixture
+def kb_a(infos):
+    """Installation A: three real models, the Qwen pair benchmarked under two builds, a reported figure,
+    and a pair a user asked for (SmolLM2 for Qwen 1.5B, incompatible)."""
+    q05, q15, smol = reg(infos["qwen05"], "qwen05"), reg(infos["qwen15"], "qwen15"), reg(infos["smollm2"], "smollm2")
+    reg(infos["gemma3"], "gemma3")
+    pair = Pair.objects.get(target=q15, draft=q05)
+    pair_for(q15, smol)
+    alice = User.objects.create_user("alice", password="x" * 12)
+    for i, (build, tps, speedup) in enumerate([("b11000", 11.4, 0.48), ("b11434 (abc1234)", 14.0, 0.62)]):
+        run = BenchmarkRun.objects.create(pair=pair, queue="bench.cpu-2c", status="done", hardware_class="cpu-2c",
+                                          requested_by=alice, build={"label": build}, summary={"status": "done"},
+                                          server_command="llama-server -m models/qwen15.gguf", hardware={"cpus": 2})
+        BenchmarkRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(hours=2 - i))
+        for k in (4, 8):
+            BenchmarkResult.objects.create(
+                run=run, pair=pair, k=k, content_type="code", n_predict=64, repeats=3, n_prompts=2, status="ok",
+                tokens_per_second=tps + k / 10, tps_min=tps - 0.3, tps_max=tps + 0.9, speedup=speedup + k / 100,
+                baseline_tokens_per_second=23.8, acceptance=0.7, drafted=100, accepted=70, identical=True,
+                divergences=[{"prompt": 0, "position": None}], hardware="Some CPU (cpu-2c)", llama_cpp_build=build)
+    BenchmarkRun.objects.create(pair=pair, queue="bench.cpu-2c", status="queued")  # in progress: not exported
+    ReportedResult.objects.create(pair=pair, k=24, speedup=1.9, acceptance=0.8, content_type="code",
+                                  citation="llama.cpp PR 10455", source_url="https://github.com/ggml-org/llama.cpp/pull/10455",
+                                  reported_by=alice, hardware="M2 Ultra", llama_cpp_build="b4182")
+    refresh_best(pair)
+    team_records(pair, run, alice)
+    return pair
+
+
+def team_records(pair, run, alice) -> None:
+    """Notes (one edited, one on a run, one hidden) and a deployment with observed traffic."""
+    from registry.team.models import Deployment
+    from registry.team.notes import add_note, edit_note, set_hidden
+    from registry.team.telemetry import record
+
+    note = add_note(pair, "K=8 **held** in CI", alice)
+    edit_note(note, "K=8 **held** in CI and in production", alice)
+    add_note(run, "ran on the *old* box", alice)
+    staff = User.objects.create_user("root", password="x" * 12, is_staff=True)
+    set_hidden(add_note(pair.target.model, "spam <script>x</script>", alice), True, staff)
+    d = Deployment.objects.create(target=pair.target, draft=pair.draft, pair=pair, run=run, method="draft-simple",
+                                  k=8, command="llama-server -m models/qwen15.gguf -md models/qwen05.gguf",
+                                  host="gpu-7", url="http://10.0.0.7:8080", created_by=alice, author_name="alice",
+                                  deployed_at=timezone.now() - timedelta(days=3))
+    t0 = timezone.now() - timedelta(hours=1)
+    record(d, counters={"draft_tokens": 100, "accepted_tokens": 60,
+                        "drafts": 25, "tokens_predicted": 300, "tokens_predicted_seconds": 10},
+           at=t0)
+    record(d, counters=None, error="connection refused", at=t0 + timedelta(minutes=5))
+    record(d, counters={"draft_tokens": 500, "accepted_tokens": 380,
+                        "drafts": 120, "tokens_predicted": 1300, "tokens_predicted_seconds": 40},
+           at=t0 + timedelta(minutes=10))
+
+
+def team_of() -> dict:
+    """The team's records as pages show them, without what differs by installation (ids, URLs)."""
+    from registry.team.models import Deployment, Note
+    from registry.team.telemetry import observed
+
+    def subject(n) -> str:  # what the note is on, by names rather than ids
+        if n.run_id:
+            return f"run of {n.run.pair} started {n.run.created_at.isoformat()}"
+        return f"model {n.model.repo}/{n.model.name}" if n.model_id else str(n.subject)
+
+    notes = sorted([n.body, subject(n), n.author_name, n.hidden, [v.body for v in n.versions.all()]]
+                   for n in Note.objects.all())
+    deployments = [{"target": d.target.source, "draft": d.draft.source if d.draft else None, "method": d.method,
+                    "k": d.k, "command": d.command, "host": d.host, "author": d.author_name,
+                    "deployed_at": d.deployed_at.isoformat(), "run": bool(d.run_id),
+                    "observed": observed(d).to_dict()} for d in Deployment.objects.order_by("deployed_at")]
+    return {"notes": notes, "deployments": deployments}
+
+
+def counts() -> dict[str, int]:
+    from registry.team.models import Deployment, Note, NoteVersion, TelemetrySample
+
+    return {m.__name__: m.objects.count() for m in (GGUFFile, TokenTable, Model, Family, Pair, PairCheckResult,
+                                                    BenchmarkRun, BenchmarkResult, ReportedResult, Note,
+                                                    NoteVersion, Deployment, TelemetrySample)}
+
+
+def empty_installation(settings, name: str) -> None:
+    """This test database becomes another, empty installation."""
+    from registry.team.models import Deployment
+
+    for m in (Deployment, BenchmarkRun, ReportedResult, Pair, GGUFFile, Model, Family, TokenTable):
+        m.objects.all().delete()
+    settings.SPECREG_INSTALLATION_ID = name
+
+
+def test_the_export_is_versioned_json_with_provenance(kb_a, tmp_path):
+    n = export_kb(tmp_path / "kb.json")
+    doc = json.loads((tmp_path / "kb.json").read_text())
+    assert doc["format"] == "specreg-knowledge-base" and doc["schema_version"] == "1.0"
+    assert doc["installation"] == {"id": HERE, "rules_from": "b11434", "specreg_version": doc["installation"]["specreg_version"]}
+    assert n == {"files": 4, "pairs": 2, "runs": 2, "reported": 1, "results": 4, "notes": 3, "deployments": 1}
+    (dep,) = doc["sections"]["deployments"]
+    assert "url" not in dep and "10.0.0.7" not in json.dumps(doc)  # a server inside A's network stays A's
+    assert (dep["installation"], dep["author"], len(dep["samples"])) == (HERE, "alice", 3)
+    assert {(n["installation"], n["author"]) for n in doc["sections"]["notes"]} == {(HERE, "alice")}
+    assert len(doc["token_tables"]) == 3  # the two Qwen files share theirs
+    assert {f["installation"] for f in doc["files"]} == {HERE}
+    run = doc["runs"][0]
+    assert (run["installation"], run["author"], run["hardware_class"], run["build"]) == (HERE, "alice", "cpu-2c", {"label": "b11000"})
+    assert [r["llama_cpp_build"] for r in doc["runs"][1]["results"]] == ["b11434 (abc1234)"] * 2
+    rep = doc["reported"][0]
+    assert (rep["installation"], rep["author"], rep["citation"]) == (HERE, "alice", "llama.cpp PR 10455")
+
+
+def test_importing_into_an_empty_installation_twice_gives_the_same_records_once(kb_a, tmp_path, settings, client):
+    export_kb(tmp_path / "kb.json")
+    before = counts()
+    empty_installation(settings, "installation-b")
+    report = import_kb(tmp_path / "kb.json")
+    assert report.source_installation == HERE
+    assert report.counts == {"files added": 4, "runs added": 2, "measured results added": 4, "reported results added": 1,
+                             "notes added": 3, "deployments added": 1, "observed samples added": 3}
+    assert report.messages == []
+    assert counts() == {**before, "BenchmarkRun": 2}  # the queued run stayed home
+    run = BenchmarkRun.objects.order_by("origin_id").first()
+    assert (run.origin_installation, run.origin_author, run.requested_by, run.status) == (HERE, "alice", None, "done")
+    assert run.imported_at is not None and run.created_at < timezone.now() - timedelta(minutes=90)
+    assert set(GGUFFile.objects.values_list("origin_installation", flat=True)) == {HERE}
+    rep = ReportedResult.objects.get()
+    assert (rep.origin_installation, rep.origin_author, rep.reported_by) == (HERE, "alice", None)
+    html = client.get(rep.pair.get_absolute_url()).content.decode()
+    assert 'alice <span class="muted small">at installation installation-a</span>' in html
+    assert html.count("(imported from installation installation-a)") == 4  # each measured cell says so
+
+    from registry.team.models import Deployment, Note
+
+    d = Deployment.objects.get()
+    assert (d.url, d.origin_installation, d.author_name, d.run.origin_installation) == ("", HERE, "alice", HERE)
+    assert Note.objects.get(hidden=True).body.startswith("spam")
+    assert [v.body for v in Note.objects.get(pair__isnull=False).versions.all()] == ["K=8 **held** in CI"]
+
+    again = import_kb(tmp_path / "kb.json")
+    assert again.counts == {"files already here": 4, "runs already here": 2, "reported results already here": 1,
+                            "notes already here": 3, "deployments already here": 1}
+    assert counts() == {**before, "BenchmarkRun": 2}
+
+    # And its own export comes back into A unchanged: A's records are recognised as A's.
+    export_kb(tmp_path / "kb-b.json")
+    doc = json.loads((tmp_path / "kb-b.json").read_text())
+    assert doc["installation"]["id"] == "installation-b" and {r["installation"] for r in doc["runs"]} == {HERE}
+    assert {f["installation"] for f in doc["files"]} == {HERE}
+
+
+def test_an_installation_importing_its_own_export_changes_nothing(kb_a, tmp_path):
+    export_kb(tmp_path / "kb.json")
+    before = counts()
+    report = import_kb(tmp_path / "kb.json")
+    assert report.counts == {"files already here": 4, "runs already here": 2, "reported results already here": 1,
+                             "notes already here": 3, "deployments already here": 1}
+    assert counts() == before
+
+
+def test_conflicts_keep_both_with_their_provenance(kb_a, tmp_path, settings, infos):
+    export_kb(tmp_path / "kb.json")
+    empty_installation(settings, "installation-b")
+    # B registered a different file under A's Qwen 0.5B name, and reported other figures for the same cell.
+    reg(infos["gemma3"], "qwen05")
+    q15 = reg(infos["qwen15"], "qwen15")
+    reg(infos["qwen05"], "qwen05-b")
+    pair_b = Pair.objects.get(target=q15)
+    ReportedResult.objects.create(pair=pair_b, k=24, speedup=1.2, acceptance=0.6, content_type="code",
+                                  citation="our notes", hardware="M2 Ultra", llama_cpp_build="b4182")
+    report = import_kb(tmp_path / "kb.json")
+    theirs = f"hf://org/qwen05@{COMMIT}/qwen05.gguf"
+    assert any(m.startswith("file hf://org/qwen05/qwen05.gguf differs") and m.endswith(f"theirs as {theirs}")
+               for m in report.messages)
+    assert report.counts["files kept beside ours"] == 1 and "reported results kept beside ours" not in report.counts
+    assert GGUFFile.objects.get(source="hf://org/qwen05/qwen05.gguf").architecture == "gemma3"
+    assert GGUFFile.objects.get(source=theirs).architecture == "qwen2"
+    # A's figures sit on the pair of A's files (their 0.5B under its revision's name), beside B's own pair.
+    pair_a = Pair.objects.get(target=q15, draft__source=theirs)
+    assert pair_a.compatible and pair_a.best_kind == "measured"
+    assert [(r.citation, r.origin_installation) for r in ReportedResult.objects.order_by("pk")] == [
+        ("our notes", ""), ("llama.cpp PR 10455", HERE)]
+
+
+def test_figures_for_the_same_cell_from_two_installations_are_both_kept(kb_a, tmp_path, settings, infos):
+    export_kb(tmp_path / "kb.json")
+    empty_installation(settings, "installation-b")
+    q05, q15 = reg(infos["qwen05"], "qwen05"), reg(infos["qwen15"], "qwen15")
+    pair = Pair.objects.get()
+    ReportedResult.objects.create(pair=pair, k=24, speedup=1.2, acceptance=0.6, content_type="code",
+                                  citation="our notes", hardware="M2 Ultra", llama_cpp_build="b4182")
+    report = import_kb(tmp_path / "kb.json")
+    assert report.counts["files already here"] == 2 and report.counts["reported results kept beside ours"] == 1
+    assert any("kept both, theirs from installation installation-a" in m for m in report.messages)
+    assert sorted(ReportedResult.objects.filter(pair=pair).values_list("speedup", flat=True)) == [1.2, 1.9]
+
+
+def manage(data_dir: Path, *args: str, script: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SPECREG_INSTALLATION_ID", "CACHE_URL")}
+    env.update(SPECREG_DATA_DIR=str(data_dir), DJANGO_SETTINGS_MODULE="registry.settings")
+    cmd = [sys.executable, "manage.py", *args] if script is None else [sys.executable, "-c", script]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+
+
+def table_of(c) -> dict:
+    """The pairs table (JSON and HTML) and every pair's page, as the client ``c`` sees them."""
+    streamed = c.get("/api/pairs?all=1&verdict=all")
+    rows = json.loads(b"".join(streamed.streaming_content))["results"]
+    pages = {r["draft"]["source"] + " > " + r["target"]["source"]: c.get(f"/api/pairs/{r['id']}").json() for r in rows}
+    return {"rows": rows, "pages": pages, "html": c.get("/?verdict=all").content.decode()}
+
+
+TABLE_SCRIPT = """
+import django, json
+django.setup()
+from django.test import Client
+from tests.test_registry_kb import table_of
+from tests.test_registry_kb import team_of
+print(json.dumps({**table_of(Client(HTTP_HOST="localhost")), "team": team_of()}))
+"""
+
+
+def normalised(table: dict) -> dict:
+    """The table as a visitor sees it, without what differs by installation (ids, check times)."""
+    def strip(v):
+        if isinstance(v, dict):
+            # "origin" says where a figure came from: compared on its own in the test.
+            return {k: strip(x) for k, x in v.items() if k not in ("id", "model_id", "checked_at", "changed_at",
+                                                                    "origin")}
+        if isinstance(v, list):
+            return [strip(x) for x in v]
+        return v
+
+    html = table["html"]
+    body = html[html.index("<table"):html.index("</table>")]
+    body = re.sub(r'href="[^"]*"', "", body)
+    body = re.sub(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d[^<\"]*", "", body)
+    pages = {k: {f: strip(v[f]) for f in ("compatible", "failed_rule", "checks", "measured", "reported",
+                                          "build_changes", "recommendation")} for k, v in table["pages"].items()}
+    return {"rows": strip(table["rows"]), "pages": pages, "html": body, "team": table["team"]}
+
+
+def test_an_export_imported_into_a_fresh_installation_shows_the_same_table(kb_a, tmp_path, client):
+    kb, b_dir = tmp_path / "kb.json", tmp_path / "b"
+    export_kb(kb)
+    ta = {**table_of(client), "team": team_of()}  # installation A, as its visitors see it
+    assert len(ta["rows"]) == 2 and ta["rows"][0]["best"]["kind"] == "measured"
+
+    # Installation B: its own data folder and database, empty, then A's export.
+    assert manage(b_dir, "migrate", "--noinput", "-v", "0").returncode == 0
+    done = manage(b_dir, "import_kb", str(kb))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith(f"imported {kb} from installation {HERE}: 4 files added")
+    b = manage(b_dir, script=TABLE_SCRIPT)
+    assert b.returncode == 0, b.stderr
+    tb = json.loads(b.stdout)
+    assert normalised(ta) == normalised(tb)
+    origins = lambda t: {f["origin"] for p in t["pages"].values() for f in p["measured"] + p["reported"]}  # noqa: E731
+    assert origins(ta) == {""} and origins(tb) == {HERE}  # made there, and said so here
+    assert len(tb["team"]["notes"]) == 3 and tb["team"]["deployments"][0]["observed"]["acceptance"] == 0.8
+    page = next(p for p in tb["pages"].values() if p["measured"])
+    assert [c["direction"] for c in page["build_changes"]] == ["faster", "faster"]  # history travels too
+
+    # B has its own stable id, and a second import adds nothing.
+    id_b = (b_dir / "installation_id").read_text().strip()
+    assert id_b != HERE and re.fullmatch(r"[0-9a-f-]{36}", id_b)
+    again = manage(b_dir, "import_kb", str(kb))
+    assert again.returncode == 0 and "added" not in again.stdout
+    assert normalised(json.loads(manage(b_dir, script=TABLE_SCRIPT).stdout)) == normalised(tb)
+
+
+def a_doc(kb_a) -> dict:
+    return json.loads(json.dumps(knowledge_base()))
+
+
+def hostile_cases(doc: dict) -> dict[str, tuple[bytes, str]]:
+    def with_(mutate) -> bytes:
+        d = json.loads(json.dumps(doc))
+        mutate(d)
+        return json.dumps(d).encode()
+
+    def last_run_bad(d):  # everything before it is fine: still nothing may be stored
+        d["runs"][-1]["results"][-1]["k"] = -1
+
+    def table_lies(d):
+        t = d["token_tables"][0]
+        t["sha256"] = "0" * 64
+
+    def tokens_short(d):
+        d["token_tables"][0]["count"] += 1
+
+    def tokens_huge(d):
+        d["token_tables"][0]["count"] = 4 * 1024 * 1024
+
+    def info_types(d):
+        d["files"][0]["info"]["tokenizer"]["n_tokens"] = "many"
+
+    def vocab_key_lies(d):
+        d["files"][0]["info"]["tokenizer"]["vocab_key"] = "gpt2:small"
+
+    def xss(d):
+        d["reported"][0]["source_url"] = "javascript:alert(1)"
+
+    def unknown_file(d):
+        d["runs"][0]["target"] = "hf://nobody/x/y.gguf"
+
+    def huge_list(d):
+        d["runs"][0]["results"] = d["runs"][0]["results"] * 10_001
+
+    def note_on_two(d):
+        d["sections"]["notes"][0]["file"] = d["files"][0]["source"]
+
+    def deployment_elsewhere(d):
+        d["sections"]["deployments"][0]["target"] = "/home/someone/else.gguf"
+
+    def sample_text(d):
+        d["sections"]["deployments"][0]["samples"][0]["draft_tokens"] = "lots"
+
+    return {
+        "note on two things": (with_(note_on_two), "is not on exactly one thing"),
+        "deployment of an unknown file": (with_(deployment_elsewhere), "/home/someone/else.gguf: not among"),
+        "sample not a number": (with_(sample_text), "sections.deployments: 0.samples.0.draft_tokens: Input should be"),
+        "notes not a list": (with_(lambda d: d["sections"].update(notes={"a": 1})), "sections.notes: Input should be a valid list"),
+        "not json": (b"{\"format\": ", "not valid JSON"),
+        "not utf-8": (b"\xff\xfe{}", "not UTF-8 text"),
+        "nan": (json.dumps(doc).replace('"speedup": 1.9', '"speedup": NaN').encode(), "holds NaN"),
+        "deep": (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
+        "big int": (with_(lambda d: d["runs"][0]["results"][0].update(drafted=2**70)), "does not fit in 64 bits"),
+        "other format": (json.dumps({"format": "other"}).encode(), "not a specreg knowledge base"),
+        "version 2": (with_(lambda d: d.update(schema_version="2.0")), "schema version 2.0 is not supported"),
+        "version junk": (with_(lambda d: d.update(schema_version=["1"])), "schema_version must be a string"),
+        "last record": (with_(last_run_bad), "runs.1.results.1.k: Input should be greater than or equal to 0"),
+        "table hash": (with_(table_lies), "its content hashes to"),
+        "table count": (with_(tokens_short), "its entries do not fill the blob exactly"),
+        "table count huge": (with_(tokens_huge), "cannot hold 4,194,304 tokens"),
+        "table count past bound": (with_(lambda d: d["token_tables"][0].update(count=2**40)),
+                                   "token_tables.0.count: Input should be less than or equal to 4194304"),
+        "info types": (with_(info_types), "info.tokenizer.n_tokens: Input should be a valid integer"),
+        "vocab key": (with_(vocab_key_lies), "vocabulary key does not match"),
+        "javascript url": (with_(xss), "source_url must be an http(s) address"),
+        "unknown file": (with_(unknown_file), "hf://nobody/x/y.gguf: not among the file's files"),
+        "too many results": (with_(huge_list), "runs.0.results: List should have at most 20000 items"),
+    }
+
+
+def test_a_hostile_or_malformed_file_is_refused_in_one_line_and_changes_nothing(kb_a, tmp_path, settings):
+    doc = a_doc(kb_a)
+    empty_installation(settings, "installation-b")
+    before = counts()
+    for name, (raw, expected) in hostile_cases(doc).items():
+        path = tmp_path / f"{name}.json"
+        path.write_bytes(raw)
+        with pytest.raises(KBError) as err:
+            import_kb(path)
+            pytest.fail(f"{name} was imported")
+        message = str(err.value)
+        assert expected in message and "\n" not in message and len(message) < 500, (name, message)
+        assert counts() == before, name
+    settings.SPECREG_KB_MAX_BYTES = 1000
+    with pytest.raises(KBError, match="more than SPECREG_KB_MAX_BYTES"):
+        import_kb(path)
+    with pytest.raises(KBError, match="No such file"):
+        import_kb(tmp_path / "missing.json")
+
+
+def test_the_commands_answer_in_one_line_with_exit_status_2(tmp_path):
+    bad = tmp_path / "v9.json"
+    bad.write_text(json.dumps({"format": "specreg-knowledge-base", "schema_version": "9.1"}))
+    out = manage(tmp_path / "d", "import_kb", str(bad))
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == (f"import_kb: {bad}: nothing imported: schema version 9.1 is not supported: this specreg "
+                          "reads 1.x (export it with a specreg that writes 1.x)\n")
+    out = manage(tmp_path / "d", "export_kb", str(tmp_path / "no-such-dir" / "kb.json"))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "No such file or directory" in out.stderr
+
+
+def test_the_installation_id_is_kept_in_the_data_folder(tmp_path):
+    show = "import django; django.setup(); from django.conf import settings; print(settings.SPECREG_INSTALLATION_ID)"
+    first, second = (manage(tmp_path / "d", script=show).stdout for _ in range(2))
+    other = manage(tmp_path / "e", script=show).stdout
+    assert first == second != other and re.fullmatch(r"[0-9a-f-]{36}\n", first)
+    assert (tmp_path / "d" / "installation_id").read_text().strip() == first.strip()
+
+
+def test_a_section_this_installation_does_not_know_is_skipped_and_said_so(kb_a, tmp_path, settings):
+    doc = a_doc(kb_a)
+    doc["sections"]["incidents"] = [{"what": "outage"}]
+    (tmp_path / "kb.json").write_text(json.dumps(doc))
+    empty_installation(settings, "installation-b")
+    report = import_kb(tmp_path / "kb.json")
+    assert report.messages == ["section 'incidents' skipped: this installation does not keep such records"]
+    assert report.counts["notes added"] == 3
+
+
+def test_import_kb_reports_what_it_did(kb_a, tmp_path, settings):
+    export_kb(tmp_path / "kb.json")
+    empty_installation(settings, "installation-b")
+    lines: list[str] = []
+
+    class Out:
+        def write(self, s):
+            lines.extend(s.rstrip("\n").split("\n"))
+
+        def flush(self):
+            pass
+
+    call_command("import_kb", str(tmp_path / "kb.json"), stdout=Out())
+    assert lines[-1] == (f"imported {tmp_path / 'kb.json'} from installation {HERE}: 4 files added, 2 runs added, "
+                         "4 measured results added, 1 reported results added, 3 notes added, 1 deployments added, "
+                         "3 observed samples added")
