@@ -11,9 +11,10 @@ from django.shortcuts import get_object_or_404
 from .checking import CheckError, check_sources
 from .examples import curated_repos, reported_examples
 from .models import GGUFFile
+from .rate_limits import RateLimited, check_rate
 from .pages import model_page, pair_page, tokenizer_view
 from .serializers import file_ref, model_summary, pair_row
-from .table import TableQuery, facets
+from .table import TableQuery, TableQueryError, facets
 from .table_pages import iter_rows, page_of
 
 
@@ -23,7 +24,10 @@ def _json(data: object, status: int = 200) -> JsonResponse:
 
 def pairs(request: HttpRequest) -> HttpResponse:
     """A page of the table (``next``/``previous`` are cursor links), or with ``all=1`` every row, streamed."""
-    tq = TableQuery.from_params(request.GET)
+    try:
+        tq = TableQuery.from_params(request.GET)
+    except TableQueryError as exc:
+        return _json({"error": str(exc)}, status=400)
     if request.GET.get("all") == "1":
         return StreamingHttpResponse(_all_pairs(tq), content_type="application/json")
     page, rows = page_of(tq)
@@ -56,6 +60,11 @@ def pair(request: HttpRequest, pk: int) -> JsonResponse:
         **pair_row(page.pair), "checks": page.checks, "warnings": page.pair.result.get("warnings", []),
         "first_mismatch": page.pair.result.get("first_mismatch"),
         "measured": [f.to_dict() for f in page.measured], "reported": [f.to_dict() for f in page.reported],
+        "build_changes": [c.to_dict() for c in page.history],
+        "verdict_changes": [{"old_compatible": v.old_compatible, "new_compatible": v.new_compatible,
+                             "old_failed_rule": v.old_failed_rule, "new_failed_rule": v.new_failed_rule,
+                             "old_rules_from": v.old_rules_from, "new_rules_from": v.new_rules_from,
+                             "changed_at": v.changed_at} for v in page.verdict_changes],
         "recommendation": {"use_draft": rec.use_draft, "k": rec.k, "basis": rec.basis, "command": rec.command,
                            "download": rec.download},
     })
@@ -83,7 +92,10 @@ def file(request: HttpRequest, pk: int) -> JsonResponse:
 
 def check(request: HttpRequest) -> JsonResponse:
     try:
-        result, _, _ = check_sources(request.GET.get("target", ""), request.GET.get("draft", ""))
+        check_rate(request)
+        result, _, _ = check_sources(request.GET.get("target", ""), request.GET.get("draft", ""), request.user)
+    except RateLimited as exc:
+        return _json({"error": str(exc)}, status=429)
     except CheckError as exc:
         return _json({"error": str(exc)}, status=400)
     return _json(result.to_dict())

@@ -61,6 +61,23 @@ class Model(models.Model):
         return reverse("model", args=[self.pk])
 
 
+class Provenance(models.Model):
+    """Where a record was made, for records that came from another installation (``import_kb``).
+
+    Empty ``origin_installation``: made here. Otherwise the other installation's id (its data
+    folder's ``installation_id``) and the record's id there, so importing the same export twice
+    finds what it already imported, and two installations' figures for the same cell stay apart.
+    """
+
+    origin_installation = models.CharField(max_length=64, blank=True, default="")
+    origin_id = models.BigIntegerField(null=True, blank=True)
+    origin_author = models.CharField(max_length=150, blank=True, default="")  # a user name there, not a user here
+    imported_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
 class GGUFFile(models.Model):
     """One registered GGUF file (the first shard of a split one), named by its ``source``."""
 
@@ -85,6 +102,8 @@ class GGUFFile(models.Model):
     header_size = models.BigIntegerField(default=0)
     split_count = models.PositiveIntegerField(default=1)
     inspected_at = models.DateTimeField()
+    # Which installation inspected it, when the inspection came from another one (import_kb).
+    origin_installation = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         indexes = [
@@ -93,6 +112,8 @@ class GGUFFile(models.Model):
             models.Index(fields=["vocab_type", "n_vocab"], name="file_vocab_type_n"),
         ]
         ordering = ["source"]
+        # Staff have it implicitly. Without it a signed-in user's Hub reads go without the server's token.
+        permissions = [("use_server_token", "May have the server's Hugging Face token read private or gated files")]
 
     def __str__(self) -> str:
         return self.source
@@ -183,7 +204,7 @@ class ResultFigures(models.Model):
         abstract = True
 
 
-class ReportedResult(ResultFigures):
+class ReportedResult(ResultFigures, Provenance):
     """Figures copied from elsewhere (a paper, a blog, a client's notes), never measured here."""
 
     pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="reported_results")
@@ -194,9 +215,31 @@ class ReportedResult(ResultFigures):
 
     class Meta:
         ordering = ["pair", "content_type", "k"]
+        constraints = [models.UniqueConstraint(fields=["origin_installation", "origin_id"],
+                                               condition=models.Q(origin_id__isnull=False),
+                                               name="reported_origin_unique")]
 
     def __str__(self) -> str:
         return f"{self.pair} K={self.k} (reported: {self.citation})"
+
+
+class VerdictChange(models.Model):
+    """A pair's verdict that changed when it was checked again under other rules (``recheck_pairs``)."""
+
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="verdict_changes")
+    old_compatible = models.BooleanField()
+    new_compatible = models.BooleanField()
+    old_failed_rule = models.CharField(max_length=32, blank=True)
+    new_failed_rule = models.CharField(max_length=32, blank=True)
+    old_rules_from = models.CharField(max_length=32, blank=True)
+    new_rules_from = models.CharField(max_length=32)
+    changed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-changed_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.pair}: {self.old_failed_rule or 'compatible'} → {self.new_failed_rule or 'compatible'}"
 
 
 class RegistrationLock(models.Model):
@@ -204,7 +247,7 @@ class RegistrationLock(models.Model):
 
     name = models.CharField(max_length=32, unique=True)
 
-class BenchmarkRun(models.Model):
+class BenchmarkRun(Provenance):
     """One benchmark of a pair: queued → running → done / failed / cancelled.
 
     A worker claims a run with a conditional UPDATE on ``status``, so a re-delivered task cannot
@@ -242,6 +285,9 @@ class BenchmarkRun(models.Model):
         db_table = "runner_benchmarkrun"  # created by the runner app before the model moved here
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat")]
+        constraints = [models.UniqueConstraint(fields=["origin_installation", "origin_id"],
+                                               condition=models.Q(origin_id__isnull=False),
+                                               name="run_origin_unique")]
 
     def __str__(self) -> str:
         return f"run {self.pk} of {self.pair} ({self.status})"
@@ -327,3 +373,19 @@ class HubJob(models.Model):
     @property
     def finished(self) -> bool:
         return self.status in self.FINISHED
+
+
+class RateCount(models.Model):
+    """Requests counted per client or user in one fixed window, shared by every web process.
+
+    Hand-written because django-ratelimit needs memcached or Redis (it refuses the database cache,
+    whose increments are not atomic), and the embedded default runs with neither: an UPDATE of
+    ``count = count + 1`` is atomic on SQLite and PostgreSQL alike.
+    """
+
+    key = models.CharField(max_length=200)  # "<scope>:ip:<address>" or "<scope>:user:<id>"
+    window = models.BigIntegerField()  # start of the window, in seconds since the epoch
+    count = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["key", "window"], name="ratecount_key_window_unique")]

@@ -8,7 +8,8 @@ from django.db.models import F
 from django.shortcuts import get_object_or_404
 from django.http import Http404
 
-from .models import GGUFFile, Model, Pair
+from .history import BuildChange, build_changes
+from .models import GGUFFile, Model, Pair, VerdictChange
 from .plot import speed_acceptance_svg
 from .recommend import Recommendation, recommend
 from .results import Figure, figures_for
@@ -76,6 +77,8 @@ class PairPage:
     measured_plot: str
     reported_plot: str
     recommendation: Recommendation
+    history: list[BuildChange]  # cells a newer llama.cpp build made faster or slower (registry.history)
+    verdict_changes: list[VerdictChange]  # verdicts recheck_pairs changed, newest first
 
 
 def explained_checks(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -91,8 +94,13 @@ def pair_page(pk: int) -> PairPage:
         speed_acceptance_svg(measured, "Measured speedup and acceptance against K"),
         speed_acceptance_svg(reported, "Reported speedup and acceptance against K"),
         recommend(pair.target, pair.draft, pair.compatible, measured, reported),
+        build_changes(pair.pk), list(pair.verdict_changes.all()[:20]),
     )
 
 
-def files_for_datalist(limit: int = 500) -> list[str]:
-    return list(GGUFFile.objects.order_by("source").values_list("source", flat=True)[:limit])
+def files_for_datalist(limit: int = 500, *, local: bool = True) -> list[str]:
+    """Registered sources to offer on the check form; without ``local`` only Hub files (no server paths)."""
+    qs = GGUFFile.objects.order_by("source")
+    if not local:
+        qs = qs.filter(source__startswith="hf://")
+    return list(qs.values_list("source", flat=True)[:limit])

@@ -29,6 +29,8 @@ class Figure:
     baseline_tokens_per_second: float | None = None
     citation: str = ""
     source_url: str = ""
+    # The installation it came from when imported (registry.kb); empty: made here.
+    origin: str = ""
     obj: Any = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -40,7 +42,7 @@ class Figure:
 
 def _figure(kind: str, r: Any) -> Figure:
     extra = {"citation": r.citation, "source_url": r.source_url} if kind == "reported" else {}
-    return Figure(kind, **{f: getattr(r, f) for f in FIGURES}, obj=r, **extra)
+    return Figure(kind, **{f: getattr(r, f) for f in FIGURES}, origin=r.origin_installation or "", obj=r, **extra)
 
 
 def filtered(qs: models.QuerySet, content_type: str = "", hardware: str = "", build: str = "",
@@ -59,7 +61,9 @@ def filtered(qs: models.QuerySet, content_type: str = "", hardware: str = "", bu
 def figures_for(pair_ids: list[int], **filters: Any) -> dict[int, dict[str, list[Figure]]]:
     """Every result of these pairs (matching the table's filters), by pair and kind."""
     out: dict[int, dict[str, list[Figure]]] = {pid: {"measured": [], "reported": []} for pid in pair_ids}
-    sources = [("measured", usable_measured()), ("reported", ReportedResult.objects.all())]
+    # A measured result's provenance is its run's, read in the same query.
+    measured = usable_measured().annotate(origin_installation=models.F("run__origin_installation"))
+    sources = [("measured", measured), ("reported", ReportedResult.objects.all())]
     for kind, qs in sources:
         for r in filtered(qs.filter(pair_id__in=pair_ids), **filters).order_by("content_type", "k"):
             out[r.pair_id][kind].append(_figure(kind, r))

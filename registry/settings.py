@@ -6,7 +6,9 @@ SPECREG_DATA_DIR. DATABASE_URL switches to PostgreSQL, CELERY_BROKER_URL to Redi
 from __future__ import annotations
 
 import os
+import re
 import secrets
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -43,7 +45,7 @@ def private_data_dir(path: Path) -> Path:
     return path
 
 
-def installation_key(key_file: Path) -> str:
+def installation_key(key_file: Path, make=lambda: secrets.token_urlsafe(50)) -> str:
     """The per-installation secret key, created once even when several processes start together.
 
     The key is written to a private temporary file (mode 0600 from its creation) and linked into
@@ -54,7 +56,7 @@ def installation_key(key_file: Path) -> str:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_urlsafe(50))
+                f.write(make())
             try:
                 os.link(tmp, key_file)
             except FileExistsError:
@@ -70,6 +72,15 @@ DEBUG = envbool("DEBUG", "False")
 # A per-installation key kept with the data, so a fresh checkout works without set-up and
 # sessions survive restarts.
 SECRET_KEY = os.environ.get("SECRET_KEY", "") or installation_key(DATA_DIR / "secret_key")
+# Which installation made a record, in exported knowledge bases (registry.kb): public, unlike the
+# key, and stable for the data folder's life. Machines sharing one database should share it
+# (set it in the environment on every one of them).
+SPECREG_INSTALLATION_ID = (os.environ.get("SPECREG_INSTALLATION_ID", "").strip()
+                           or installation_key(DATA_DIR / "installation_id", lambda: str(uuid.uuid4())))
+if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", SPECREG_INSTALLATION_ID):
+    raise ValueError("SPECREG_INSTALLATION_ID: 1 to 64 letters, digits, '.', '_' or '-'")
+# Largest knowledge-base file import_kb reads (it is parsed whole, in one transaction).
+SPECREG_KB_MAX_BYTES = envint("SPECREG_KB_MAX_BYTES", 1024**3)
 
 ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
@@ -84,6 +95,7 @@ INSTALLED_APPS = [
     "axes",
     "inspector",
     "registry",
+    "registry.team",  # notes, deployments, production telemetry (its own app: its own migrations)
     "runner",
 ]
 
@@ -94,6 +106,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "registry.redact.HideServerPathsMiddleware",  # needs request.user
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -226,6 +239,13 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # --- specreg ------------------------------------------------------------------------------
 # Header bytes we are willing to read from any GGUF source before giving up.
 SPECREG_MAX_HEADER_BYTES = envint("SPECREG_MAX_HEADER_BYTES", 256 * 1024 * 1024)
+# Visitors who may not use the server's token (anonymous ones above all) read smaller headers: enough
+# for every common vocabulary (Gemma 4's 262k tokens: 15.8 MB), not for 256 MiB of someone's choosing.
+SPECREG_PUBLIC_MAX_HEADER_BYTES = envint("SPECREG_PUBLIC_MAX_HEADER_BYTES", 16 * 1024 * 1024)
+# Checks and header reads per minute (/check/, /api/check, /local/inspect), counted in the database so
+# that every web process shares them: per client address for anonymous visitors, per user otherwise.
+SPECREG_ANON_CHECKS_PER_MINUTE = envint("SPECREG_ANON_CHECKS_PER_MINUTE", 20)
+SPECREG_USER_CHECKS_PER_MINUTE = envint("SPECREG_USER_CHECKS_PER_MINUTE", 120)
 SPECREG_MODEL_DIR = Path(os.environ.get("SPECREG_MODEL_DIR", DATA_DIR / "models"))
 SPECREG_DISK_BUDGET_BYTES = envint("SPECREG_DISK_BUDGET_BYTES", 100 * 1024**3)
 LLAMA_CPP_BIN_DIR = os.environ.get("LLAMA_CPP_BIN_DIR", "")
@@ -239,6 +259,14 @@ SPECREG_MAX_ACTIVE_RUNS_PER_USER = envint("SPECREG_MAX_ACTIVE_RUNS_PER_USER", 3)
 SPECREG_MAX_PROCESSES_PER_RUN = envint("SPECREG_MAX_PROCESSES_PER_RUN", 1000)
 # A run still queued this long, with no worker listening on its queue, is failed by the sweep.
 SPECREG_QUEUED_TIMEOUT_HOURS = envint("SPECREG_QUEUED_TIMEOUT_HOURS", 24)
+# Production telemetry (registry.team.telemetry): how often the beat scrapes every active deployment
+# with a URL, and the bounds of one scrape (a slow or huge /metrics answer is a gap, not a hang).
+SPECREG_TELEMETRY_INTERVAL_SECONDS = envint("SPECREG_TELEMETRY_INTERVAL_SECONDS", 300)
+SPECREG_TELEMETRY_TIMEOUT_SECONDS = envint("SPECREG_TELEMETRY_TIMEOUT_SECONDS", 5)
+SPECREG_TELEMETRY_MAX_BYTES = envint("SPECREG_TELEMETRY_MAX_BYTES", 1024 * 1024)
+# Beside the sweep, in the one beat schedule (serve's worker runs --beat; see README "Scaling out").
+CELERY_BEAT_SCHEDULE["scrape-deployments"] = {"task": "runner.tasks.scrape_deployments",
+                                              "schedule": float(max(10, SPECREG_TELEMETRY_INTERVAL_SECONDS))}
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["CACHE_URL"]}
     if os.environ.get("CACHE_URL")

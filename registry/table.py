@@ -18,11 +18,16 @@ from .models import GGUFFile, Pair, ReportedResult
 from .results import Figure, best, figures_for, pairs_with_results, usable_measured
 from .sort_keys import COLUMNS, LOW_FLOAT, sort_key
 from .table_rows import TableFile, TablePair, fetch_rows
+from .team.notes import note_search_q
 
 PAGE_SIZE = 50
 MAX_PAGE = 1_000_000  # keeps OFFSET within any database's integers
 VERDICTS = {"compatible": "compatible", "incompatible": "incompatible", "all": "all"}
 SORTS = {name: column for name, (column, _, _) in COLUMNS.items()}  # ?sort= name (or "-name") -> column
+
+
+class TableQueryError(ValueError):
+    """A table parameter that cannot be used; the message is one line."""
 
 
 @dataclass
@@ -43,12 +48,14 @@ class TableQuery:
         def text(name: str, limit: int = 200) -> str:
             return params.get(name, "").strip()[:limit]
 
+        raw = text("min_speedup", 40)
         try:
-            min_speedup = float(params["min_speedup"]) if params.get("min_speedup", "").strip() else None
+            min_speedup = float(raw) if raw else None
         except ValueError:
-            min_speedup = None
+            min_speedup = None  # not a number at all: the filter is off, as for the other bad parameters
         if min_speedup is not None and not math.isfinite(min_speedup):
-            min_speedup = None
+            # Refused, not dropped: a filter that silently does nothing misleads, and NaN is not JSON.
+            raise TableQueryError(f"min_speedup: expected a finite number such as 1.5, got {raw!r}")
         try:
             page = min(MAX_PAGE, max(1, int(params.get("page", "1"))))
         except ValueError:
@@ -126,8 +133,15 @@ def filtered_pairs(tq: TableQuery) -> QuerySet[Pair]:
     if tq.q:
         # A trigram index on PostgreSQL (migration 0005) answers the substring search. Text spanning
         # two fields cannot match (fields are joined by newlines), as when each was searched alone.
+        # Pairs whose target, draft, pair or runs carry a note with the text are found too
+        # (registry.team.notes.note_search_q: a scan of the few notes, then indexed id lists).
         q = tq.q.lower()
-        qs = qs.none() if "\n" in q else qs.filter(search_text__contains=q)
+        if "\n" in q:
+            qs = qs.none()
+        else:
+            via_notes = note_search_q(tq.q)
+            found = Q(search_text__contains=q)
+            qs = qs.filter(found | via_notes if via_notes is not None else found)
     if tq.filters_results:
         qs = qs.filter(pk__in=pairs_with_results(**tq.result_filters))
     elif tq.min_speedup is not None:

@@ -23,6 +23,7 @@ urlpatterns = [
     path("api/check", api.check, name="api_check"),
     path("api/examples", api.examples, name="api_examples"),
     path("", include("runner.urls")),
+    path("", include("registry.team.urls")),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
 ]

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -15,14 +15,17 @@ from .forms import ImportForm, ReportedResultForm
 from .models import GGUFFile, Pair
 from .pages import inspection_context, model_page, pair_page
 from .results import refresh_best
-from .table import PAIR_URL, SORTS, TableQuery, facets
+from .table import PAIR_URL, SORTS, TableQuery, TableQueryError, facets
 from .table_pages import iter_rows
 from .cache_keys import cached
 from .table_cache import rendered_table
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    tq = TableQuery.from_params(request.GET)
+    try:
+        tq = TableQuery.from_params(request.GET)
+    except TableQueryError as exc:
+        return HttpResponseBadRequest(f"{exc}\n", content_type="text/plain; charset=utf-8")
     empty = cached("empty", "", lambda: not GGUFFile.objects.exists())
     return render(request, "registry/home.html", {
         "tq": tq, "table": "" if empty else rendered_table(tq, sort_links(tq)), "facets": facets(),
@@ -51,9 +54,12 @@ class _Echo:
         return value
 
 
-def pairs_csv(request: HttpRequest) -> StreamingHttpResponse:
+def pairs_csv(request: HttpRequest) -> HttpResponse:
     """Every row of the table as filtered (all pages), streamed in keyset chunks: each row costs the same."""
-    tq = TableQuery.from_params(request.GET)
+    try:
+        tq = TableQuery.from_params(request.GET)
+    except TableQueryError as exc:
+        return HttpResponseBadRequest(f"{exc}\n", content_type="text/plain; charset=utf-8")
     writer = csv.writer(_Echo())
     base = request.build_absolute_uri(PAIR_URL)
 

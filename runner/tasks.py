@@ -22,3 +22,11 @@ def hub_job(job_id: int) -> str:
     from registry.hub_jobs import execute_job
 
     return execute_job(job_id)
+
+
+@app.task(name="runner.tasks.scrape_deployments", ignore_result=True)
+def scrape_deployments() -> int:
+    # Each failed scrape is stored as a gap with its error; nothing here raises for one bad server.
+    from registry.team.telemetry import scrape_active
+
+    return len(scrape_active())

@@ -239,7 +239,8 @@ def test_the_import_form_queues_an_import_and_reports_bad_names(user_client, fak
     bad = user_client.post("/import/", {"repo": "../etc/passwd"})
     assert bad.status_code == 400 and "not a model repository name" in bad.content.decode()
     page = _run_job(user_client.post("/import/", {"repo": "nobody/nothing"}))
-    assert "failed" in page and "repository nobody/nothing not found" in page
+    # a signed-in user without the server-token permission: missing and private read alike
+    assert "failed" in page and "nobody/nothing: not found, or not public" in page
 
 
 def test_a_queued_job_says_when_no_worker_listens(user_client, settings):

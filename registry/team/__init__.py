@@ -1,0 +1,1 @@
+"""The team knowledge base: notes on models, files, pairs and runs; deployments; production telemetry."""

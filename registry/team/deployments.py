@@ -1,0 +1,175 @@
+"""Deployments: recording what runs in production (by hand, from a run's recommendation), listing, retiring."""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import F, Q, QuerySet
+from django.utils import timezone
+
+from inspector.speculative import NGRAM_METHODS, SPEC_TYPES
+from registry.models import BenchmarkRun, GGUFFile, Pair
+from registry.results import Figure, figures_for
+from registry.sources import SourceRegistrationError, register_source
+
+from .models import Deployment
+from .telemetry import ScrapeError, validate_url
+
+COMMAND_MAX_CHARS = 8000
+DRAFTLESS = ("none", *NGRAM_METHODS)  # methods that need no second model (draft-mtp uses the target's heads)
+
+
+class DeploymentError(ValueError):
+    """A deployment that cannot be recorded or changed; one line."""
+
+
+def may_record(user) -> bool:
+    return user is not None and user.is_authenticated and user.is_active
+
+
+def may_set_url(user) -> bool:
+    """Only staff: the server itself fetches the URL, so it must not be anyone's to choose."""
+    return may_record(user) and user.is_staff
+
+
+def may_retire(user, d: Deployment) -> bool:
+    return may_record(user) and (user.is_staff or (d.created_by_id is not None and d.created_by_id == user.pk))
+
+
+def resolve_file(spec: str) -> GGUFFile:
+    """A registered file by id, or a source (path or hf://…) registered now if it is new."""
+    spec = spec.strip()
+    if spec.isdigit():
+        f = GGUFFile.objects.filter(pk=int(spec)).first()
+        if f is None:
+            raise DeploymentError(f"no registered file with id {spec}")
+        return f
+    existing = GGUFFile.objects.filter(source=spec).first()
+    if existing is not None:
+        return existing
+    try:
+        return register_source(spec).file
+    except SourceRegistrationError as exc:
+        raise DeploymentError(str(exc)) from None
+
+
+@dataclass
+class DeploymentSpec:
+    """What a person says about a deployment, before it is checked and stored."""
+
+    target: GGUFFile
+    draft: GGUFFile | None
+    method: str
+    command: str
+    k: int | None = None
+    flags: str = ""
+    host: str = ""
+    url: str = ""
+    deployed_at: datetime | None = None
+    run: BenchmarkRun | None = None
+
+
+def check_spec(spec: DeploymentSpec) -> None:
+    if spec.method not in SPEC_TYPES:
+        raise DeploymentError(f"method {spec.method!r}: expected one of {', '.join(SPEC_TYPES)}")
+    if spec.draft is None and spec.method not in (*DRAFTLESS, "draft-mtp"):
+        raise DeploymentError(f"method {spec.method} needs a draft (--draft); without one use none, draft-mtp "
+                              f"or an n-gram method ({', '.join(NGRAM_METHODS)})")
+    if spec.draft is not None and spec.method in DRAFTLESS:
+        raise DeploymentError(f"method {spec.method} uses no draft model: leave the draft out")
+    if spec.k is not None and not 1 <= spec.k <= 1024:
+        raise DeploymentError(f"K={spec.k}: expected 1 to 1024 draft tokens per step")
+    command = spec.command.strip()
+    if not command:
+        raise DeploymentError("the llama-server command is required (as it is run, word for word)")
+    if len(command) > COMMAND_MAX_CHARS or "\x00" in command:
+        raise DeploymentError(f"the command is at most {COMMAND_MAX_CHARS:,} characters of text")
+    if len(spec.flags) > 1000 or len(spec.host) > 255:
+        raise DeploymentError("flags are at most 1,000 characters and the host at most 255")
+    if spec.url:
+        try:
+            validate_url(spec.url)
+        except ScrapeError as exc:
+            raise DeploymentError(str(exc)) from None
+        if len(spec.url) > 500:
+            raise DeploymentError("the URL is at most 500 characters")
+
+
+def record(spec: DeploymentSpec, *, user=None, author_name: str = "") -> Deployment:
+    """Store a deployment. ``user`` None means the command line (trusted); a web user needs an
+    account, and staff to set a URL."""
+    if user is not None:
+        if not may_record(user):
+            raise DeploymentError("recording a deployment needs an account")
+        if spec.url and not may_set_url(user):
+            raise DeploymentError("only staff may give a deployment's URL (the server fetches it)")
+        author_name = user.get_username()
+    check_spec(spec)
+    pair = Pair.objects.filter(target=spec.target, draft=spec.draft).first() if spec.draft else None
+    if spec.run is not None and pair is None:
+        pair = spec.run.pair
+    return Deployment.objects.create(
+        target=spec.target, draft=spec.draft, pair=pair, run=spec.run, method=spec.method, k=spec.k,
+        flags=spec.flags.strip(), command=spec.command.strip(), host=spec.host.strip(), url=spec.url.strip(),
+        created_by=user, author_name=(author_name or "unknown")[:150],
+        deployed_at=spec.deployed_at or timezone.now())
+
+
+def retire(d: Deployment, *, user=None, at: datetime | None = None) -> Deployment:
+    if user is not None and not may_retire(user, d):
+        raise DeploymentError("only who recorded the deployment, or staff, may retire it")
+    if d.retired_at is not None:
+        raise DeploymentError(f"deployment {d.pk} was already retired on {d.retired_at:%Y-%m-%d %H:%M} UTC")
+    d.retired_at = at or timezone.now()
+    d.save(update_fields=["retired_at"])
+    return d
+
+
+def _k_from_command(command: str) -> int | None:
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    for flag in ("--spec-draft-n-max", "--draft-max", "--draft"):
+        if flag in words[:-1]:
+            value = words[words.index(flag) + 1]
+            return int(value) if value.isdigit() else None
+    return None
+
+
+def initial_from_run(run: BenchmarkRun) -> dict:
+    """A deployment form filled in from a run's recommendation: the command it wrote, its K and method."""
+    pair = run.pair
+    k = _k_from_command(run.server_command)
+    uses_draft = k is not None
+    method = pair.result.get("method") if uses_draft else None
+    return {"target": pair.target.pk, "draft": pair.draft.pk if uses_draft else None,
+            "method": method or ("draft-simple" if uses_draft else "none"), "k": k,
+            "command": run.server_command, "run": run.pk}
+
+
+def initial_from_pair(pair: Pair, command: str, k: int | None) -> dict:
+    method = pair.result.get("method") or "draft-simple"
+    return {"target": pair.target.pk, "draft": pair.draft.pk if k else None,
+            "method": method if k else "none", "k": k, "command": command}
+
+
+def deployments_of(*, pair: Pair | None = None, file_ids: list[int] | None = None) -> QuerySet[Deployment]:
+    """A pair's deployments (with its target and draft), or those using any of these files; active first."""
+    qs = Deployment.objects.select_related("target__model", "draft__model")
+    if pair is not None:
+        qs = qs.filter(Q(pair=pair) | Q(target=pair.target, draft=pair.draft))
+    if file_ids is not None:
+        qs = qs.filter(Q(target_id__in=file_ids) | Q(draft_id__in=file_ids))
+    return qs.order_by(F("retired_at").desc(nulls_first=True), "-deployed_at", "-pk")
+
+
+def measured_reference(d: Deployment) -> Figure | None:
+    """The measured figure a deployment should be compared with: its pair at its K (its run's first)."""
+    if d.pair_id is None or d.k is None:
+        return None
+    measured = [f for f in figures_for([d.pair_id])[d.pair_id]["measured"] if f.k == d.k and f.speedup is not None]
+    if d.run_id is not None:
+        measured = [f for f in measured if f.obj.run_id == d.run_id] or measured
+    return max(measured, key=lambda f: f.speedup, default=None)

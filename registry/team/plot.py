@@ -1,0 +1,102 @@
+"""An inline SVG of a deployment's observed tokens/s and acceptance over time (drawn server-side, like
+registry.plot's K plot), with failed scrapes as gaps and the measured figures as reference lines."""
+from __future__ import annotations
+
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from .telemetry import Point
+
+W, H = 640, 280
+LEFT, RIGHT, TOP, BOTTOM = 56, 56, 20, 56
+SPEED, ACC, GAP, MEASURED = "#2563eb", "#059669", "#dc2626", "#64748b"
+
+
+def observed_svg(points: list[Point], *, measured_tps: float | None = None,
+                 measured_acceptance: float | None = None, title: str = "Observed in production") -> SafeString:
+    """Solid: tokens/s per scrape interval; dashed: acceptance; red ticks: gaps; grey: measured."""
+    if not points:
+        return mark_safe("")
+    t0, t1 = points[0].at.timestamp(), points[-1].at.timestamp()
+    span = max(t1 - t0, 1.0)
+    speeds = [p.tokens_per_second for p in points if p.tokens_per_second is not None]
+    top = max([1.0] + [s * 1.1 for s in speeds] + ([measured_tps * 1.1] if measured_tps else []))
+    pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
+
+    def x(p: Point) -> float:
+        return LEFT + (pw / 2 if t1 == t0 else pw * (p.at.timestamp() - t0) / span)
+
+    def y_speed(v: float) -> float:
+        return TOP + ph * (1 - v / top)
+
+    def y_acc(v: float) -> float:
+        return TOP + ph * (1 - min(max(v, 0.0), 1.0))
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" class="plot" role="img" '
+             f'aria-label="{escape(title)}"><title>{escape(title)}</title>',
+             f'<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="#fff" stroke="#cbd5e1"/>']
+    for i in range(5):
+        v = top * i / 4
+        yy = y_speed(v)
+        parts.append(f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#eef2f7"/>'
+                     f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end" class="tick">{v:.0f}</text>'
+                     f'<text x="{LEFT + pw + 6}" y="{y_acc(i / 4) + 4:.1f}" class="tick">{i * 25}%</text>')
+    for label, frac in ((points[0].at, 0.0), (points[-1].at, 1.0)):
+        parts.append(f'<text x="{LEFT + pw * frac:.1f}" y="{TOP + ph + 16}" text-anchor="{"start" if frac == 0 else "end"}" '
+                     f'class="tick">{escape(label.strftime("%Y-%m-%d %H:%M"))} UTC</text>')
+    parts.append(f'<text x="14" y="{TOP + ph / 2}" transform="rotate(-90 14 {TOP + ph / 2})" text-anchor="middle" class="axis">tokens/s (solid)</text>'
+                 f'<text x="{W - 10}" y="{TOP + ph / 2}" transform="rotate(90 {W - 10} {TOP + ph / 2})" text-anchor="middle" class="axis">acceptance (dashed)</text>')
+    if measured_tps:
+        yy = y_speed(measured_tps)
+        parts.append(f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="{MEASURED}" stroke-dasharray="2 3">'
+                     f'<title>measured: {measured_tps:.1f} tokens/s</title></line>')
+    if measured_acceptance is not None:
+        yy = y_acc(measured_acceptance)
+        parts.append(f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="{MEASURED}" stroke-dasharray="8 3">'
+                     f'<title>measured: {measured_acceptance:.0%} accepted</title></line>')
+    for run in _runs(points, "tokens_per_second"):
+        if len(run) > 1:
+            parts.append(f'<polyline fill="none" stroke="{SPEED}" stroke-width="2" points="{_pts([(x(p), y_speed(p.tokens_per_second)) for p in run])}"/>')
+    for run in _runs(points, "acceptance"):
+        if len(run) > 1:
+            parts.append(f'<polyline fill="none" stroke="{ACC}" stroke-width="1.5" stroke-dasharray="6 4" points="{_pts([(x(p), y_acc(p.acceptance)) for p in run])}"/>')
+    for p in points:
+        when = p.at.strftime("%Y-%m-%d %H:%M:%S")
+        if p.gap:
+            parts.append(f'<line x1="{x(p):.1f}" x2="{x(p):.1f}" y1="{TOP + ph - 10}" y2="{TOP + ph}" stroke="{GAP}" stroke-width="2">'
+                         f'<title>{escape(when + " UTC: scrape failed: " + p.gap)}</title></line>')
+            continue
+        if p.reset:
+            parts.append(f'<line x1="{x(p):.1f}" x2="{x(p):.1f}" y1="{TOP}" y2="{TOP + ph}" stroke="{MEASURED}" stroke-dasharray="1 3">'
+                         f'<title>{escape(when)} UTC: server restarted (counters reset)</title></line>')
+        label = escape(f"{when} UTC: " + (f"{p.tokens_per_second:.1f} tokens/s" if p.tokens_per_second is not None else "no generation")
+                       + (f", {p.acceptance:.0%} accepted" if p.acceptance is not None else ""))
+        if p.tokens_per_second is not None:
+            parts.append(f'<circle cx="{x(p):.1f}" cy="{y_speed(p.tokens_per_second):.1f}" r="3.5" fill="{SPEED}"><title>{label}</title></circle>')
+        if p.acceptance is not None:
+            parts.append(f'<rect x="{x(p) - 3:.1f}" y="{y_acc(p.acceptance) - 3:.1f}" width="6" height="6" fill="#fff" stroke="{ACC}"><title>{label}</title></rect>')
+    legend = [(SPEED, "t/s observed"), (ACC, "acceptance observed"), (GAP, "gap")]
+    if measured_tps or measured_acceptance is not None:
+        legend.append((MEASURED, "measured (runner)"))
+    lx = LEFT
+    for colour, text in legend:
+        parts.append(f'<rect x="{lx}" y="{H - 18}" width="12" height="12" fill="{colour}"/>'
+                     f'<text x="{lx + 16}" y="{H - 8}" class="legend">{escape(text)}</text>')
+        lx += 26 + 6.5 * len(text)
+    parts.append("</svg>")
+    return mark_safe("".join(parts))  # noqa: S308 - every interpolated text above went through escape()
+
+
+def _runs(points: list[Point], attr: str) -> list[list[Point]]:
+    """Stretches of points with a value, broken at gaps so a line never bridges a failed scrape."""
+    out: list[list[Point]] = [[]]
+    for p in points:
+        if p.gap:
+            out.append([])
+        elif getattr(p, attr) is not None:
+            out[-1].append(p)
+    return [r for r in out if r]
+
+
+def _pts(points: list[tuple[float, float]]) -> str:
+    return " ".join(f"{a:.1f},{b:.1f}" for a, b in points)

@@ -1,0 +1,157 @@
+"""Deployments: the command (add, list, retire, bad input), recording from a run, pages, retiring, the JSON."""
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.test import Client
+
+from inspector.management.base import UserError
+from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, Pair
+from registry.team.models import Deployment
+from tests.test_team_notes import infos, pair  # noqa: F401 - fixtures
+from tests.worker import _database_url
+
+pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
+ROOT = Path(__file__).resolve().parent.parent
+CMD = ("llama-server -m models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf -md models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf "
+       "--spec-type draft-simple --spec-draft-n-max 4 --spec-draft-n-min 0 --host 127.0.0.1 --port 8080")
+
+
+def run_of(pair: Pair) -> BenchmarkRun:
+    run = BenchmarkRun.objects.create(pair=pair, queue="specreg", status=BenchmarkRun.DONE, server_command=CMD,
+                                      summary={"recommendations": [{"content_type": "code", "temperature": 0.0, "k": 4,
+                                                                    "speedup": 1.3, "reason": "fastest"}]})
+    BenchmarkResult.objects.create(run=run, pair=pair, k=4, content_type="code", acceptance=0.77, speedup=1.3,
+                                   tokens_per_second=31.0, baseline_tokens_per_second=23.8, n_predict=64, repeats=1,
+                                   n_prompts=1, status="ok", hardware="test cpu", llama_cpp_build="b11434")
+    return run
+
+
+def out_of(*args) -> str:
+    out = io.StringIO()
+    call_command("deployment", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_add_list_and_retire_from_the_command_line(pair):
+    out = out_of("add", "--target", str(pair.target.pk), "--draft", pair.draft.source, "--method", "draft-simple",
+                 "--k", "4", "--command", CMD, "--host", "gpu-01")
+    d = Deployment.objects.get()
+    assert out.startswith(f"deployment {d.pk}: ") and "gpu-01" in out
+    assert d.pair == pair and d.k == 4 and d.command == CMD and d.author_name  # the OS user
+    assert d.url == "" and d.retired_at is None
+    out_of("add", "--target", pair.target.source, "--method", "ngram-mod", "--command", "llama-server -m x --spec-type ngram-mod",
+           "--author", "ops-team")
+    listing = out_of("list")
+    assert listing.count("active") == 2 and "ngram-mod" in listing and "ops-team" in listing
+    assert f"retired" in out_of("retire", str(d.pk))
+    assert str(d.pk) not in out_of("list").split()[0:1]
+    assert "retired" in out_of("list", "--all")
+    with pytest.raises(UserError, match="already retired"):
+        out_of("retire", str(d.pk))
+    assert Deployment.objects.count() == 2  # retiring keeps the record
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--method", "draft-simple", "--command", "x"], "needs a draft"),
+    (["--method", "ngram-simple", "--draft", "DRAFT", "--command", "x"], "uses no draft model"),
+    (["--method", "none", "--command", "   "], "command is required"),
+    (["--method", "none", "--command", "x", "--k", "0"], "--k '0'"),
+    (["--method", "none", "--command", "x", "--url", "ftp://host/"], "expected http://HOST:PORT"),
+    (["--method", "none", "--command", "x", "--url", "http://u:p@host:1/"], "must not carry a user name"),
+])
+def test_bad_deployments_are_refused_in_one_line_and_store_nothing(pair, args, message):
+    args = [a if a != "DRAFT" else str(pair.draft.pk) for a in args]
+    with pytest.raises(UserError, match=message.replace("(", r"\(")):
+        out_of("add", "--target", str(pair.target.pk), *args)
+    assert not Deployment.objects.exists()
+
+
+def test_unknown_targets_and_ids_are_one_line_errors_with_exit_2(pair, tmp_path):
+    with pytest.raises(UserError, match="no registered file with id 999"):
+        out_of("add", "--target", "999", "--method", "none", "--command", "x")
+    with pytest.raises(UserError, match="no deployment with id 42"):
+        out_of("retire", "42")
+    with pytest.raises(UserError, match=r"METHOD|invalid choice"):
+        out_of("add", "--target", "1", "--method", "fast", "--command", "x")
+    # From a shell (on the test database): one line on stderr, exit status 2, no traceback.
+    env = {**os.environ, "DATABASE_URL": _database_url()}
+    env.pop("TEST_DATABASE_NAME", None)
+    r = subprocess.run([sys.executable, "manage.py", "deployment", "add", "--target", str(tmp_path / "missing.gguf"),
+                        "--method", "none", "--command", "x"], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "missing.gguf" in r.stderr
+    assert "Traceback" not in r.stderr and "unexpected" not in r.stderr
+
+
+def test_record_as_deployed_fills_in_the_runs_recommendation(pair):
+    run = run_of(pair)
+    user = User.objects.create_user("ann", password="x-ann-123456")
+    c = Client()
+    assert "record-deployed" not in c.get(f"/runs/{run.pk}/").content.decode()
+    c.force_login(user)
+    page = c.get(f"/runs/{run.pk}/").content.decode()
+    assert f'href="/deployments/new?run={run.pk}"' in page
+    form = c.get(f"/deployments/new?run={run.pk}")
+    body = form.content.decode()
+    assert form.status_code == 200 and "--spec-draft-n-max 4" in body and 'value="4"' in body
+    assert 'name="url"' not in body  # not staff: no URL field at all
+    ctx = form.context["form"].initial
+    assert ctx["method"] == "draft-simple" and ctx["k"] == 4 and ctx["draft"] == pair.draft.pk and ctx["run"] == run.pk
+    r = c.post(f"/deployments/new?run={run.pk}", {**{k: v for k, v in ctx.items() if v is not None}, "host": "gpu-01"})
+    d = Deployment.objects.get()
+    assert r.status_code == 302 and r["Location"] == f"/deployments/{d.pk}/"
+    assert d.run == run and d.pair == pair and d.command == CMD and d.created_by == user
+    # The pair page and both models' pages list it; the deployment page shows measured beside observed.
+    assert f"/deployments/{d.pk}/" in Client().get(f"/pairs/{pair.pk}/").content.decode()
+    assert f"/deployments/{d.pk}/" in Client().get(pair.target.get_absolute_url()).content.decode()
+    assert f"/deployments/{d.pk}/" in Client().get(pair.draft.get_absolute_url()).content.decode()
+    page = Client().get(f"/deployments/{d.pk}/").content.decode()
+    assert "31.0" in page and "77%" in page and "no scrape yet" in page
+    j = Client().get(f"/api/deployments/{d.pk}").json()
+    assert j["measured"]["tokens_per_second"] == 31.0 and j["observed"]["samples"] == 0
+    assert j["observed"]["acceptance"] is None and j["host"] is None
+
+
+def test_only_who_recorded_it_or_staff_retire_a_deployment(pair):
+    ann = User.objects.create_user("ann", password="x-ann-123456")
+    bob = User.objects.create_user("bob", password="x-bob-123456")
+    out_of("add", "--target", str(pair.target.pk), "--method", "none", "--command", "llama-server -m x")
+    from registry.team import deployments as deps
+
+    d = Deployment.objects.get()
+    c = Client()
+    c.force_login(bob)
+    assert c.post(f"/deployments/{d.pk}/retire").status_code == 403  # recorded from the command line
+    d2 = deps.record(deps.DeploymentSpec(target=pair.target, draft=None, method="none", command="llama-server -m y"),
+                     user=ann)
+    assert c.post(f"/deployments/{d2.pk}/retire").status_code == 403
+    c.force_login(ann)
+    assert c.post(f"/deployments/{d2.pk}/retire").status_code == 302
+    d2.refresh_from_db()
+    assert d2.retired_at is not None
+    assert "retired" in Client().get(f"/deployments/{d2.pk}/").content.decode()
+    assert Client().post(f"/deployments/{d.pk}/retire").status_code == 302  # to the login page
+    d.refresh_from_db()
+    assert d.retired_at is None
+
+
+def test_the_deployment_json_is_at_exactly_its_address(pair):
+    out_of("add", "--target", str(pair.target.pk), "--method", "none", "--command", "llama-server -m x")
+    d = Deployment.objects.get()
+    r = Client().get(f"/api/deployments/{d.pk}")
+    assert r.status_code == 200 and r["Content-Type"] == "application/json"
+    assert Client().get("/api/deployments/999").status_code == 404
+    assert r.json()["target"]["id"] == pair.target.pk and r.json()["draft"] is None
+
+
+def test_a_local_target_is_registered_when_new(smollm2_path):
+    out_of("add", "--target", str(smollm2_path), "--method", "ngram-simple", "--command", "llama-server -m m.gguf")
+    assert GGUFFile.objects.get().source == str(smollm2_path)
+    assert Deployment.objects.get().target.source == str(smollm2_path)

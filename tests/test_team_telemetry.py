@@ -1,0 +1,334 @@
+"""Production telemetry against a real llama-server started with --metrics (SmolLM2 drafting for itself):
+real completions, scrapes that record acceptance, a restart (counters reset), an unreachable server, and
+servers that answer too much or too slowly."""
+from __future__ import annotations
+
+import http.server
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.test import Client
+
+from inspector.management.base import UserError
+from registry.team.models import Deployment, TelemetrySample
+from registry.team.telemetry import COUNTERS, fetch, observed, parse_counters, record
+from runner.llamacpp import LlamaCppNotFound, find_binary
+from tests.llama_source import pinned_source
+from tests.needs import missing
+
+pytestmark = [pytest.mark.django_db]
+
+PROMPT = ("def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n"
+          "def fibonacci(n):")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """llama-server with SmolLM2 as its own draft (K=4), metrics on, one slot, on a fixed port."""
+
+    def __init__(self, model: Path, port: int, log: Path) -> None:
+        try:
+            self.binary = find_binary("llama-server")
+        except LlamaCppNotFound as exc:
+            missing(str(exc))
+        self.model, self.port, self.log = model, port, log
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def argv(self) -> list[str]:
+        m = str(self.model)
+        return [str(self.binary), "-m", m, "-md", m, "--spec-type", "draft-simple", "--spec-draft-n-max", "4",
+                "--metrics", "--host", "127.0.0.1", "--port", str(self.port), "-c", "1024", "-np", "1", "-t", "2"]
+
+    def start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+        self.proc = subprocess.Popen(self.argv, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"llama-server exited: {self.log.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.3)
+        raise AssertionError(f"llama-server did not start: {self.log.read_text()[-2000:]}")
+
+    def complete(self, n: int = 40) -> dict:
+        body = json.dumps({"prompt": PROMPT, "n_predict": n, "temperature": 0, "cache_prompt": False}).encode()
+        req = urllib.request.Request(self.url + "/completion", data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return json.load(r)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+@pytest.fixture
+def server(smollm2_path, tmp_path):
+    s = Server(smollm2_path, free_port(), tmp_path / "llama-server.log")
+    s.start()
+    yield s
+    s.stop()
+
+
+def add_deployment(model: Path, url: str) -> Deployment:
+    out = io.StringIO()
+    call_command("deployment", "add", "--target", str(model), "--draft", str(model), "--method", "draft-simple",
+                 "--k", "4", "--command", f"llama-server -m {model} -md {model} --spec-type draft-simple "
+                 "--spec-draft-n-max 4 --metrics", "--host", "test-box", "--url", url, stdout=out)
+    assert out.getvalue().startswith("deployment ")
+    return Deployment.objects.get()
+
+
+def scrape_cmd(d: Deployment) -> str:
+    out = io.StringIO()
+    call_command("deployment", "scrape", str(d.pk), stdout=out)
+    return out.getvalue()
+
+
+def test_the_counters_read_are_those_the_pinned_llama_server_exports():
+    src = (pinned_source() / "tools" / "server" / "server-task.cpp").read_text()
+    assert 'prometheus << "# HELP llamacpp:"' in src  # every counter is prefixed "llamacpp:"
+    for full in COUNTERS.values():
+        assert f'"{full.removeprefix("llamacpp:")}"' in src, full
+
+
+@pytest.mark.llama
+def test_a_scrape_of_a_real_server_records_acceptance_and_a_restart_is_a_reset_not_negative_traffic(
+        server, smollm2_path):
+    d = add_deployment(smollm2_path, server.url)
+    assert d.author_name and d.k == 4 and d.draft == d.target
+
+    first = scrape_cmd(d)
+    assert "first sample stored" in first
+    for _ in range(2):
+        timings = server.complete()["timings"]
+        assert timings["predicted_n"] > 0
+    second = scrape_cmd(d)
+    assert "acceptance" in second and "+0 drafted" not in second
+    s = d.samples.order_by("-pk").first()
+    assert s.ok and not s.reset and s.draft_tokens > 0 and s.accepted_tokens > 0 and s.tokens_predicted >= 80
+    obs = observed(d)
+    assert obs.samples == 2 and 0 < obs.acceptance <= 1 and obs.tokens_per_second > 0
+    assert obs.draft_tokens == s.draft_tokens and obs.since == d.samples.order_by("pk").first().scraped_at
+
+    # The JSON, for anyone: observed figures, but no URL or host for an anonymous visitor.
+    anon = Client().get(f"/api/deployments/{d.pk}")
+    assert anon.status_code == 200
+    j = anon.json()
+    assert j["observed"]["acceptance"] == pytest.approx(obs.acceptance) and j["observed"]["samples"] == 2
+    assert set(j["observed"]) >= {"acceptance", "draft_tokens", "accepted_tokens", "tokens_per_second", "samples", "since"}
+    assert j["url"] is None and j["host"] is None and server.url not in anon.content.decode()
+    assert str(smollm2_path.parent) not in anon.content.decode()  # server paths cut for anonymous visitors
+    staff = User.objects.create_user("sam", password="x-sam-123456", is_staff=True)
+    c = Client()
+    c.force_login(staff)
+    assert c.get(f"/api/deployments/{d.pk}").json()["url"] == server.url
+
+    # Restart: the counters fall back to what the new process counted, which is recorded as a reset.
+    before = observed(d)
+    server.stop()
+    server.start()
+    server.complete(n=16)
+    out = scrape_cmd(d)
+    assert "server restart" in out
+    s = d.samples.order_by("-pk").first()
+    assert s.reset and s.tokens_predicted == s.tokens_predicted_total and s.tokens_predicted >= 16
+    after = observed(d)
+    assert after.resets == 1 and after.tokens_predicted == before.tokens_predicted + s.tokens_predicted
+    assert after.draft_tokens >= before.draft_tokens  # never negative traffic
+
+    # The pages show it beside the measured figures (none here), with the plot.
+    page = Client().get(d.get_absolute_url()).content.decode()
+    assert 'id="observed-acceptance"' in page and "svg" in page and "server restarted" in page
+
+
+@pytest.mark.llama
+def test_an_unreachable_server_is_a_gap_with_its_error_and_the_beat_goes_on(server, smollm2_path):
+    d = add_deployment(smollm2_path, server.url)
+    server.complete(n=40)
+    scrape_cmd(d)
+    server.stop()
+    with pytest.raises(UserError, match="scrape failed, recorded as a gap: .*connection refused"):
+        scrape_cmd(d)
+    gap = d.samples.order_by("-pk").first()
+    assert not gap.ok and "connection refused" in gap.error and gap.draft_tokens is None
+    # The beat's task scrapes every active deployment with a URL and records the gap; it does not raise.
+    from runner.tasks import scrape_deployments
+
+    assert scrape_deployments.apply().get() == 1
+    assert d.samples.filter(ok=False).count() == 2
+    # Coming back: traffic is counted against the last good scrape, across the gap.
+    server.start()
+    server.complete(n=16)
+    scrape_cmd(d)
+    s = d.samples.order_by("-pk").first()
+    assert s.ok and s.reset and s.tokens_predicted >= 16  # a new process: counters below the last good sample's
+    assert observed(d).gaps == 2
+    page = Client().get(d.get_absolute_url()).content.decode()
+    assert "gap: " in page and "connection refused" in page
+    # A retired deployment is not scraped any more, and stays on record.
+    call_command("deployment", "retire", str(d.pk), stdout=io.StringIO())
+    assert scrape_deployments.apply().get() == 0
+    d.refresh_from_db()
+    assert d.retired_at is not None and Deployment.objects.count() == 1
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    mode = "huge"
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        try:
+            if self.mode == "huge":
+                line = b"llamacpp:tokens_predicted_total 1\n" * 1000
+                for _ in range(200):  # ~7 MB, far over the cap
+                    self.wfile.write(line)
+            elif self.mode == "slow":
+                for _ in range(40):
+                    self.wfile.write(b"# x\n")
+                    self.wfile.flush()
+                    time.sleep(0.25)
+            elif self.mode == "other":
+                self.wfile.write(b"# TYPE go_gc_total counter\ngo_gc_total 3\n")
+            else:
+                self.wfile.write(b"<html>not metrics</html>\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+@contextmanager
+def fake_metrics(mode: str):
+    handler = type("H", (_Handler,), {"mode": mode})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.parametrize("mode, error", [("huge", "larger than 65,536 bytes"), ("slow", "within 2 s"),
+                                         ("html", "not Prometheus text"),
+                                         ("other", "no llamacpp:tokens_predicted_total")])
+def test_a_server_answering_too_much_too_slowly_or_not_metrics_is_a_gap(mode, error, settings, smollm2_path):
+    settings.SPECREG_TELEMETRY_MAX_BYTES = 65_536
+    settings.SPECREG_TELEMETRY_TIMEOUT_SECONDS = 2
+    with fake_metrics(mode) as url:
+        d = add_deployment(smollm2_path, url)
+        started = time.monotonic()
+        with pytest.raises(UserError, match="recorded as a gap"):
+            scrape_cmd(d)
+        assert time.monotonic() - started < 6
+    s = d.samples.get()
+    assert not s.ok and error in s.error
+
+
+def test_a_counter_reset_counts_from_zero_and_a_gap_changes_no_total(smollm2_path):
+    d = add_deployment(smollm2_path, "http://127.0.0.1:9")
+    c = dict(draft_tokens=100, accepted_tokens=80, drafts=30, tokens_predicted=200, tokens_predicted_seconds=4)
+    record(d, counters={k: float(v) for k, v in c.items()})
+    record(d, counters=None, error="connection refused")
+    record(d, counters={k: float(v) * 2 for k, v in c.items()})
+    record(d, counters={k: float(v) / 4 for k, v in c.items()})  # restarted
+    o = observed(d)
+    assert (o.draft_tokens, o.accepted_tokens, o.tokens_predicted) == (100 + 25, 80 + 20, 200 + 50)
+    assert o.acceptance == pytest.approx(100 / 125) and o.tokens_per_second == pytest.approx(250 / 5)
+    assert (o.samples, o.gaps, o.resets) == (3, 1, 1)
+
+
+def test_metrics_text_is_parsed_with_prometheus_rules():
+    text = ("# HELP llamacpp:tokens_predicted_total Number of generation tokens processed\n"
+            "# TYPE llamacpp:tokens_predicted_total counter\nllamacpp:tokens_predicted_total 42\n"
+            "# TYPE llamacpp:spec_decode_num_draft_tokens_total counter\nllamacpp:spec_decode_num_draft_tokens_total 7\n"
+            "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 3\n")
+    assert parse_counters(text) == {"tokens_predicted": 42.0, "draft_tokens": 7.0}
+
+
+def test_only_staff_may_give_a_deployment_url_on_the_site(smollm2_path):
+    call_command("register_gguf", str(smollm2_path), stdout=io.StringIO())
+    from registry.models import GGUFFile
+
+    f = GGUFFile.objects.get()
+    user = User.objects.create_user("ann", password="x-ann-123456")
+    c = Client()
+    c.force_login(user)
+    form = {"target": f.pk, "method": "ngram-simple", "command": "llama-server -m x --spec-type ngram-simple",
+            "host": "box", "url": "http://10.0.0.1:8080"}
+    r = c.post("/deployments/new", form)
+    # The field is not even offered to a non-staff user: the URL is dropped, never stored.
+    assert r.status_code == 302
+    assert Deployment.objects.get().url == ""
+    staff = User.objects.create_user("sam", password="x-sam-123456", is_staff=True)
+    c.force_login(staff)
+    assert c.post("/deployments/new", {**form, "url": "file:///etc/passwd"}).status_code == 400
+    assert c.post("/deployments/new", {**form, "url": "http://10.0.0.1:8080"}).status_code == 302
+    assert Deployment.objects.filter(url="http://10.0.0.1:8080").count() == 1
+    assert Client().get(f"/api/deployments/{Deployment.objects.get(url__startswith='http').pk}").json()["url"] is None
+
+
+def test_the_beat_schedules_the_scrape_at_the_interval_setting():
+    entry = settings.CELERY_BEAT_SCHEDULE["scrape-deployments"]
+    assert entry["task"] == "runner.tasks.scrape_deployments"
+    assert entry["schedule"] == float(settings.SPECREG_TELEMETRY_INTERVAL_SECONDS)
+
+
+def test_fetch_refuses_redirects(settings):
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(302)
+            self.send_header("Location", "http://169.254.169.254/latest/meta-data")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        from registry.team.telemetry import ScrapeError
+
+        with pytest.raises(ScrapeError, match="HTTP 302"):
+            fetch(f"http://127.0.0.1:{httpd.server_address[1]}/metrics")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
