@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from inspector.hub_names import shard_glob
 from inspector.llama_flags import ALL_GPU_LAYERS, Capabilities, server_argv
+from inspector.spec_flags import Setting, spec_flags, uses_draft_file
 
 from .models import GGUFFile
 
@@ -67,8 +68,14 @@ def systemd_unit(argv: Sequence[str], *, description: str = "llama.cpp server (c
 
 def deployment(caps: Capabilities, target: str, draft: str | None, k: int | None, *, p_min: float | None = None,
                host: str = "127.0.0.1", port: int = 8080, ctx_size: int = 4096, threads: int | None = None,
-               gpu: bool = False) -> Deployment:
-    """``llama-server`` serving ``target``, speculating with ``draft`` at ``k`` (none when ``k`` is None)."""
+               gpu: bool = False, setting: Setting | None = None) -> Deployment:
+    """``llama-server`` serving ``target``, speculating with ``draft`` at ``k`` (none when ``k`` is None),
+    or as ``setting`` says (any method: a draftless one needs no ``draft``)."""
+    if setting is not None and setting.method != "draft-simple":
+        return _method_deployment(caps, target, draft, setting, host=host, port=port, ctx_size=ctx_size,
+                                  threads=threads, gpu=gpu)
+    if setting is not None:
+        k, p_min = setting.k, setting.p_min
     uses = draft is not None and k is not None
     argv = server_argv(caps, target, draft if uses else None, k if uses else None, p_min=p_min if uses else None,
                        ctx_size=ctx_size, host=host, port=port, threads=threads,
@@ -78,3 +85,20 @@ def deployment(caps: Capabilities, target: str, draft: str | None, k: int | None
     argv[0] = "llama-server"
     desc = f"llama.cpp server, {'speculative K=' + str(k) if uses else 'no draft'} (configured by specreg)"
     return Deployment(tuple(argv), shlex.join(argv), systemd_unit(argv, description=desc), uses)
+
+
+def _method_deployment(caps: Capabilities, target: str, draft: str | None, setting: Setting, *, host: str,
+                       port: int, ctx_size: int, threads: int | None, gpu: bool) -> Deployment:
+    """A server speculating with a method other than a plain draft model: its --spec-type and options as
+    this build's --help names them (a sidecar still comes with -md)."""
+    side = draft if uses_draft_file(setting.method) else None
+    argv = server_argv(caps, target, None, None, ctx_size=ctx_size, host=host, port=port, threads=threads,
+                       gpu_layers=ALL_GPU_LAYERS if gpu else None)
+    if side is not None:
+        argv += [caps.model_draft_flag or "-md", side]
+        if gpu and caps.draft_gpu_layers_flag:
+            argv += [caps.draft_gpu_layers_flag, str(ALL_GPU_LAYERS)]
+    argv += spec_flags(caps, setting)
+    argv[0] = "llama-server"
+    desc = f"llama.cpp server, {setting.label} (configured by specreg)"
+    return Deployment(tuple(argv), shlex.join(argv), systemd_unit(argv, description=desc), True)

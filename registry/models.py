@@ -153,6 +153,9 @@ class Pair(models.Model):
     best_k = models.PositiveIntegerField(null=True, blank=True)
     best_acceptance = models.FloatField(null=True, blank=True)
     best_content_type = models.CharField(max_length=32, blank=True)
+    # llama.cpp's --spec-type of the best result: a draftless method (n-gram, own MTP heads) measured on
+    # the target's own pair (target = draft) shows as the draft column's "none (n-gram)"/"own MTP heads".
+    best_method = models.CharField(max_length=32, blank=True, default="")
     # What the search box matches (both files' source, model, architecture and family, lower-case),
     # set by registry.table.table_columns; PostgreSQL indexes it with trigrams (migration 0005).
     search_text = models.TextField(blank=True, default="")
@@ -190,7 +193,10 @@ class ResultFigures(models.Model):
     filters and ``refresh_best`` read both kinds through the same field names.
     """
 
-    k = models.PositiveIntegerField(help_text="draft tokens per step (--spec-draft-n-max)")
+    k = models.PositiveIntegerField(help_text="draft tokens per step (--spec-draft-n-max, or the n-gram "
+                                              "method's own draft length)")
+    method = models.CharField(max_length=32, default="draft-simple", db_index=True,
+                              help_text="llama.cpp's --spec-type: draft-simple, ngram-mod, draft-mtp, …")
     acceptance = models.FloatField(null=True, blank=True, help_text="accepted / drafted, 0–1")
     speedup = models.FloatField(null=True, blank=True, help_text="speculative ÷ plain tokens per second")
     tokens_per_second = models.FloatField(null=True, blank=True)
@@ -307,6 +313,7 @@ class BenchmarkResult(ResultFigures):
     pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="measured_results")
     temperature = models.FloatField(default=0.0)
     p_min = models.FloatField(null=True, blank=True)
+    options = models.JSONField(default=list, blank=True)  # the method's other options: [[flag, value], …]
     n_predict = models.PositiveIntegerField()
     repeats = models.PositiveIntegerField()
     n_prompts = models.PositiveIntegerField()

@@ -12,7 +12,7 @@ from django.db import models
 from .cache_keys import bump_generation
 from .models import BenchmarkResult, Pair, ReportedResult
 
-FIGURES = ("k", "acceptance", "speedup", "tokens_per_second", "baseline_tokens_per_second",
+FIGURES = ("k", "method", "acceptance", "speedup", "tokens_per_second", "baseline_tokens_per_second",
            "content_type", "hardware", "llama_cpp_build")
 
 
@@ -25,6 +25,7 @@ class Figure:
     content_type: str
     hardware: str
     llama_cpp_build: str
+    method: str = "draft-simple"  # llama.cpp's --spec-type
     tokens_per_second: float | None = None
     baseline_tokens_per_second: float | None = None
     citation: str = ""
@@ -46,7 +47,9 @@ def _figure(kind: str, r: Any) -> Figure:
 
 
 def filtered(qs: models.QuerySet, content_type: str = "", hardware: str = "", build: str = "",
-             min_speedup: float | None = None) -> models.QuerySet:
+             min_speedup: float | None = None, method: str = "") -> models.QuerySet:
+    if method:
+        qs = qs.filter(method=method)
     if content_type:
         qs = qs.filter(content_type=content_type)
     if hardware:
@@ -95,9 +98,10 @@ def refresh_best(pair: Pair) -> None:
     pair.best_k = b.k if b else None
     pair.best_acceptance = b.acceptance if b else None
     pair.best_content_type = b.content_type if b else ""
+    pair.best_method = b.method if b else ""
     Pair.objects.filter(pk=pair.pk).update(best_kind=pair.best_kind, best_speedup=pair.best_speedup,
                                            best_k=pair.best_k, best_acceptance=pair.best_acceptance,
-                                           best_content_type=pair.best_content_type)
+                                           best_content_type=pair.best_content_type, best_method=pair.best_method)
     bump_generation()  # cached table pages, counts and filter menus are out of date
 
 

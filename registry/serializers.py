@@ -23,10 +23,11 @@ def pair_row(p: Pair, best: Figure | None = None) -> dict[str, Any]:
     }
     if best is not None:
         row["best"] = {"kind": best.kind, "k": best.k, "acceptance": best.acceptance, "speedup": best.speedup,
-                       "content_type": best.content_type}
+                       "content_type": best.content_type, "method": best.method}
     elif p.best_kind:
         row["best"] = {"kind": p.best_kind, "k": p.best_k, "acceptance": p.best_acceptance,
-                       "speedup": p.best_speedup, "content_type": p.best_content_type}
+                       "speedup": p.best_speedup, "content_type": p.best_content_type,
+                       "method": p.best_method or "draft-simple"}
     else:
         row["best"] = None
     return row

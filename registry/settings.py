@@ -256,7 +256,7 @@ SPECREG_TABLE_CACHE_SECONDS = envint("SPECREG_TABLE_CACHE_SECONDS", 10)
 # llama.cpp process a run may start (plain and speculative runs, K extension included); the
 # default admits the default benchmark and refuses requests far beyond it.
 SPECREG_MAX_ACTIVE_RUNS_PER_USER = envint("SPECREG_MAX_ACTIVE_RUNS_PER_USER", 3)
-SPECREG_MAX_PROCESSES_PER_RUN = envint("SPECREG_MAX_PROCESSES_PER_RUN", 1000)
+SPECREG_MAX_PROCESSES_PER_RUN = envint("SPECREG_MAX_PROCESSES_PER_RUN", 4000)
 # A run still queued this long, with no worker listening on its queue, is failed by the sweep.
 SPECREG_QUEUED_TIMEOUT_HOURS = envint("SPECREG_QUEUED_TIMEOUT_HOURS", 24)
 # Production telemetry (registry.team.telemetry): how often the beat scrapes every active deployment

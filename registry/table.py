@@ -19,6 +19,7 @@ from .results import Figure, best, figures_for, pairs_with_results, usable_measu
 from .sort_keys import COLUMNS, LOW_FLOAT, sort_key
 from .table_rows import TableFile, TablePair, fetch_rows
 from .team.notes import note_search_q
+from inspector.spec_flags import draft_label, is_draftless
 
 PAGE_SIZE = 50
 MAX_PAGE = 1_000_000  # keeps OFFSET within any database's integers
@@ -38,6 +39,7 @@ class TableQuery:
     hardware: str = ""
     build: str = ""
     min_speedup: float | None = None
+    method: str = ""  # llama.cpp's --spec-type of the results, e.g. ngram-mod
     sort: str = "-speedup"
     page: int = 1  # with a cursor: the number shown; alone: read by OFFSET (old links, typed numbers)
     after: str = ""  # keyset cursors (registry.keyset): the page after or before this row
@@ -66,18 +68,18 @@ class TableQuery:
         verdict = text("verdict", 20)
         return cls(q=text("q"), verdict=verdict if verdict in VERDICTS else "compatible",
                    content_type=text("content_type", 32), hardware=text("hardware"), build=text("build", 32),
-                   min_speedup=min_speedup, sort=sort, page=page, after=text("after", 1000),
+                   min_speedup=min_speedup, method=text("method", 32), sort=sort, page=page, after=text("after", 1000),
                    before="" if params.get("after") else text("before", 1000))
 
     @property
     def result_filters(self) -> dict[str, Any]:
         return {"content_type": self.content_type, "hardware": self.hardware, "build": self.build,
-                "min_speedup": self.min_speedup}
+                "min_speedup": self.min_speedup, "method": self.method}
 
     @property
     def filters_results(self) -> bool:
         """Whether the filters look inside results (then rows show the best *matching* result)."""
-        return bool(self.content_type or self.hardware or self.build)
+        return bool(self.content_type or self.hardware or self.build or self.method)
 
     def params(self, **override: Any) -> dict[str, str]:
         """Query parameters for a link to this table with some values changed (defaults left out).
@@ -176,10 +178,15 @@ class Row:
         """Display strings, formatted once here: the template then only looks them up (it is the hot path)."""
         p, b = self.pair, self.best
         speed = "" if not b or b.speedup is None else ("win" if b.speedup > 1 else "loss")
+        method = b.method if b else ""
+        # The target's own pair (target = draft) carries its draftless results: no draft model is used.
+        draftless = bool(method) and is_draftless(method) and p.target.pk == p.draft.pk
         return {
             "url": f"{PAIR_URL}{p.pk}/",
             "target": p.target.model.name, "target_sub": _file_sub(p.target),
-            "draft": p.draft.model.name, "draft_sub": _file_sub(p.draft),
+            "draft": draft_label(method) if draftless else p.draft.model.name,
+            "draft_sub": "the target alone" if draftless else _file_sub(p.draft),
+            "method": method or "–",
             "ratio": "–" if p.size_ratio is None else f"{p.size_ratio:.1f}×",
             "k": str(b.k) if b and b.k else "–",
             "acceptance": "–" if not b or b.acceptance is None else f"{b.acceptance * 100:.1f}%",
@@ -204,7 +211,8 @@ class Row:
         return mark_safe(  # noqa: S308 - every value above went through escape()
             f'<tr>\n    <td><a href="{v["url"]}" class="pair-link">{v["target"]}</a><div class="sub">{v["target_sub"]}</div></td>\n'
             f'    <td>{v["draft"]}<div class="sub">{v["draft_sub"]}</div></td>\n'
-            f'    <td class="num">{v["ratio"]}</td>\n    <td class="num">{v["k"]}</td>\n'
+            f'    <td class="num">{v["ratio"]}</td>\n    <td class="method">{v["method"]}</td>\n'
+            f'    <td class="num">{v["k"]}</td>\n'
             f'    <td class="num">{v["acceptance"]}</td>\n    <td class="num">{speed}</td>\n'
             f'    <td>{verdict}</td>\n  </tr>\n')
 
@@ -221,7 +229,8 @@ def _file_sub(f: TableFile) -> str:
 def stored_best(p: Pair | TablePair) -> Figure | None:
     if not p.best_kind:
         return None
-    return Figure(p.best_kind, p.best_k or 0, p.best_acceptance, p.best_speedup, p.best_content_type, "", "")
+    return Figure(p.best_kind, p.best_k or 0, p.best_acceptance, p.best_speedup, p.best_content_type, "", "",
+                  method=p.best_method or "draft-simple")
 
 
 def facets() -> dict[str, list[str]]:
@@ -230,10 +239,11 @@ def facets() -> dict[str, list[str]]:
 
 
 def _facets() -> dict[str, list[str]]:
-    out: dict[str, set[str]] = {"content_type": set(), "hardware": set(), "build": set()}
+    out: dict[str, set[str]] = {"content_type": set(), "hardware": set(), "build": set(), "method": set()}
     for qs in (ReportedResult.objects.all(), usable_measured()):
         qs = qs.order_by()  # a model's default ordering would join the DISTINCT
         out["content_type"] |= set(qs.exclude(content_type="").values_list("content_type", flat=True).distinct())
         out["hardware"] |= set(qs.exclude(hardware="").values_list("hardware", flat=True).distinct())
         out["build"] |= set(qs.exclude(llama_cpp_build="").values_list("llama_cpp_build", flat=True).distinct())
+        out["method"] |= set(qs.values_list("method", flat=True).distinct())
     return {k: sorted(v) for k, v in out.items()}

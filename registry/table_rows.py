@@ -28,7 +28,7 @@ FILE_FIELDS = ("pk", "source", "repo", "architecture", "parameter_count", "file_
 # table (10 times slower at 10,000 files), so longer lists go in batches.
 BATCH = 100
 PAIR_FIELDS = ("pk", "compatible", "llama_cpp_compatible", "failed_rule", "rules_from", "checked_at", "size_ratio",
-               "best_kind", "best_speedup", "best_k", "best_acceptance", "best_content_type")
+               "best_kind", "best_speedup", "best_k", "best_acceptance", "best_content_type", "best_method")
 
 
 @dataclass(slots=True)
@@ -64,6 +64,7 @@ class TablePair:
     best_k: int | None
     best_acceptance: float | None
     best_content_type: str
+    best_method: str
     target: TableFile
     draft: TableFile
 

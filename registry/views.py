@@ -46,7 +46,7 @@ def sort_links(tq: TableQuery) -> dict[str, dict[str, str]]:
 
 
 CSV_COLUMNS = ["target", "draft", "compatible", "failed_rule", "size_ratio", "best_k", "acceptance", "speedup",
-               "result_kind", "content_type", "target_parameters", "draft_parameters", "rules_from", "pair_url"]
+               "result_kind", "content_type", "target_parameters", "draft_parameters", "rules_from", "method", "pair_url"]
 
 
 class _Echo:
@@ -74,7 +74,7 @@ def pairs_csv(request: HttpRequest) -> HttpResponse:
                     "" if not b or b.acceptance is None else f"{b.acceptance:.4f}",
                     "" if not b or b.speedup is None else f"{b.speedup:.3f}", b.kind if b else "",
                     b.content_type if b else "", p.target.parameter_count, p.draft.parameter_count, p.rules_from,
-                    f"{base}{p.pk}/",
+                    b.method if b else "", f"{base}{p.pk}/",
                 ])
 
     response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")

@@ -69,9 +69,10 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
     BenchmarkRun.objects.filter(pk=run_id).update(hardware=hw, hardware_class=hardware_class(hw),
                                                   build={**asdict(build), "label": build.label})
     log(run_id, f"llama.cpp {build.label} on {hw.get('cpu_model', '?')}; pair {pair}")
+    alone = bool(p.get("target_alone"))
     try:
-        target_path, draft_path = (_fetch(run_id, reporter, f, share) for f, share in
-                                   ((pair.target, (0.0, 0.05)), (pair.draft, (0.05, 0.1))))
+        target_path = _fetch(run_id, reporter, pair.target, (0.0, 0.05 if not alone else 0.1))
+        draft_path = "" if alone else _fetch(run_id, reporter, pair.draft, (0.05, 0.1))
     except DownloadError as exc:
         return BenchmarkRun.FAILED, str(exc)
     if reporter.should_cancel():
@@ -85,7 +86,8 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
         content_types=tuple(p["content_types"]) if p.get("content_types") else None,
         temperatures=tuple(p["temperatures"]), ks=tuple(p["ks"]), extend=bool(p.get("extend", True)),
         prompts_per_type=p.get("prompts_per_type"), n_predict=p["n_predict"], repeats=p["repeats"],
-        p_min=p.get("p_min"), threads=p.get("threads"),
+        p_min=p.get("p_min"), threads=p.get("threads"), methods=tuple(p.get("methods") or ("draft-simple",)),
+        p_mins=tuple(p.get("p_mins") or (None,)),
         gpu_layers=ALL_GPU_LAYERS if hw.get("gpus") else None, timeout_s=float(p.get("timeout_s", 900)),
     )
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from inspector.llama_flags import (Capabilities, LlamaCppError, capabilities_from_help, k_flags, num)
 
+from inspector.spec_flags import Setting, spec_flags, uses_draft_file
+
 SPECULATIVE = "llama-speculative-simple"
 COMPLETION = "llama-completion"
 SERVER = "llama-server"
@@ -199,6 +201,25 @@ def plain_argv(caps: Capabilities, target: Path | str, prompt: str, gen: GenPara
         # may make the baseline speculate.
         argv += ["--spec-type", "none"]
     return argv
+
+
+def method_argv(caps: Capabilities, target: Path | str, draft: Path | str | None, prompt: str, gen: GenParams,
+                setting: Setting) -> list[str]:
+    """``llama-speculative-simple -m T [-md D] ... --spec-type METHOD ...``: the target speculating as
+    ``setting`` says; n-gram methods and MTP heads take no draft file."""
+    argv = [str(caps.binary), "-m", str(target)]
+    if uses_draft_file(setting.method):
+        if not draft:
+            raise LlamaCppError(f"{setting.method} needs a draft file (-md)")
+        if caps.model_draft_flag is None:
+            raise LlamaCppError(f"{caps.binary.name} accepts no draft-model option (-md)")
+        argv += [caps.model_draft_flag, str(draft)]
+    argv += _common(caps, gen, prompt)
+    if draft and uses_draft_file(setting.method) and gen.gpu_layers is not None and caps.draft_gpu_layers_flag:
+        argv += [caps.draft_gpu_layers_flag, str(gen.gpu_layers)]
+    if caps.has("-lv"):
+        argv += ["-lv", "4"]  # trace level adds the per-implementation draft statistics line
+    return argv + spec_flags(caps, setting)
 
 
 def speculative_argv(caps: Capabilities, target: Path | str, draft: Path | str, prompt: str, gen: GenParams,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import llamacpp, parse, procs
+from inspector.spec_flags import Setting
 
 Progress = Callable[[float, str], None]
 Cancel = Callable[[], bool]
@@ -18,11 +19,12 @@ BUSY_SHARE = 0.10  # other work above this share of the CPU makes a cell's speed
 
 @dataclass(frozen=True)
 class Cell:
-    """One measurement: a target/draft pair at one K and temperature over a few prompts."""
+    """One measurement: a target with one speculation setting (a draft model at K, or a draftless method)
+    at one temperature over a few prompts."""
 
     target: str
-    draft: str
-    k: int
+    draft: str  # "" for draftless methods (n-gram, the target's own MTP heads)
+    k: int  # the method's draft length
     prompts: tuple[str, ...]  # already rendered with the chat template
     temperature: float = 0.0
     p_min: float | None = None  # None leaves llama.cpp's default
@@ -34,6 +36,12 @@ class Cell:
     ctx_size: int = 2048
     timeout_s: float = 600.0  # per process
     content_type: str = ""  # a label carried into results
+    method: str = "draft-simple"  # llama.cpp's --spec-type
+    options: tuple[tuple[str, str], ...] = ()  # the method's other swept options (flag, value)
+
+    @property
+    def setting(self) -> Setting:
+        return Setting(self.method, self.k, self.p_min, self.options)
 
 
 @dataclass(frozen=True)
@@ -164,8 +172,7 @@ def _run_plain(cell: Cell, caps: llamacpp.Capabilities, i: int, r: int, cancel: 
 
 
 def _run_spec(cell: Cell, caps: llamacpp.Capabilities, i: int, r: int, cancel: Cancel | None) -> Run:
-    argv = llamacpp.speculative_argv(caps, cell.target, cell.draft, cell.prompts[i], _gen(cell), cell.k,
-                                     p_min=cell.p_min)
+    argv = llamacpp.method_argv(caps, cell.target, cell.draft or None, cell.prompts[i], _gen(cell), cell.setting)
     prompt = cell.prompts[i]
     res, fig = _execute(argv, cell, cancel, lambda p: parse.parse_speculative(p.rc, p.stdout, p.stderr, prompt))
     if fig is None:
@@ -248,7 +255,7 @@ def measure_cell(
     over time affects both sides alike; a failing run stops the cell (a crash would only repeat)."""
     start = time.monotonic()
     for path in (cell.target, cell.draft):
-        if not Path(path).is_file():
+        if path and not Path(path).is_file():
             return summarize(cell, [], "failed", f"model file not found: {path}", 0.0)
     try:
         plain_caps = plain_caps or llamacpp.capabilities(llamacpp.find_binary(llamacpp.COMPLETION))
@@ -258,7 +265,7 @@ def measure_cell(
     runs: list[Run] = []
     cpu_before = _cpu_seconds()
     total = 2 * len(cell.prompts) * cell.repeats
-    label = f"K={cell.k} t={cell.temperature:g}" + (f" {cell.content_type}" if cell.content_type else "")
+    label = f"{cell.setting.label} t={cell.temperature:g}" + (f" {cell.content_type}" if cell.content_type else "")
     for r in range(cell.repeats):
         for i in range(len(cell.prompts)):
             for kind, fn, caps in (("plain", _run_plain, plain_caps), ("spec", _run_spec, spec_caps)):

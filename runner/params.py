@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 
+from .methods import P_MIN_GRID, MethodError, check_methods, settings_for
 from .prompts import load_task_set, parse_task_set
 from .sweep import DEFAULT_KS, GRID
 
@@ -13,6 +14,9 @@ DEFAULT_PARAMS: dict[str, Any] = {
     "ks": list(DEFAULT_KS), "content_types": None, "temperatures": [0.0], "repeats": 3, "n_predict": 128,
     "prompts_per_type": 3, "p_min": None, "extend": True, "threads": None, "task_set": None,
     "timeout_s": 900,  # per llama.cpp process; a hung or runaway process is killed with its children
+    "methods": None,  # None: the draft's own method (draft-simple); run_benchmark without DRAFT: the n-gram family
+    "p_mins": list(P_MIN_GRID),  # draft models and MTP heads: each K at each (p_min, when given, wins)
+    "target_alone": False,  # no draft file: draftless methods of the target (run_benchmark TARGET)
 }
 
 
@@ -36,12 +40,17 @@ def process_count(p: dict[str, Any], n_types: int) -> int:
     ks = set(p["ks"])
     if p["extend"]:
         ks |= {g for g in GRID if g > max(ks)}  # the sweep may extend upward through the grid
-    return n_types * len(p["temperatures"]) * len(ks) * p["prompts_per_type"] * p["repeats"] * 2
+    p_mins = [p["p_min"]] if p.get("p_min") is not None else p["p_mins"]
+    settings = sum(len(settings_for(m, sorted(ks), p_mins)) for m in p["methods"])
+    return n_types * len(p["temperatures"]) * settings * p["prompts_per_type"] * p["repeats"] * 2
 
 
-def normalize_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Defaults filled in and every value checked, so a bad request fails when queued, not hours later."""
+def normalize_params(params: dict[str, Any], *, has_draft: bool = True) -> dict[str, Any]:
+    """Defaults filled in and every value checked, so a bad request fails when queued, not hours later.
+
+    ``has_draft``: whether the run has a draft file (methods that need one are refused without)."""
     p = {**DEFAULT_PARAMS, **{k: v for k, v in params.items() if v is not None}}
+    has_draft = has_draft and not p["target_alone"]
     unknown = set(p) - set(DEFAULT_PARAMS)
     if unknown:
         raise BenchmarkError(f"unknown benchmark parameter(s): {', '.join(sorted(unknown))}")
@@ -55,6 +64,15 @@ def normalize_params(params: dict[str, Any]) -> dict[str, Any]:
                          ("timeout_s", 1, 6 * 3600)):
         if not lo <= int(p[name]) <= hi:
             raise BenchmarkError(f"{name} must be between {lo} and {hi}; got {p[name]}")
+    try:
+        methods = check_methods(list(p["methods"] or ["draft-simple"]), has_draft=has_draft)
+    except MethodError as exc:
+        raise BenchmarkError(str(exc)) from None
+    p_mins = sorted({float(x) for x in p["p_mins"] or P_MIN_GRID})
+    if p["p_min"] is not None:
+        p_mins = [float(p["p_min"])]
+    if any(not 0 <= x <= 1 for x in p_mins):
+        raise BenchmarkError(f"p-min must lie in [0, 1]; got {p_mins}")
     task_set = parse_task_set(p["task_set"], "task set") if p["task_set"] else load_task_set()
     types = p["content_types"] or None
     if types:
@@ -64,7 +82,9 @@ def normalize_params(params: dict[str, Any]) -> dict[str, Any]:
                                  f"(have: {', '.join(task_set.content_types)})")
     out = {**p, "ks": ks, "temperatures": temps, "repeats": int(p["repeats"]), "n_predict": int(p["n_predict"]),
            "prompts_per_type": int(p["prompts_per_type"]), "content_types": types, "timeout_s": float(p["timeout_s"]),
-           "extend": bool(p["extend"])}
+           "extend": bool(p["extend"]), "methods": methods, "p_mins": p_mins,
+           "p_min": float(p["p_min"]) if p["p_min"] is not None else None,
+           "target_alone": not has_draft}
     n = process_count(out, len(types or task_set.content_types))
     cap = settings.SPECREG_MAX_PROCESSES_PER_RUN
     if n > cap:

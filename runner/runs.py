@@ -28,8 +28,14 @@ def worker_name() -> str:
 
 
 def queue_benchmark(pair: Pair, params: dict[str, Any], *, user=None, hardware: str | None = None,
-                    send: bool = True) -> BenchmarkRun:
-    """Record a queued run and (``send``) hand its task to the broker once the transaction commits."""
+                    send: bool = True, target_alone: bool = False) -> BenchmarkRun:
+    """Record a queued run and (``send``) hand its task to the broker once the transaction commits.
+
+    ``target_alone``: the run measures the target's draftless methods (n-gram, its own MTP heads); it is
+    recorded on the target's own pair (the target paired with itself), whose table row then shows the
+    method instead of a draft."""
+    if target_alone:
+        params = {**params, "target_alone": True}
     if not pair.compatible:
         raise BenchmarkError(f"{pair.draft.source} cannot draft for {pair.target.source}: rule "
                              f"'{pair.failed_rule}' fails ({_rule_detail(pair)})")

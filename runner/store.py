@@ -23,9 +23,10 @@ def store_results(run: BenchmarkRun, result: SweepResult, build: llamacpp.Build,
     for c in result.cells:
         failed_runs = [r for r in c.runs if r.error]
         if failed_runs:
-            log(run.pk, f"K={c.cell.k} {c.cell.content_type}: {failed_runs[0].error}")
+            log(run.pk, f"{c.cell.setting.label} {c.cell.content_type}: {failed_runs[0].error}")
         rows.append(BenchmarkResult(
-            run=run, pair=run.pair, k=c.cell.k, content_type=c.cell.content_type, temperature=c.cell.temperature,
+            run=run, pair=run.pair, k=c.cell.k, method=c.cell.method, options=[list(o) for o in c.cell.options],
+            content_type=c.cell.content_type, temperature=c.cell.temperature,
             p_min=c.cell.p_min, n_predict=c.cell.n_predict, repeats=c.cell.repeats, n_prompts=len(c.cell.prompts),
             status=c.status, error=c.error or "", speculation_ran=c.speculation_ran,
             acceptance=c.acceptance_rate, speedup=c.speedup,
@@ -49,7 +50,7 @@ def store_results(run: BenchmarkRun, result: SweepResult, build: llamacpp.Build,
     # The files as a user will have them (models/… from the Hub, or the registered path), not this
     # worker's cache paths, so the command is the one the pair page shows.
     target, draft = model_path(pair.target), model_path(pair.draft)
-    deployments = {r.content_type: deployment(server_caps, target, draft, r.k, gpu=gpu)
+    deployments = {r.content_type: deployment(server_caps, target, draft, r.k, gpu=gpu, setting=r.setting)
                    for r in result.recommendations}
     # One server serves every content type: deploy the setting of the type with the best speed-up.
     best = max(result.recommendations, key=lambda r: (r.use_draft, r.speedup or 0), default=None)

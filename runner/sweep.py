@@ -1,4 +1,5 @@
-"""Sweep the draft size K per content type and temperature, and recommend the fastest K that beats the plain target."""
+"""Sweep speculation settings (method, K, p-min, the n-gram options) per content type and temperature, and
+recommend the fastest one that beats the plain target."""
 from __future__ import annotations
 
 import time
@@ -7,11 +8,14 @@ from dataclasses import dataclass, field
 
 from . import llamacpp
 from .measure import BUSY_SHARE, Cancel, Cell, CellResult, Progress, measure_cell
+from inspector.spec_flags import NGRAM_SWEEP, Setting
+
+from .methods import settings_for
 from .prompts import ChatTemplate, TaskSet, read_chat_template, render_prompt
 
 GRID = (1, 2, 4, 8, 12, 16, 24)
 DEFAULT_KS = (4, 8, 16)
-NO_DRAFT = "run without a draft"
+NO_DRAFT = "run without speculation"
 
 
 @dataclass(frozen=True)
@@ -27,12 +31,18 @@ class SweepConfig:
     prompts_per_type: int | None = 2  # None: all prompts of the type
     n_predict: int = 128
     repeats: int = 3
-    p_min: float | None = None
+    p_min: float | None = None  # one p-min for every draft-model setting (overrides p_mins)
     threads: int | None = None
     gpu_layers: int | None = None
     seed: int = 42
     ctx_size: int = 2048
     timeout_s: float = 600.0
+    methods: tuple[str, ...] = ("draft-simple",)
+    p_mins: tuple[float | None, ...] = (None,)  # draft models and MTP heads: each K at each p-min
+
+    @property
+    def draft_p_mins(self) -> tuple[float | None, ...]:
+        return (self.p_min,) if self.p_min is not None else self.p_mins
 
 
 @dataclass(frozen=True)
@@ -44,14 +54,22 @@ class Recommendation:
     acceptance_rate: float | None
     reason: str
     caveat: str | None = None  # e.g. the deciding cell ran on a busy machine
+    method: str | None = None  # of the recommended setting (None: run without speculation)
+    p_min: float | None = None
+    options: tuple[tuple[str, str], ...] = ()
 
     @property
     def use_draft(self) -> bool:
+        """Whether to speculate (with a draft model or a draftless method)."""
         return self.k is not None
 
     @property
+    def setting(self) -> Setting | None:
+        return Setting(self.method or "draft-simple", self.k, self.p_min, self.options) if self.k is not None else None
+
+    @property
     def summary(self) -> str:
-        return f"K={self.k} ({self.speedup:.2f}x)" if self.k is not None else NO_DRAFT
+        return f"{self.setting.label} ({self.speedup:.2f}x)" if self.setting else NO_DRAFT
 
 
 @dataclass(frozen=True)
@@ -85,14 +103,14 @@ def next_k(speeds: dict[int, float | None], grid: Sequence[int]) -> int | None:
 
 
 def recommend(content_type: str, temperature: float, cells: Sequence[CellResult]) -> Recommendation:
-    """The fastest K whose speedup is above 1, else: run without a draft (and say why)."""
+    """The fastest setting (any method) whose speedup is above 1, else: run without speculation (and why)."""
     usable = [c for c in cells if cell_speed(c) is not None]
     if not usable:
         failed = [c for c in cells if c.status != "ok"]
         if failed:
-            reason = f"no K completed: {failed[0].error or failed[0].status}"
+            reason = f"no setting completed: {failed[0].error or failed[0].status}"
         elif cells:
-            reason = "speculation never ran (the draft proposed no tokens)"
+            reason = "speculation never ran (nothing was drafted)"
         else:
             reason = "nothing measured"
         return Recommendation(content_type, temperature, None, None, None, reason)
@@ -102,12 +120,14 @@ def recommend(content_type: str, temperature: float, cells: Sequence[CellResult]
     if busy:
         worst = max(c.other_cpu_share for c in busy)
         caveat = (f"other work used up to {100 * worst:.0f}% of the CPU during "
-                  f"K={', '.join(str(c.cell.k) for c in busy)}; re-run on a quiet machine before relying on it")
+                  f"{', '.join(c.cell.setting.label for c in busy)}; re-run on a quiet machine before relying on it")
+    s = best.cell.setting
     if best.speedup > 1.0:
-        return Recommendation(content_type, temperature, best.cell.k, best.speedup, best.acceptance_rate,
-                              f"K={best.cell.k} was fastest: {best.speedup:.2f}x the target alone", caveat)
+        return Recommendation(content_type, temperature, s.k, best.speedup, best.acceptance_rate,
+                              f"{s.label} was fastest: {best.speedup:.2f}x the target alone", caveat,
+                              s.method, s.p_min, s.options)
     return Recommendation(content_type, temperature, None, best.speedup, best.acceptance_rate,
-                          f"no K beat the target alone (best: K={best.cell.k} at {best.speedup:.2f}x)", caveat)
+                          f"no setting beat the target alone (best: {s.label} at {best.speedup:.2f}x)", caveat)
 
 
 def _prompts(config: SweepConfig, template: ChatTemplate | None,
@@ -120,13 +140,22 @@ def _prompts(config: SweepConfig, template: ChatTemplate | None,
     return tuple(r.text for r in rendered), notes
 
 
-def _cell(config: SweepConfig, prompts: tuple[str, ...], content_type: str, temperature: float, k: int) -> Cell:
+def _cell(config: SweepConfig, prompts: tuple[str, ...], content_type: str, temperature: float,
+          setting: Setting) -> Cell:
+    from inspector.spec_flags import uses_draft_file
+
     return Cell(
-        target=config.target, draft=config.draft, k=k, prompts=prompts, temperature=temperature,
-        p_min=config.p_min, n_predict=config.n_predict, repeats=config.repeats, threads=config.threads,
-        gpu_layers=config.gpu_layers, seed=config.seed, ctx_size=config.ctx_size, timeout_s=config.timeout_s,
-        content_type=content_type,
+        target=config.target, draft=config.draft if uses_draft_file(setting.method) else "", k=setting.k,
+        prompts=prompts, temperature=temperature, p_min=setting.p_min, n_predict=config.n_predict,
+        repeats=config.repeats, threads=config.threads, gpu_layers=config.gpu_layers, seed=config.seed,
+        ctx_size=config.ctx_size, timeout_s=config.timeout_s, content_type=content_type,
+        method=setting.method, options=setting.options,
     )
+
+
+def planned_settings(config: SweepConfig) -> list[Setting]:
+    """Every setting measured per content type and temperature before any extension of K."""
+    return [s for m in config.methods for s in settings_for(m, list(config.ks), list(config.draft_p_mins))]
 
 
 def run_sweep(
@@ -151,7 +180,8 @@ def run_sweep(
         return SweepResult(config, "failed", str(exc), (), (), (), time.monotonic() - start)
     types = config.content_types or config.task_set.content_types
     groups = [(ct, t) for ct in types for t in config.temperatures]
-    expected = len(groups) * len(config.ks)
+    planned = planned_settings(config)
+    expected = len(groups) * len(planned)
     cells: list[CellResult] = []
     recs: list[Recommendation] = []
     notes: list[str] = []
@@ -164,9 +194,9 @@ def run_sweep(
             recs.append(recommend(content_type, temperature, []))
             continue
         group: list[CellResult] = []
-        queue = list(config.ks)
+        queue = list(planned)
         while queue:
-            k = queue.pop(0)
+            setting = queue.pop(0)
             done = len(cells)
 
             def sub(fraction: float, message: str, done: int = done) -> None:
@@ -176,17 +206,20 @@ def run_sweep(
                     shown[0] = max(shown[0], min(0.99, (done + fraction) / expected))  # noqa: B023
                     progress(shown[0], message)
 
-            result = measure(_cell(config, prompts, content_type, temperature, k), plain_caps=plain_caps,
+            result = measure(_cell(config, prompts, content_type, temperature, setting), plain_caps=plain_caps,
                              spec_caps=spec_caps, progress=sub, should_cancel=should_cancel)
             cells.append(result)
             group.append(result)
             if result.status == "cancelled":
                 status, error = "cancelled", "cancelled"
                 break
-            if not queue and config.extend:
-                nk = next_k({c.cell.k: cell_speed(c) for c in group}, config.grid)
+            if config.extend and setting.method not in NGRAM_SWEEP and setting.method != "ngram-cache" \
+                    and not any(q.method == setting.method and q.p_min == setting.p_min for q in queue):
+                # the last K of this method and p-min: go on upward while the largest K is the fastest
+                same = [c for c in group if c.cell.method == setting.method and c.cell.p_min == setting.p_min]
+                nk = next_k({c.cell.k: cell_speed(c) for c in same}, config.grid)
                 if nk is not None:
-                    queue.append(nk)
+                    queue.insert(0, Setting(setting.method, nk, setting.p_min, setting.options))
                     expected += 1
         recs.append(recommend(content_type, temperature, group))
         if status == "cancelled":

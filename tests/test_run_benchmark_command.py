@@ -41,11 +41,13 @@ def test_wait_with_no_worker_on_the_queue_says_so_and_exits_2(tmp_path, smollm2_
 @pytest.mark.llama
 def test_here_runs_the_benchmark_in_this_process_and_prints_the_results(tmp_path, smollm2_path):
     env = _env(tmp_path, "cpu-nobody-listens")
-    r = _run_benchmark(env, str(smollm2_path), str(smollm2_path), "--k", "4", "--no-extend", "--tasks", "json",
+    r = _run_benchmark(env, str(smollm2_path), str(smollm2_path), "--methods", "draft-simple", "--k", "4", "--no-extend",
+                       "--p-min", "0", "--tasks", "json",
                        "--n-predict", "32", "--repeats", "1", "--prompts-per-type", "1", "--here", timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout
     assert "running run 1 here" in out and "run 1: done" in out
     assert "plain t/s" in out and "recommended for json at temperature 0.0" in out
     row = next(line for line in out.splitlines() if line.startswith("json "))
-    assert row.split()[2] == "4" and "b11434" in out  # K, and the build read from the package metadata
+    # the setting (method, K, p-min), and the build read from the package metadata
+    assert row.split()[2:5] == ["draft-simple", "K=4", "p-min=0"] and "b11434" in out

@@ -32,12 +32,12 @@ def test_next_k_extends_upward_while_the_largest_k_is_fastest():
 
 def test_recommend_fastest_k_above_one():
     rec = recommend("code", 0.0, [_cell(4, 1.2), _cell(8, 1.5), _cell(16, 1.4)])
-    assert (rec.k, rec.speedup, rec.use_draft) == (8, 1.5, True) and rec.summary == "K=8 (1.50x)"
+    assert (rec.k, rec.speedup, rec.use_draft) == (8, 1.5, True) and rec.summary == "draft-simple K=8 (1.50x)"
 
 
 def test_recommend_no_draft_when_nothing_wins():
     rec = recommend("prose", 0.0, [_cell(4, 0.6), _cell(8, 0.5)])
-    assert rec.k is None and rec.summary == NO_DRAFT and "best: K=4 at 0.60x" in rec.reason
+    assert rec.k is None and rec.summary == NO_DRAFT and "best: draft-simple K=4 at 0.60x" in rec.reason
     rec = recommend("prose", 0.0, [_cell(4, None, ran=False)])
     assert rec.k is None and "never ran" in rec.reason
     rec = recommend("prose", 0.0, [_cell(4, None, status="failed", ran=False)])
@@ -97,12 +97,12 @@ def test_hardware_description():
 
 
 def test_default_task_set_loads_for_sweeps():
-    assert SweepConfig("t", "d", load_task_set()).task_set.content_types == ("code", "json", "prose", "math")
+    assert SweepConfig("t", "d", load_task_set()).task_set.content_types == ("code", "json", "prose", "math", "edit")
 
 
 def test_busy_machine_is_a_caveat():
     import dataclasses
     busy = dataclasses.replace(_cell(4, 1.4), other_cpu_share=0.3)
     rec = recommend("code", 0.0, [busy, _cell(8, 0.9)])
-    assert rec.k == 4 and "30% of the CPU during K=4" in rec.caveat
+    assert rec.k == 4 and "30% of the CPU during draft-simple K=4" in rec.caveat
     assert recommend("code", 0.0, [_cell(4, 1.4)]).caveat is None

@@ -100,7 +100,7 @@ def test_a_benchmark_far_beyond_the_defaults_is_refused_but_the_default_is_admit
     huge = _form(ks=",".join(str(k) for k in range(1, 65)), temperatures="0,0.5,1,1.5,2", repeats=20,
                  prompts_per_type=50)
     r = user_client.post(f"/pairs/{pair.pk}/benchmark", huge)
-    assert r.status_code == 400 and b"llama.cpp processes, more than the 1,000 allowed" in r.content
+    assert r.status_code == 400 and b"llama.cpp processes, more than the 4,000 allowed" in r.content
     default = {"ks": "4,8,16", "temperatures": "0", "repeats": 3, "n_predict": 128, "prompts_per_type": 3}
     assert user_client.post(f"/pairs/{pair.pk}/benchmark", default).status_code == 302
 

@@ -1,4 +1,5 @@
-"""run_benchmark TARGET DRAFT: queue (and optionally wait for) a real llama.cpp benchmark of a pair, or run it here."""
+"""run_benchmark TARGET [DRAFT]: queue (and optionally wait for) a real llama.cpp benchmark of a target's
+speculation methods (with a draft model, or draftless), or run it here."""
 from __future__ import annotations
 
 import signal
@@ -13,6 +14,8 @@ from runner import procs, runs
 from runner.models import workers_on
 from runner.params import BenchmarkError
 from registry.sources import SourceRegistrationError, register_source
+from inspector.spec_flags import OWN_HEADS, Setting
+from runner.methods import default_methods
 
 NO_WORKER_AFTER_S = 10  # a worker that is starting up gets this long to show itself
 
@@ -32,13 +35,19 @@ def _floats(text: str) -> list[float]:
 
 
 class Command(SpecregCommand):
-    help = ("Benchmark DRAFT drafting for TARGET with real llama.cpp, queued to a Celery worker. Sources are local "
-            "paths or hf:// files (registered automatically). With --wait, follow progress and print the results.")
+    help = ("Benchmark TARGET's speculation methods with real llama.cpp, queued to a Celery worker: with DRAFT, "
+            "the draft's method and the n-gram family; without, the n-gram family (and the target's own MTP "
+            "heads). Sources are local paths or hf:// files (registered automatically). With --wait, follow "
+            "progress and print the results.")
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("target", nargs="?")
         parser.add_argument("draft", nargs="?")
-        parser.add_argument("--k", type=_ints, help="draft lengths to sweep, e.g. 4,8,16 (default; extended while faster)")
+        parser.add_argument("--methods", help="llama.cpp --spec-type values to compare, e.g. ngram-mod,ngram-map-k "
+                            "(default: the draft's method and the n-gram family; no DRAFT: the n-gram family)")
+        parser.add_argument("--k", type=_ints, help="draft-model K values to sweep, e.g. 4,8,16 (default; extended "
+                            "while faster); n-gram methods sweep their own draft length")
+        parser.add_argument("--p-min", type=_floats, help="draft-model and MTP p-min values, e.g. 0,0.75 (default)")
         parser.add_argument("--no-extend", action="store_true", help="measure exactly --k, no extension upward")
         parser.add_argument("--tasks", help="content types, e.g. code,prose (default: all in the task set)")
         parser.add_argument("--task-file", help="a JSON task set of your own")
@@ -61,8 +70,8 @@ class Command(SpecregCommand):
             except BenchmarkError as exc:
                 raise UserError(str(exc)) from None
             return
-        if not (o["target"] and o["draft"]):
-            raise UserError("give TARGET and DRAFT (or --cancel RUN_ID)")
+        if not o["target"]:
+            raise UserError("give TARGET [DRAFT] (or --cancel RUN_ID)")
         task_set = None
         if o["task_file"]:
             import json
@@ -75,18 +84,25 @@ class Command(SpecregCommand):
         params = {"ks": o["k"], "content_types": o["tasks"].split(",") if o["tasks"] else None,
                   "temperatures": o["temperatures"], "repeats": o["repeats"], "n_predict": o["n_predict"],
                   "prompts_per_type": o["prompts_per_type"], "task_set": task_set,
-                  "extend": False if o["no_extend"] else None}
+                  "extend": False if o["no_extend"] else None, "p_mins": o["p_min"]}
         try:
-            target, draft = register_source(o["target"]).file, register_source(o["draft"]).file
-            pair = pair_for(target, draft)
-            run = runs.queue_benchmark(pair, params, hardware=o["hardware"], send=not o["here"])
+            target = register_source(o["target"]).file
+            draft = register_source(o["draft"]).file if o["draft"] else None
+            params["methods"] = (o["methods"].split(",") if o["methods"]
+                                 else default_methods(_method_of(draft), _method_of(target) == OWN_HEADS))
+            # Without a draft the run is recorded on the target's own pair (its table row shows the method).
+            pair = pair_for(target, draft or target)
+            run = runs.queue_benchmark(pair, params, hardware=o["hardware"], send=not o["here"],
+                                       target_alone=draft is None)
         except (SourceRegistrationError, BenchmarkError) as exc:
             raise UserError(str(exc)) from None
+        what = (f"{draft.source} drafting for {target.source}" if draft else f"{target.source} alone") + \
+            f" ({', '.join(run.params['methods'])})"
         if o["here"]:
-            self.stdout.write(f"running run {run.pk} here: {draft.source} drafting for {target.source}")
+            self.stdout.write(f"running run {run.pk} here: {what}")
             self._run_here(run.pk)
         else:
-            self.stdout.write(f"queued run {run.pk} on {run.queue}: {draft.source} drafting for {target.source}")
+            self.stdout.write(f"queued run {run.pk} on {run.queue}: {what}")
             if o["wait"]:
                 self._follow(run.pk, o["timeout"])
         self._finish(run.pk)
@@ -134,21 +150,37 @@ class Command(SpecregCommand):
             raise UserError(f"run {run_id} {run.status}: {run.error}")
 
 
+def _method_of(f) -> str | None:
+    """The method a file offers as -md (inspector.speculative), None when it offers none."""
+    return ((f.info or {}).get("speculative") or {}).get("type") if f is not None else None
+
+
+def setting_label(r) -> str:
+    """A result's setting as the sweep names it: method, K and its other options."""
+    return Setting(r.method, r.k, r.p_min, tuple(tuple(o) for o in r.options or ())).label
+
+
 def format_results(run: BenchmarkRun) -> str:
     lines = [f"run {run.pk}: {run.status} on {run.hardware.get('cpu_model', '?')} with llama.cpp "
              f"{run.build.get('label', '?')}",
-             f"{'type':<8} {'temp':>4} {'K':>3} {'plain t/s':>9} {'spec t/s':>9} {'speedup':>7} {'accept':>7} identical"]
-    for r in run.results.all():
+             f"{'type':<8} {'temp':>4} {'setting':<44} {'plain t/s':>9} {'spec t/s':>9} {'speedup':>7} {'accept':>7} "
+             "identical"]
+    for r in run.results.order_by("pk"):
         spd = f"{r.speedup:.2f}x" if r.speedup is not None else "n/a"
         acc = f"{r.acceptance * 100:.1f}%" if r.acceptance is not None else "n/a"
         ident = {True: "yes", False: f"no (from char {r.divergences[0]['position']})" if r.divergences else "no",
                  None: "-"}[r.identical]
         if not r.speculation_ran:
             ident = "speculation did not run"
-        lines.append(f"{r.content_type:<8} {r.temperature:>4.1f} {r.k:>3} {r.baseline_tokens_per_second or 0:>9.1f} "
+        lines.append(f"{r.content_type:<8} {r.temperature:>4.1f} {setting_label(r):<44} "
+                     f"{r.baseline_tokens_per_second or 0:>9.1f} "
                      f"{r.tokens_per_second or 0:>9.1f} {spd:>7} {acc:>7} {ident}")
     for rec in run.summary.get("recommendations", []):
-        what = f"K={rec['k']} ({rec['speedup']:.2f}x)" if rec["k"] else "run without a draft"
+        what = "run without speculation"
+        if rec["k"]:
+            s = Setting(rec.get("method") or "draft-simple", rec["k"], rec.get("p_min"),
+                        tuple(tuple(o) for o in rec.get("options") or ()))
+            what = f"{s.label} ({rec['speedup']:.2f}x)"
         lines.append(f"recommended for {rec['content_type']} at temperature {rec['temperature']}: {what}"
                      + (f" (caveat: {rec['caveat']})" if rec.get("caveat") else ""))
     if run.server_command:

@@ -1,0 +1,102 @@
+"""How llama.cpp is told to speculate one way: a method of the pinned build (b11434: common/arg.cpp,
+common/speculative.cpp) with its draft length and options, as ``llama-speculative-simple`` and
+``llama-server`` options. The runner measures settings; the deployment builder writes the same ones.
+
+A draft model (and an EAGLE-3/DFlash sidecar, and a model's own MTP heads) is sized by
+``--spec-draft-n-max`` (K) and thinned by ``--spec-draft-p-min``. The n-gram methods ignore both: their
+"K" is their own draft length (``--spec-ngram-mod-n-max``, ``--spec-ngram-*-size-m``); ``ngram-cache``
+drafts a fixed 8 tokens and has no option for it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .llama_flags import Capabilities, LlamaCppError, k_flags
+from .speculative import NGRAM_METHODS
+
+DRAFT_MODEL_METHODS = ("draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark")  # need -md FILE
+OWN_HEADS = "draft-mtp"  # the target's own heads: no second file
+
+# method -> (its draft-length option, the lengths tried, the second option, its values). Lengths start
+# at a few tokens (short repeats still pay) and end at llama.cpp's default (long repeats pay most).
+NGRAM_SWEEP: dict[str, tuple[str, tuple[int, ...], str, tuple[int, ...]]] = {
+    # n_max=64, n_min=48, n_match=24 by default; n_match below 16 draws llama.cpp's "poor quality" warning
+    "ngram-mod": ("--spec-ngram-mod-n-max", (8, 16, 64), "--spec-ngram-mod-n-match", (16, 24)),
+    # size_n=12 (lookup) and size_m=48 (drafted) by default
+    "ngram-simple": ("--spec-ngram-simple-size-m", (8, 16, 48), "--spec-ngram-simple-size-n", (6, 12)),
+    "ngram-map-k": ("--spec-ngram-map-k-size-m", (8, 16, 48), "--spec-ngram-map-k-size-n", (6, 12)),
+    "ngram-map-k4v": ("--spec-ngram-map-k4v-size-m", (8, 16, 48), "--spec-ngram-map-k4v-size-n", (6, 12)),
+}
+NGRAM_CACHE_DRAFT = 8  # create_state_ngram_cache: "uint16_t n_draft = 8; // TODO get from config?"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One way of running a method: its draft length K and its other options (flag, value)."""
+
+    method: str
+    k: int
+    p_min: float | None = None  # draft models and MTP heads only
+    options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        parts = [self.method, f"K={self.k}"]
+        if self.p_min is not None:
+            parts.append(f"p-min={self.p_min:g}")
+        parts += [f"{flag.removeprefix('--spec-')}={value}" for flag, value in self.options]
+        return " ".join(parts)
+
+    def to_dict(self) -> dict:
+        return {"method": self.method, "k": self.k, "p_min": self.p_min,
+                "options": [list(o) for o in self.options]}
+
+    @staticmethod
+    def from_dict(d: dict) -> Setting:
+        return Setting(d["method"], int(d["k"]), d.get("p_min"), tuple((str(f), str(v)) for f, v in d.get("options", ())))
+
+
+def uses_draft_file(method: str) -> bool:
+    return method in DRAFT_MODEL_METHODS
+
+
+def is_draftless(method: str) -> bool:
+    return method in NGRAM_METHODS or method == OWN_HEADS
+
+
+def draft_label(method: str) -> str:
+    """What the table shows in the draft column for a draftless method."""
+    return "own MTP heads" if method == OWN_HEADS else "none (n-gram)"
+
+
+def spec_flags(caps: Capabilities, setting: Setting) -> list[str]:
+    """The options that make ``caps.binary`` speculate as ``setting`` says (no model options)."""
+    m = setting.method
+    if caps.spec_types and m not in caps.spec_types:
+        raise LlamaCppError(f"{caps.binary.name} does not offer --spec-type {m} (it offers "
+                            f"{', '.join(caps.spec_types)})")
+    if m in NGRAM_SWEEP or m == "ngram-cache":
+        if not caps.has("--spec-type"):
+            raise LlamaCppError(f"{caps.binary.name} has no --spec-type: it cannot run {m}")
+        argv = ["--spec-type", m]
+        if m in NGRAM_SWEEP:
+            length_flag = NGRAM_SWEEP[m][0]
+            argv += [length_flag, str(setting.k)]
+            if m == "ngram-mod":
+                # n_min (default 48) above n_max would make every draft shorter than asked fail
+                argv += ["--spec-ngram-mod-n-min", str(min(48, max(1, setting.k // 2)))]
+        for flag, value in setting.options:
+            argv += [flag, value]
+        return argv
+    # draft models, sidecars and MTP heads share K and p-min; the type is named explicitly (a plain draft
+    # and EAGLE-3 are never auto-detected, and naming the others costs nothing)
+    argv = k_flags(caps, setting.k, 0, setting.p_min)
+    if "--spec-type" in argv:
+        i = argv.index("--spec-type")
+        argv = argv[:i] + argv[i + 2:]
+    if caps.has("--spec-type"):
+        argv += ["--spec-type", m]
+    elif m != "draft-simple":
+        raise LlamaCppError(f"{caps.binary.name} has no --spec-type: it cannot run {m}")
+    return argv + [f for flag, value in setting.options for f in (flag, value)]
+
