@@ -29,6 +29,18 @@ class ModelPage:
     file: GGUFFile
     drafts: list[Pair]  # compatible drafts when the file is the target
     targets: list[Pair]  # compatible targets when it is the draft
+    ways: list[Way] = None  # type: ignore[assignment]  # ways to speed the file up as a target
+
+
+@dataclass
+class Way:
+    """The best result of one method on one content type for this target, of one kind of figure."""
+
+    method: str
+    content_type: str
+    kind: str  # measured or reported: never mixed in one row
+    draft: str  # the draft model's name, or what a draftless method uses
+    figure: Figure
 
 
 def model_page(pk: int, file_id: str | None) -> ModelPage:
@@ -43,7 +55,28 @@ def model_page(pk: int, file_id: str | None) -> ModelPage:
                   .defer(*lean).order_by(*order)[:PARTNER_LIMIT])
     targets = list(Pair.objects.filter(draft=chosen, compatible=True).select_related("target__model", "draft__model")
                    .defer(*lean).order_by(*order)[:PARTNER_LIMIT])
-    return ModelPage(model, files, chosen, drafts, targets)
+    return ModelPage(model, files, chosen, drafts, targets, ways_to_speed_up(chosen))
+
+
+def ways_to_speed_up(target: GGUFFile) -> list[Way]:
+    """Method x content type: the best measured and the best reported speed-up with this file as the target
+    (with any draft, or draftless on its own pair), fastest first."""
+    from inspector.spec_flags import draft_label, is_draftless
+
+    pairs = {p.pk: p for p in Pair.objects.filter(target=target, compatible=True).select_related("draft__model")
+             .only("pk", "draft_id", "target_id", "draft__model__name")[:PARTNER_LIMIT]}
+    best: dict[tuple[str, str, str], Way] = {}
+    for pid, figs in figures_for(list(pairs)).items():
+        p = pairs[pid]
+        for kind, items in figs.items():
+            for f in items:
+                if f.speedup is None:
+                    continue
+                draft = draft_label(f.method) if is_draftless(f.method) else p.draft.model.name
+                key = (f.method, f.content_type, kind)
+                if key not in best or f.speedup > best[key].figure.speedup:
+                    best[key] = Way(f.method, f.content_type, kind, draft, f)
+    return sorted(best.values(), key=lambda w: (w.kind != "measured", -(w.figure.speedup or 0)))
 
 
 def tokenizer_view(info: dict[str, Any]) -> dict[str, Any] | None:

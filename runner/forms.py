@@ -3,7 +3,11 @@ from __future__ import annotations
 
 from django import forms
 
+from inspector.speculative import SPEC_TYPES
+
 from .prompts import load_task_set
+
+SPEC_METHODS = [m for m in SPEC_TYPES if m not in ("none", "draft-simple")]
 
 
 def _csv(cast):
@@ -24,6 +28,10 @@ class BenchmarkForm(forms.Form):
     n_predict = forms.IntegerField(label="Tokens per run", initial=128, min_value=8, max_value=4096)
     prompts_per_type = forms.IntegerField(initial=3, min_value=1, max_value=50)
     hardware = forms.CharField(required=False, help_text="hardware class queue; empty: this server's worker class")
+    method = forms.ChoiceField(label="Method", required=False, initial="",
+                               choices=[("", "the draft model (draft-simple)")] + [(m, m) for m in SPEC_METHODS],
+                               help_text="llama.cpp --spec-type; n-gram methods ignore the draft and sweep their own "
+                                         "draft length")
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -39,4 +47,5 @@ class BenchmarkForm(forms.Form):
     def params(self) -> dict:
         d = self.cleaned_data
         return {"ks": d["ks"], "content_types": d["content_types"] or None, "temperatures": d["temperatures"],
-                "repeats": d["repeats"], "n_predict": d["n_predict"], "prompts_per_type": d["prompts_per_type"]}
+                "repeats": d["repeats"], "n_predict": d["n_predict"], "prompts_per_type": d["prompts_per_type"],
+                "methods": [d["method"]] if d.get("method") else None}

@@ -39,6 +39,7 @@ class SweepConfig:
     timeout_s: float = 600.0
     methods: tuple[str, ...] = ("draft-simple",)
     p_mins: tuple[float | None, ...] = (None,)  # draft models and MTP heads: each K at each p-min
+    settings: tuple[Setting, ...] | None = None  # exactly these settings instead of methods x K x p-min
 
     @property
     def draft_p_mins(self) -> tuple[float | None, ...]:
@@ -155,6 +156,8 @@ def _cell(config: SweepConfig, prompts: tuple[str, ...], content_type: str, temp
 
 def planned_settings(config: SweepConfig) -> list[Setting]:
     """Every setting measured per content type and temperature before any extension of K."""
+    if config.settings is not None:
+        return list(config.settings)
     return [s for m in config.methods for s in settings_for(m, list(config.ks), list(config.draft_p_mins))]
 
 

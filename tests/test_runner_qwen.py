@@ -19,7 +19,7 @@ def test_qwen_coder_pair_is_measured_with_its_draft(transactional_db, settings):
     pair = pair_for(target, draft)
     assert pair.compatible
     run = runs.queue_benchmark(pair, {"ks": [4], "extend": False, "content_types": ["code"], "repeats": 1,
-                                         "n_predict": 48, "prompts_per_type": 1}, hardware="cpu-test")
+                                         "n_predict": 48, "prompts_per_type": 1, "p_min": 0.0}, hardware="cpu-test")
     assert execute(run.pk) == "done"
     run = BenchmarkRun.objects.get(pk=run.pk)
     (r,) = run.results.all()

@@ -17,7 +17,8 @@ from tests.worker import wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.llama]
 
-QUICK = {"ks": [4], "extend": False, "content_types": ["json"], "repeats": 1, "n_predict": 32, "prompts_per_type": 1}
+QUICK = {"ks": [4], "extend": False, "content_types": ["json"], "repeats": 1, "n_predict": 32, "prompts_per_type": 1,
+         "p_min": 0.0}
 
 
 def queue(target, draft, **params):
