@@ -114,8 +114,8 @@ def test_run_benchmark_target_alone_here_prints_one_line_per_method_and_setting(
 def test_run_benchmark_target_alone_waits_for_a_worker(celery_worker_process, smollm2_path):
     out = StringIO()
     call_command("run_benchmark", str(smollm2_path), "--methods", "ngram-mod", "--tasks", "edit", "--wait",
-                 "--hardware", "cpu-test", "--repeats", "1", "--n-predict", "32", "--prompts-per-type", "1",
-                 "--timeout", "300", stdout=out, stderr=StringIO())
+                 "--hardware", "cpu-test", "--repeats", "1", "--n-predict", "16", "--prompts-per-type", "1",
+                 "--timeout", "900", stdout=out, stderr=StringIO())
     rows = [line for line in out.getvalue().splitlines() if line.startswith("edit ")]
     assert len(rows) == 6 and all("ngram-mod K=" in r for r in rows), out.getvalue()
 

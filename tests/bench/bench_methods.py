@@ -1,8 +1,7 @@
 """Every speculation method available here on one target: the n-gram family and a draft model, per content type.
 
 Usage: python tests/bench/bench_methods.py [--types code,edit,prose] [--n-predict 128] [--repeats 3]
-       [--full]  (every setting run_benchmark sweeps; default: two draft lengths per n-gram method at its
-       default lookup length, ngram-cache, and the draft model at K=4 with p-min 0 and 0.75)
+       [--full]  (every setting run_benchmark sweeps; default: one setting per method, see quick_settings)
 Qwen2.5-Coder-1.5B-Instruct Q4_K_M is the target and its 0.5B sibling the draft (tests/data/model-wheels.txt).
 Plain and speculative runs alternate per prompt and repeat (A B A B), as in every benchmark; the table
 gives medians, acceptance, and the share of the CPU other work used meanwhile (a noisy machine shows).
@@ -20,6 +19,7 @@ from inspector.spec_flags import NGRAM_SWEEP, Setting  # noqa: E402
 from runner import hardware, llamacpp  # noqa: E402
 from runner.methods import settings_for  # noqa: E402
 from runner.prompts import load_task_set  # noqa: E402
+from runner.measure import measure_cell  # noqa: E402
 from runner.sweep import SweepConfig, run_sweep  # noqa: E402
 from tests.models import model_path  # noqa: E402
 
@@ -27,10 +27,32 @@ DEFAULT_LOOKUP = {"ngram-mod": "24", "ngram-simple": "12", "ngram-map-k": "12", 
 
 
 def quick_settings() -> list[Setting]:
-    out = [Setting("draft-simple", 4, p) for p in (0.0, 0.75)]
+    """One setting per method: the draft model at K=4 (p-min 0), each n-gram method at its default lookup
+    length with a short draft (16 for ngram-mod, whose drafts must reach n_min), and ngram-cache."""
+    out = [Setting("draft-simple", 4, 0.0)]
     for method, (_, _, flag, _) in NGRAM_SWEEP.items():
-        out += [Setting(method, k, None, ((flag, DEFAULT_LOOKUP[method]),)) for k in (8, 16)]
+        out.append(Setting(method, 16 if method == "ngram-mod" else 8, None, ((flag, DEFAULT_LOOKUP[method]),)))
     return out + [Setting("ngram-cache", 8)]
+
+
+HEADER = "| type | setting | plain t/s | spec t/s | speed-up | acceptance | identical | other CPU |\n|---|---|---:|---:|---:|---:|---|---:|"
+
+
+def row(c) -> str:
+    speed = f"{c.speedup:.2f}x" if c.speedup is not None else "-"
+    acc = f"{100 * c.acceptance_rate:.0f}%" if c.acceptance_rate is not None else "-"
+    ident = "-" if c.identical is None else ("yes" if c.identical else f"no@{c.first_difference}")
+    plain = f"{c.plain.median:.1f} ({c.plain.min:.1f}-{c.plain.max:.1f})" if c.plain else "-"
+    spec = f"{c.spec.median:.1f} ({c.spec.min:.1f}-{c.spec.max:.1f})" if c.spec else "-"
+    return (f"| {c.cell.content_type} | {c.cell.setting.label} | {plain} | {spec} | {speed} | {acc} | {ident} | "
+            f"{100 * (c.other_cpu_share or 0):.0f}% |" + (f" {c.error}" if c.error else ""))
+
+
+def measure_and_print(cell, **kw):
+    """Each cell's row as soon as it is measured (a long benchmark shows its progress)."""
+    c = measure_cell(cell, **kw)
+    print(row(c), flush=True)
+    return c
 
 
 def main() -> None:
@@ -55,19 +77,10 @@ def main() -> None:
     print(f"target {target.name}, draft {draft.name}, {len(settings)} settings, {config.n_predict} tokens, "
           f"{config.repeats} repeat(s), {config.prompts_per_type} prompt(s) per type {config.content_types}")
     start = time.monotonic()
-    result = run_sweep(config)
+    print("\n" + HEADER, flush=True)
+    result = run_sweep(config, measure=measure_and_print)
     if result.status != "ok":
         print(f"sweep {result.status}: {result.error}")
-    print(f"\n| type | setting | plain t/s | spec t/s | speed-up | acceptance | identical | other CPU |")
-    print("|---|---|---:|---:|---:|---:|---|---:|")
-    for c in result.cells:
-        speed = f"{c.speedup:.2f}x" if c.speedup is not None else "-"
-        acc = f"{100 * c.acceptance_rate:.0f}%" if c.acceptance_rate is not None else "-"
-        ident = "-" if c.identical is None else ("yes" if c.identical else f"no@{c.first_difference}")
-        plain = f"{c.plain.median:.1f} ({c.plain.min:.1f}-{c.plain.max:.1f})" if c.plain else "-"
-        spec = f"{c.spec.median:.1f} ({c.spec.min:.1f}-{c.spec.max:.1f})" if c.spec else "-"
-        print(f"| {c.cell.content_type} | {c.cell.setting.label} | {plain} | {spec} | {speed} | {acc} | {ident} | "
-              f"{100 * (c.other_cpu_share or 0):.0f}% |")
     print()
     for rec in result.recommendations:
         print(f"recommendation {rec.content_type}: {rec.summary} ({rec.reason})"
