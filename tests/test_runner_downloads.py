@@ -58,7 +58,8 @@ def test_a_benchmark_of_hub_files_downloads_them_first(transactional_db, hub_wit
     settings.SPECREG_QUEUE_PREFIX = "nobody-listens."
     f = register_source(SPEC).file
     run = runs.queue_benchmark(pair_for(f, f), {"ks": [4], "extend": False, "content_types": ["json"],
-                                  "repeats": 1, "n_predict": 16, "prompts_per_type": 1}, hardware="cpu-test")
+                                  "repeats": 1, "n_predict": 16, "prompts_per_type": 1, "p_min": 0.0},
+                               hardware="cpu-test")
     assert execute(run.pk) == "done"
     run = BenchmarkRun.objects.get(pk=run.pk)
     assert "fetching hf://" in run.log and run.results.get().speculation_ran
