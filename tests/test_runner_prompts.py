@@ -11,11 +11,13 @@ from runner.prompts import (ChatTemplate, TaskSetError, load_task_set, read_chat
 
 def test_default_task_set_has_every_content_type():
     ts = load_task_set()
-    assert set(ts.content_types) == {"code", "json", "prose", "math"}
-    for ct in ("code", "json", "prose", "math"):
+    assert set(ts.content_types) == {"code", "json", "prose", "math", "edit"}
+    for ct in ("code", "json", "prose", "math", "edit"):
         tasks = ts.by_type(ct)
         assert len(tasks) >= 5
         assert all(20 <= len(t.prompt) <= 600 for t in tasks)
+    # edit prompts carry the text the answer repeats (code, a JSON document, a passage)
+    assert len(ts.by_type("edit")) == 6 and all(len(t.prompt) >= 300 for t in ts.by_type("edit"))
     assert len({t.id for t in ts.tasks}) == len(ts.tasks)
     assert all("JSON" in t.prompt for t in ts.by_type("json"))
 
