@@ -14,7 +14,8 @@ from .examples import curated_repos, reported_examples
 from .forms import ImportForm, ReportedResultForm
 from .models import GGUFFile, Pair
 from .pages import inspection_context, model_page, pair_page
-from .results import refresh_best
+from .reporting import ReportInvalid, may_report
+from .reporting import add_reported as store_reported
 from .table import PAIR_URL, SORTS, TableQuery, TableQueryError, facets
 from .table_pages import iter_rows
 from .cache_keys import cached
@@ -93,24 +94,17 @@ def pair(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "registry/pair.html", {"page": page, "p": page.pair, "form": form})
 
 
-def may_report(user) -> bool:
-    """Reported figures come from staff or users granted the permission, never from any account."""
-    return user.is_authenticated and (user.is_staff or user.has_perm("registry.add_reportedresult"))
-
-
 @login_required
 @require_POST
 def add_reported(request: HttpRequest, pk: int) -> HttpResponse:
-    if not may_report(request.user):
+    if not may_report(request.user):  # before the lookup: a stranger learns nothing about which pairs exist
         return HttpResponse("Adding reported results needs staff status or the 'add reported result' permission.\n",
                             status=403, content_type="text/plain")
     p = get_object_or_404(Pair, pk=pk)
-    form = ReportedResultForm(request.POST)
-    if not form.is_valid():
+    try:
+        # The page's own form (its fields only), through the function the API and import_speed_bench use.
+        store_reported(p, request.POST, request.user, form_class=ReportedResultForm)
+    except ReportInvalid as exc:
         page = pair_page(pk)
-        return render(request, "registry/pair.html", {"page": page, "p": page.pair, "form": form}, status=400)
-    result = form.save(commit=False)
-    result.pair, result.reported_by = p, request.user
-    result.save()
-    refresh_best(p)
+        return render(request, "registry/pair.html", {"page": page, "p": page.pair, "form": exc.form}, status=400)
     return redirect(p.get_absolute_url() + "#reported")
