@@ -93,9 +93,14 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "axes",
+    "rest_framework",  # the JSON API (registry.api_views)
+    "knox",  # API tokens, stored as SHA-512 digests only
+    "drf_spectacular",  # OpenAPI schema at /api/schema/
+    "drf_spectacular_sidecar",  # Swagger UI's files served from here, no CDN
     "inspector",
     "registry",
     "registry.team",  # notes, deployments, production telemetry (its own app: its own migrations)
+    "registry.apitokens",  # the token page (names for knox's tokens)
     "runner",
 ]
 
@@ -189,6 +194,39 @@ if envbool("SPECREG_HTTPS", "False"):
     SECURE_HSTS_PRELOAD = True
     if envbool("SPECREG_BEHIND_PROXY", "False"):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- The JSON API (Django REST Framework) --------------------------------------------------
+# A team's tools send "Authorization: Token …" (knox: only the SHA-512 digest is stored); the browser
+# keeps its session, with DRF's CSRF check on writes. Anonymous visitors read, never write: the
+# views then apply the site's own rules (registry.access, notes.may_write, deployments.may_set_url…).
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["knox.auth.TokenAuthentication",
+                                       "rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    # JSON only: the browsable API's pages carry inline script, which the CSP above forbids.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser", "rest_framework.parsers.FormParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+KNOX_TOKEN_MODEL = "knox.AuthToken"  # knox's own model (its migrations read this setting)
+REST_KNOX = {
+    "TOKEN_TTL": None,  # each token's expiry is chosen on the token page (registry.apitokens)
+    "TOKEN_PREFIX": "specreg_",  # recognisable in a CI secret store or a leaked log
+    "AUTH_HEADER_PREFIX": "Token",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "specreg API",
+    "DESCRIPTION": "Draft/target pairs for llama.cpp speculative decoding: read anonymously, write with a token "
+                   "(Authorization: Token …) made on /accounts/tokens/.",
+    "VERSION": "1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and Redoc from the drf-spectacular-sidecar package: machines may be offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

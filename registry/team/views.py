@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -197,7 +197,3 @@ def deployment_json(d: Deployment, user) -> dict:
         "measured": (lambda f: f.to_dict() if f else None)(deps.measured_reference(d)),
     }
 
-
-def api_deployment(request: HttpRequest, pk: int) -> JsonResponse:
-    d = get_object_or_404(Deployment.objects.select_related("target__model", "draft__model"), pk=pk)
-    return JsonResponse(deployment_json(d, request.user), json_dumps_params={"ensure_ascii": False})

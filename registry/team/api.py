@@ -1,0 +1,125 @@
+"""Notes and deployments in the JSON API (DRF views over notes.py and deployments.py, the same
+functions and rules as the pages: any account writes a note or records a deployment, only staff give
+a deployment's URL, since the server itself then fetches it)."""
+from __future__ import annotations
+
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiExample, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from registry.api_views import JSON, NOT_FOUND, error
+from registry.models import BenchmarkRun, GGUFFile
+
+from . import deployments as deps
+from . import notes as notes_mod
+from .models import Deployment, Note
+from .views import SUBJECTS, deployment_json
+
+
+def _json(data: dict, status: int = 200) -> JsonResponse:
+    return JsonResponse(data, status=status, json_dumps_params={"ensure_ascii": False})
+
+
+class DeploymentView(APIView):
+    @extend_schema(operation_id="deployment_detail", tags=["deployments"], responses={200: JSON, 404: NOT_FOUND},
+                   summary="A deployment with its observed production telemetry and the measured reference")
+    def get(self, request: Request, pk: int) -> HttpResponse:
+        d = get_object_or_404(Deployment.objects.select_related("target__model", "draft__model"), pk=pk)
+        return _json(deployment_json(d, request.user))
+
+
+class DeploymentIn(serializers.Serializer):
+    target = serializers.IntegerField(help_text="id of a registered file (/api/files/ID)")
+    draft = serializers.IntegerField(required=False, allow_null=True, help_text="id of a registered file; "
+                                     "leave out for none, n-gram methods and draft-mtp")
+    method = serializers.CharField(help_text="llama.cpp's --spec-type (draft-simple, ngram-mod, none, …)")
+    command = serializers.CharField(help_text="the llama-server command, word for word")
+    k = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=1024)
+    flags = serializers.CharField(required=False, allow_blank=True, default="")
+    host = serializers.CharField(required=False, allow_blank=True, default="")
+    url = serializers.CharField(required=False, allow_blank=True, default="",
+                                help_text="llama-server's base URL, scraped for /metrics: staff only")
+    run = serializers.IntegerField(required=False, allow_null=True, help_text="the benchmark run it follows")
+    deployed_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+class DeploymentsView(APIView):
+    @extend_schema(operation_id="deployment_create", tags=["deployments"], request=DeploymentIn,
+                   responses={201: JSON, 400: JSON, 401: JSON, 403: JSON}, summary="Record a deployment",
+                   examples=[OpenApiExample("draft model", request_only=True, value={
+                       "target": 12, "draft": 3, "method": "draft-simple", "k": 8, "host": "gpu-3",
+                       "command": "llama-server -m target.gguf -md draft.gguf --spec-draft-n-max 8"})])
+    def post(self, request: Request) -> HttpResponse:
+        s = DeploymentIn(data=request.data)
+        if not s.is_valid():
+            return error(_first_error(s.errors), 400)
+        d = s.validated_data
+        if d["url"] and not deps.may_set_url(request.user):
+            return error("only staff may give a deployment's URL (the server fetches it)", 403)
+        # Files by id only, as on the page: registering a new source (a server path, a Hub read) is not
+        # something every account may make the server do.
+        target = GGUFFile.objects.filter(pk=d["target"]).first()
+        draft = GGUFFile.objects.filter(pk=d["draft"]).first() if d.get("draft") is not None else None
+        if target is None or (d.get("draft") is not None and draft is None):
+            return error(f"no registered file with id {d['target'] if target is None else d['draft']}", 400)
+        run = None
+        if d.get("run") is not None:
+            run = BenchmarkRun.objects.filter(pk=d["run"]).first()
+            if run is None:
+                return error(f"no benchmark run with id {d['run']}", 400)
+        try:
+            dep = deps.record(deps.DeploymentSpec(
+                target=target, draft=draft, method=d["method"], command=d["command"], k=d.get("k"), flags=d["flags"],
+                host=d["host"], url=d["url"], deployed_at=d.get("deployed_at"), run=run), user=request.user)
+        except deps.DeploymentError as exc:
+            return error(str(exc), 400)
+        dep = Deployment.objects.select_related("target__model", "draft__model").get(pk=dep.pk)
+        return _json(deployment_json(dep, request.user), status=201)
+
+
+def _first_error(errors: dict) -> str:
+    return "; ".join(f"{field}: {' '.join(str(e) for e in errs)}" for field, errs in errors.items())
+
+
+def note_json(n: Note) -> dict:
+    kind = notes_mod.subject_field(n.subject)
+    return {"id": n.pk, "subject": {"kind": kind, "id": n.subject.pk, "url": n.subject.get_absolute_url()},
+            "body": n.body, "html": str(notes_mod.render(n.body)), "author": n.author_name,
+            "created_at": n.created_at.isoformat(), "updated_at": n.updated_at.isoformat(), "hidden": n.hidden,
+            "url": n.get_absolute_url()}
+
+
+class NoteIn(serializers.Serializer):
+    subject = serializers.ChoiceField(choices=sorted(SUBJECTS), help_text="what the note is on")
+    id = serializers.IntegerField(help_text="the model's, file's, pair's or run's id")
+    body = serializers.CharField(help_text="Markdown (raw HTML shows as text)", trim_whitespace=False)
+
+
+class NotesView(APIView):
+    @extend_schema(operation_id="note_create", tags=["notes"], request=NoteIn,
+                   responses={201: JSON, 400: JSON, 401: JSON, 404: NOT_FOUND}, summary="Write a note",
+                   examples=[OpenApiExample("on a pair", request_only=True, value={
+                       "subject": "pair", "id": 12, "body": "Acceptance drops below 0.5 on long JSON outputs."})])
+    def post(self, request: Request) -> HttpResponse:
+        s = NoteIn(data=request.data)
+        if not s.is_valid():
+            return error(_first_error(s.errors), 400)
+        subject = get_object_or_404(SUBJECTS[s.validated_data["subject"]], pk=s.validated_data["id"])
+        try:
+            note = notes_mod.add_note(subject, s.validated_data["body"], request.user)
+        except notes_mod.NoteError as exc:
+            return error(str(exc), 400)
+        return _json(note_json(note), status=201)
+
+
+class NoteView(APIView):
+    @extend_schema(operation_id="note_detail", tags=["notes"], responses={200: JSON, 404: NOT_FOUND},
+                   summary="A note (hidden ones for staff only)")
+    def get(self, request: Request, pk: int) -> HttpResponse:
+        n = get_object_or_404(Note.objects.select_related("model", "file", "pair", "run"), pk=pk)
+        if n.hidden and not notes_mod.may_hide(request.user):
+            return error("this note was hidden by staff", 404)
+        return _json(note_json(n))
