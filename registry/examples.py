@@ -34,7 +34,8 @@ def apply_reported_examples() -> int:
                 _, created = ReportedResult.objects.get_or_create(
                     pair=pair, k=ex["k"], content_type=ex["content_type"], citation=ex["citation"],
                     defaults={f: ex.get(f) for f in ("acceptance", "speedup", "hardware", "llama_cpp_build", "source_url",
-                                                     "tokens_per_second", "baseline_tokens_per_second")},
+                                                     "tokens_per_second", "baseline_tokens_per_second")}
+                    | {"method": ex.get("method") or "draft-simple"},
                 )
                 if created:
                     added += 1

@@ -153,13 +153,18 @@ def test_unreachable_is_told_apart_by_type_not_by_the_words_of_the_message(hub, 
         import_hf(SMOL)
 
 
-def test_importing_the_qwen_repos_pairs_them_and_attaches_the_reported_examples(hub):
+def test_importing_the_qwen_repos_pairs_them_and_attaches_the_reported_examples(hub, qwen15_header_path):
+    q32 = "Qwen/Qwen2.5-Coder-32B-Instruct-GGUF"  # the shipped figures' target; the 1.5B's header stands in
+    hub.add_repo(q32, {"qwen2.5-coder-32b-instruct-q4_k_m.gguf": qwen15_header_path})
     import_hf(Q05)
     import_hf(Q15)
-    pair = Pair.objects.get()
-    assert pair.compatible and pair.target.repo == Q15 and pair.draft.repo == Q05
-    assert ReportedResult.objects.filter(pair=pair).count() == 3
-    assert pair.best_kind == "reported"
+    assert not ReportedResult.objects.exists()  # no published figure for the 1.5B
+    import_hf(q32)
+    pair = Pair.objects.get(target__repo=q32, draft__repo=Q05)
+    assert pair.compatible
+    assert ReportedResult.objects.filter(pair=pair).count() == 2
+    pair.refresh_from_db()
+    assert pair.best_kind == "reported" and pair.best_speedup == pytest.approx(1.623)
 
 
 @pytest.mark.db_service

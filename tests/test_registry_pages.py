@@ -66,7 +66,8 @@ def user_client():
 
 def test_the_first_start_page_offers_the_reported_examples_and_the_curated_list(client):
     html = client.get("/").content.decode()
-    assert "Getting started" in html and "Qwen2.5-Coder-32B-Instruct" in html and "70.8%" in html and "11.00×" in html
+    assert "Getting started" in html and "Qwen2.5-Coder-32B-Instruct" in html and "72.1%" in html and "1.71×" in html
+    assert 'href="https://github.com/ggml-org/llama.cpp/issues/5877"' in html  # each figure links its public source
     assert "reported" in html and "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF" in html
     assert "Log in</a> to import" in html  # anonymous users are not offered the write
 
@@ -263,13 +264,14 @@ def test_the_curated_import_says_clearly_when_the_hub_is_unreachable(user_client
 def test_the_curated_import_imports_what_the_hub_has(user_client, fake_hub, qwen05_header_path, qwen15_header_path):
     fake_hub.add_repo(Q05, {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf": qwen05_header_path,
                             "qwen2.5-coder-0.5b-instruct-q8_0.gguf": qwen05_header_path})
-    fake_hub.add_repo(Q15, {"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf": qwen15_header_path})
+    # The 1.5B's header stands in for the 32B, the target of the shipped (published) figures.
+    fake_hub.add_repo("Qwen/Qwen2.5-Coder-32B-Instruct-GGUF", {"qwen2.5-coder-32b-instruct-q4_k_m.gguf": qwen15_header_path})
     html = _run_job(user_client.post("/import/curated"))
     assert GGUFFile.objects.count() == 2  # one quant each, as the curated globs say
     assert "not found" in html  # the repos this Hub lacks are named
     pair = Pair.objects.get()
-    assert pair.reported_results.count() == 3
-    assert "0.50×" in Client().get(pair.get_absolute_url()).content.decode()
+    assert pair.reported_results.count() == 2
+    assert "1.62×" in Client().get(pair.get_absolute_url()).content.decode()
 
 
 def test_adding_a_reported_result_needs_staff_or_the_permission_and_valid_figures(client, user_client, qwen_pair):
@@ -310,7 +312,11 @@ def test_the_api_serves_files_and_examples(client, qwen_pair):
     f = client.get(f"/api/files/{qwen_pair.draft_id}").json()
     assert f["source"] == qwen_pair.draft.source and f["info"]["architecture"] == "qwen2"
     ex = client.get("/api/examples").json()
-    assert ex["reported_examples"][0]["k"] == 24 and len(ex["curated"]) >= 6
+    assert ex["reported_examples"][0]["k"] == 5 and len(ex["curated"]) >= 6
+    # Shipped figures carry a public source, never private notes or a file outside the repository.
+    for e in ex["reported_examples"]:
+        assert e["source_url"].startswith("https://") and "shared/" not in e["citation"]
+        assert "client" not in e["citation"].lower()
     assert client.get("/api/pairs/999999").status_code == 404
 
 
