@@ -38,6 +38,8 @@ class FullReportedResultForm(ReportedResultForm):
     class Meta(ReportedResultForm.Meta):
         fields = [*ReportedResultForm.Meta.fields, "method", "tokens_per_second", "baseline_tokens_per_second"]
 
+    method = forms.CharField(max_length=32, required=False)  # left out: draft-simple, the model's default
+
     def clean_method(self) -> str:
         method = (self.cleaned_data.get("method") or "draft-simple").strip()
         if method not in SPEC_TYPES:

