@@ -332,6 +332,16 @@ class BenchmarkResult(ResultFigures):
     # Share of the CPU other processes took while the cell ran: speculation suffers most from
     # contention, so figures measured on a busy machine are flagged rather than trusted.
     other_cpu_share = models.FloatField(null=True, blank=True)
+    # How it was measured: "cli" (llama-completion against llama-speculative-simple) or "server" (two
+    # llama-servers started with the deployed flags, figures from each response's timings).
+    via = models.CharField(max_length=8, default="cli")
+
+    @property
+    def setting_label(self) -> str:
+        """The setting as the sweep names it: method, K, p-min and the method's other options."""
+        from inspector.spec_flags import Setting
+
+        return Setting(self.method, self.k, self.p_min, tuple(tuple(o) for o in self.options or ())).label
 
     class Meta:
         db_table = "runner_benchmarkresult"

@@ -87,7 +87,7 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
         temperatures=tuple(p["temperatures"]), ks=tuple(p["ks"]), extend=bool(p.get("extend", True)),
         prompts_per_type=p.get("prompts_per_type"), n_predict=p["n_predict"], repeats=p["repeats"],
         p_min=p.get("p_min"), threads=p.get("threads"), methods=tuple(p.get("methods") or ("draft-simple",)),
-        p_mins=tuple(p.get("p_mins") or (None,)),
+        p_mins=tuple(p.get("p_mins") or (None,)), via=p.get("via") or "cli",
         gpu_layers=ALL_GPU_LAYERS if hw.get("gpus") else None, timeout_s=float(p.get("timeout_s", 900)),
     )
 

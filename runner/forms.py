@@ -33,6 +33,11 @@ class BenchmarkForm(forms.Form):
                                help_text="llama.cpp --spec-type; n-gram methods ignore the draft and sweep their own "
                                          "draft length")
 
+    via = forms.ChoiceField(label="Measured with", required=False, initial="cli",
+                            choices=[("cli", "llama.cpp's command-line tools"),
+                                     ("server", "llama-server, started as it would be deployed")],
+                            help_text="through the server, what is measured is exactly what gets deployed")
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         types = load_task_set().content_types
@@ -48,4 +53,4 @@ class BenchmarkForm(forms.Form):
         d = self.cleaned_data
         return {"ks": d["ks"], "content_types": d["content_types"] or None, "temperatures": d["temperatures"],
                 "repeats": d["repeats"], "n_predict": d["n_predict"], "prompts_per_type": d["prompts_per_type"],
-                "methods": [d["method"]] if d.get("method") else None}
+                "methods": [d["method"]] if d.get("method") else None, "via": d.get("via") or None}

@@ -38,6 +38,7 @@ class Cell:
     content_type: str = ""  # a label carried into results
     method: str = "draft-simple"  # llama.cpp's --spec-type
     options: tuple[tuple[str, str], ...] = ()  # the method's other swept options (flag, value)
+    via: str = "cli"  # "cli": llama-completion vs llama-speculative-simple; "server": two llama-servers
 
     @property
     def setting(self) -> Setting:
@@ -248,6 +249,7 @@ def measure_cell(
     *,
     plain_caps: llamacpp.Capabilities | None = None,
     spec_caps: llamacpp.Capabilities | None = None,
+    server_caps: llamacpp.Capabilities | None = None,
     progress: Progress | None = None,
     should_cancel: Cancel | None = None,
 ) -> CellResult:
@@ -257,6 +259,14 @@ def measure_cell(
     for path in (cell.target, cell.draft):
         if path and not Path(path).is_file():
             return summarize(cell, [], "failed", f"model file not found: {path}", 0.0)
+    if cell.via == "server":
+        from .server_measure import measure_via_server
+
+        try:
+            caps = server_caps or llamacpp.capabilities(llamacpp.find_binary(llamacpp.SERVER))
+        except (llamacpp.LlamaCppNotFound, llamacpp.LlamaCppError) as exc:
+            return summarize(cell, [], "failed", str(exc), time.monotonic() - start)
+        return measure_via_server(cell, caps, progress=progress, should_cancel=should_cancel)
     try:
         plain_caps = plain_caps or llamacpp.capabilities(llamacpp.find_binary(llamacpp.COMPLETION))
         spec_caps = spec_caps or llamacpp.capabilities(llamacpp.find_binary(llamacpp.SPECULATIVE))

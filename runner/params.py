@@ -17,7 +17,9 @@ DEFAULT_PARAMS: dict[str, Any] = {
     "methods": None,  # None: the draft's own method (draft-simple); run_benchmark without DRAFT: the n-gram family
     "p_mins": list(P_MIN_GRID),  # draft models and MTP heads: each K at each (p_min, when given, wins)
     "target_alone": False,  # no draft file: draftless methods of the target (run_benchmark TARGET)
+    "via": "cli",  # "cli": llama-completion vs llama-speculative-simple; "server": through llama-server
 }
+VIAS = ("cli", "server")
 
 
 # What local_hardware_class() produces (cpu-2c, gpu-nvidia-h100x2): a queue-name part, never a path.
@@ -73,6 +75,8 @@ def normalize_params(params: dict[str, Any], *, has_draft: bool = True) -> dict[
         p_mins = [float(p["p_min"])]
     if any(not 0 <= x <= 1 for x in p_mins):
         raise BenchmarkError(f"p-min must lie in [0, 1]; got {p_mins}")
+    if p["via"] not in VIAS:
+        raise BenchmarkError(f"via must be one of {', '.join(VIAS)}; got {p['via']!r}")
     task_set = parse_task_set(p["task_set"], "task set") if p["task_set"] else load_task_set()
     types = p["content_types"] or None
     if types:

@@ -198,6 +198,37 @@ def run_process(
     )
 
 
+Capture = _Capture
+
+
+def start_service(argv: Sequence[str], env: Mapping[str, str] | None = None):
+    """Start a long-lived process (a llama-server) in its own group, registered like ``run_process``'s
+    so a stopping worker kills it: (process, stderr capture, None) or (None, None, why not)."""
+    argv = tuple(str(a) for a in argv)
+    if SHUTDOWN.is_set():
+        return None, None, "not started: this process is stopping"
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True, env=benchmark_env(env))
+    except OSError as exc:
+        return None, None, f"cannot start {argv[0]}: {exc.strerror or exc}"
+    _live_groups.add(proc.pid)
+    if SHUTDOWN.is_set():
+        _kill_group(proc.pid, signal.SIGKILL)
+    return proc, _Capture(proc.stderr, STDERR_HEAD, STDERR_TAIL), None
+
+
+def stop_service(proc: subprocess.Popen) -> None:
+    """End a process from ``start_service`` and everything in its group."""
+    _terminate(proc)
+    if not _group_gone(proc.pid, 0.0):
+        _kill_group(proc.pid, signal.SIGKILL)
+        _group_gone(proc.pid, 5.0)
+    _live_groups.discard(proc.pid)
+    if proc.stderr is not None:
+        proc.stderr.close()
+
+
 def group_members(pgid: int) -> list[int]:
     """Live pids whose process group is ``pgid`` (Linux /proc); used to prove nothing survived."""
     found = []

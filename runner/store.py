@@ -36,7 +36,7 @@ def store_results(run: BenchmarkRun, result: SweepResult, build: llamacpp.Build,
             baseline_min=c.plain.min if c.plain else None, baseline_max=c.plain.max if c.plain else None,
             drafted=c.n_drafted, accepted=c.n_accept, mean_accepted=c.mean_accepted_per_verification,
             identical=c.identical, divergences=[asdict(d) for d in c.divergences], other_cpu_share=c.other_cpu_share,
-            hardware=label, llama_cpp_build=build.label[:32],
+            hardware=label, llama_cpp_build=build.label[:32], via=c.cell.via,
         ))
     process_s = sum(c.process_s for c in result.cells)
     summary = {

@@ -40,6 +40,7 @@ class SweepConfig:
     methods: tuple[str, ...] = ("draft-simple",)
     p_mins: tuple[float | None, ...] = (None,)  # draft models and MTP heads: each K at each p-min
     settings: tuple[Setting, ...] | None = None  # exactly these settings instead of methods x K x p-min
+    via: str = "cli"  # "server": measured through llama-server, as deployed
 
     @property
     def draft_p_mins(self) -> tuple[float | None, ...]:
@@ -150,7 +151,7 @@ def _cell(config: SweepConfig, prompts: tuple[str, ...], content_type: str, temp
         prompts=prompts, temperature=temperature, p_min=setting.p_min, n_predict=config.n_predict,
         repeats=config.repeats, threads=config.threads, gpu_layers=config.gpu_layers, seed=config.seed,
         ctx_size=config.ctx_size, timeout_s=config.timeout_s, content_type=content_type,
-        method=setting.method, options=setting.options,
+        method=setting.method, options=setting.options, via=config.via,
     )
 
 
@@ -177,8 +178,13 @@ def run_sweep(
         return SweepResult(config, "failed", f"cannot read the target's header: {exc}", (), (), (),
                            time.monotonic() - start)
     try:
-        plain_caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.COMPLETION))
-        spec_caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.SPECULATIVE))
+        if config.via == "server":
+            plain_caps = spec_caps = None
+            server_caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.SERVER))
+        else:
+            plain_caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.COMPLETION))
+            spec_caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.SPECULATIVE))
+            server_caps = None
     except (llamacpp.LlamaCppNotFound, llamacpp.LlamaCppError) as exc:
         return SweepResult(config, "failed", str(exc), (), (), (), time.monotonic() - start)
     types = config.content_types or config.task_set.content_types
@@ -210,7 +216,7 @@ def run_sweep(
                     progress(shown[0], message)
 
             result = measure(_cell(config, prompts, content_type, temperature, setting), plain_caps=plain_caps,
-                             spec_caps=spec_caps, progress=sub, should_cancel=should_cancel)
+                             spec_caps=spec_caps, server_caps=server_caps, progress=sub, should_cancel=should_cancel)
             cells.append(result)
             group.append(result)
             if result.status == "cancelled":

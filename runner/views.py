@@ -28,6 +28,7 @@ def run_state(run: BenchmarkRun) -> dict:
         "server_command": run.server_command, "pair": run.pair_id,
         "results": [{
             "content_type": r.content_type, "temperature": r.temperature, "k": r.k, "status": r.status,
+            "method": r.method, "p_min": r.p_min, "options": r.options, "via": r.via,
             "baseline_tokens_per_second": r.baseline_tokens_per_second, "tokens_per_second": r.tokens_per_second,
             "baseline_spread": [r.baseline_min, r.baseline_max], "spread": [r.tps_min, r.tps_max],
             "speedup": r.speedup, "acceptance": r.acceptance, "drafted": r.drafted, "accepted": r.accepted,

@@ -134,3 +134,33 @@ def test_other_cpu_share():
     assert other_cpu_share((100.0, 10.0), (104.0, 11.0), 1.5) == pytest.approx(3 / (1.5 * cores))
     assert other_cpu_share((100.0, 10.0), (101.0, 11.0), 1.5) == 0.0
     assert other_cpu_share(None, (1.0, 1.0), 1.0) is None
+
+
+@pytest.mark.llama
+def test_via_server_measures_the_deployed_servers_and_leaves_none_running(smollm2):
+    from runner import procs
+    from runner.server_measure import plain_server_argv
+
+    caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.SERVER))
+    assert plain_server_argv(caps, smollm2, 1, ctx_size=512, threads=None, gpu_layers=None)[-5:-3] == \
+        ["--spec-type", "none"]  # the baseline server never speculates
+    progress = []
+    res = measure_cell(Cell(smollm2, smollm2, 4, (COUNT,), n_predict=32, repeats=2, via="server"),
+                       progress=lambda f, m: progress.append(m))
+    assert res.status == "ok", res.error
+    assert [r.kind for r in res.runs] == ["plain", "spec", "plain", "spec"]  # A B A B
+    assert res.speculation_ran and res.n_drafted > 0 and res.acceptance_rate >= 0.9
+    assert all(r.n_drafted == 0 for r in res.runs if r.kind == "plain")
+    assert res.identical is True and "6, 7, 8" in res.runs[0].text
+    assert res.speedup == pytest.approx(res.spec.median / res.plain.median)
+    assert all("via server" in m for m in progress)
+    assert not procs._live_groups  # both servers stopped with their process groups
+
+
+@pytest.mark.llama
+def test_via_server_reports_a_server_that_cannot_load(smollm2, tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 64)
+    res = measure_cell(Cell(str(bad), "", 8, (COUNT,), n_predict=8, repeats=1, via="server", method="ngram-mod"))
+    assert res.status == "failed" and res.error.startswith("plain llama-server: ")
+    assert "\n" not in res.error

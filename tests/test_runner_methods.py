@@ -110,6 +110,22 @@ def test_run_benchmark_target_alone_here_prints_one_line_per_method_and_setting(
 
 
 @pytest.mark.llama
+@pytest.mark.django_db(transaction=True)
+def test_run_benchmark_via_server_measures_through_llama_server_and_records_it(smollm2_path):
+    out = StringIO()
+    call_command("run_benchmark", str(smollm2_path), "--methods", "ngram-map-k", "--tasks", "edit", "--here",
+                 "--via", "server", "--repeats", "1", "--n-predict", "48", "--prompts-per-type", "1", stdout=out)
+    text = out.getvalue()
+    assert "through llama-server" in text.splitlines()[1], text
+    rows = [line for line in text.splitlines() if ROW.match(line)]
+    assert len(rows) == 6 and all("ngram-map-k K=" in r for r in rows), text
+    run = BenchmarkRun.objects.get()
+    assert run.status == "done" and run.params["via"] == "server"
+    assert {r.via for r in run.results.all()} == {"server"}
+    assert any(r.drafted > 0 for r in run.results.all())  # from the responses' timings.draft_n
+
+
+@pytest.mark.llama
 @pytest.mark.broker
 def test_run_benchmark_target_alone_waits_for_a_worker(celery_worker_process, smollm2_path):
     out = StringIO()

@@ -55,6 +55,8 @@ class Command(SpecregCommand):
         parser.add_argument("--repeats", type=int)
         parser.add_argument("--n-predict", type=int)
         parser.add_argument("--prompts-per-type", type=int)
+        parser.add_argument("--via", choices=("cli", "server"), help="measure with llama.cpp's command-line tools "
+                            "(cli, default) or through llama-server started with the deployed flags (server)")
         parser.add_argument("--hardware", help="queue for another hardware class, e.g. gpu-nvidia-h100")
         parser.add_argument("--wait", action="store_true", help="follow the run until it finishes (a worker must "
                             "consume its queue; exits 2 at once when none does)")
@@ -84,7 +86,7 @@ class Command(SpecregCommand):
         params = {"ks": o["k"], "content_types": o["tasks"].split(",") if o["tasks"] else None,
                   "temperatures": o["temperatures"], "repeats": o["repeats"], "n_predict": o["n_predict"],
                   "prompts_per_type": o["prompts_per_type"], "task_set": task_set,
-                  "extend": False if o["no_extend"] else None, "p_mins": o["p_min"]}
+                  "extend": False if o["no_extend"] else None, "p_mins": o["p_min"], "via": o["via"]}
         try:
             target = register_source(o["target"]).file
             draft = register_source(o["draft"]).file if o["draft"] else None
@@ -157,12 +159,13 @@ def _method_of(f) -> str | None:
 
 def setting_label(r) -> str:
     """A result's setting as the sweep names it: method, K and its other options."""
-    return Setting(r.method, r.k, r.p_min, tuple(tuple(o) for o in r.options or ())).label
+    return r.setting_label
 
 
 def format_results(run: BenchmarkRun) -> str:
+    via = " through llama-server" if run.params.get("via") == "server" else ""
     lines = [f"run {run.pk}: {run.status} on {run.hardware.get('cpu_model', '?')} with llama.cpp "
-             f"{run.build.get('label', '?')}",
+             f"{run.build.get('label', '?')}{via}",
              f"{'type':<8} {'temp':>4} {'setting':<44} {'plain t/s':>9} {'spec t/s':>9} {'speedup':>7} {'accept':>7} "
              "identical"]
     for r in run.results.order_by("pk"):

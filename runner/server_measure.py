@@ -1,0 +1,208 @@
+"""Measure a cell through ``llama-server`` (``--via server``): what a deployment serves, not the CLI tools.
+
+Two servers run side by side for the whole cell, one plain (``--spec-type none``) and one speculating
+with the cell's setting, both started with the options the deployment builder writes. Each prompt is
+sent to one, then the other (A B A B, as for the command-line tools); speed and draft figures come from
+each response's ``timings`` (``predicted_per_second``, ``draft_n``, ``draft_n_accepted``). Per-request
+draft settings are disabled in current builds, so a setting is a server of its own.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+from inspector.llama_flags import Capabilities, LlamaCppError, server_argv
+from inspector.spec_flags import spec_flags, uses_draft_file
+
+from . import procs
+
+# Loading a model is the slow part of a start; a server that has not answered health by then is stuck.
+START_TIMEOUT_S = 300.0
+# Never send requests for localhost through a proxy from the environment.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+MAX_RESPONSE = 16 * 1024 * 1024  # a completion of a few thousand tokens is far smaller
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One response's figures; ``error`` set when the request failed (one line)."""
+
+    text: str = ""
+    tokens_per_s: float | None = None
+    n_tokens: int = 0
+    n_drafted: int = 0
+    n_accept: int = 0
+    llama_s: float = 0.0
+    wall_s: float = 0.0
+    error: str | None = None
+    state: str = "ok"  # ok, failed, timeout, cancelled
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def plain_server_argv(caps: Capabilities, target: str, port: int, *, ctx_size: int, threads: int | None,
+                      gpu_layers: int | None) -> list[str]:
+    argv = server_argv(caps, target, None, None, ctx_size=ctx_size, port=port, threads=threads,
+                       gpu_layers=gpu_layers)
+    if caps.has("--spec-type"):
+        argv += ["--spec-type", "none"]  # no default (upstream discusses ngram-mod on) may make it speculate
+    return argv + _quiet(caps)
+
+
+def spec_server_argv(caps: Capabilities, target: str, draft: str | None, setting, port: int, *, ctx_size: int,
+                     threads: int | None, gpu_layers: int | None) -> list[str]:
+    """The server the deployment builder writes for ``setting`` (same flags), on a loopback port."""
+    argv = server_argv(caps, target, None, None, ctx_size=ctx_size, port=port, threads=threads,
+                       gpu_layers=gpu_layers)
+    if uses_draft_file(setting.method):
+        if not draft:
+            raise LlamaCppError(f"{setting.method} needs a draft file (-md)")
+        if caps.model_draft_flag is None:
+            raise LlamaCppError(f"{caps.binary.name} accepts no draft-model option (-md)")
+        argv += [caps.model_draft_flag, draft]
+        if gpu_layers is not None and caps.draft_gpu_layers_flag:
+            argv += [caps.draft_gpu_layers_flag, str(gpu_layers)]
+    return argv + spec_flags(caps, setting) + _quiet(caps)
+
+
+def _quiet(caps: Capabilities) -> list[str]:
+    # one slot: requests are sent one at a time, and more slots would split the context
+    out = ["-np", "1"] if caps.has("-np") else []
+    if caps.has("--no-webui"):
+        out.append("--no-webui")
+    return out
+
+
+class Server:
+    """A llama-server in its own process group, registered so a stopping worker kills it too."""
+
+    def __init__(self, argv: list[str], port: int) -> None:
+        self.argv, self.port = argv, port
+        self.base = f"http://127.0.0.1:{port}"
+        self.proc = None
+        self.err: procs.Capture | None = None
+
+    def start(self, *, should_cancel=None, timeout_s: float = START_TIMEOUT_S) -> str | None:
+        """Start and wait for ``/health``; None when ready, else why not (one line)."""
+        self.proc, self.err, problem = procs.start_service(self.argv)
+        if problem:
+            return problem
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return f"llama-server exited with code {self.proc.returncode} while loading: {self.last_error()}"
+            if procs.SHUTDOWN.is_set() or (should_cancel is not None and should_cancel()):
+                return "cancelled"
+            try:
+                with _OPENER.open(self.base + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return None
+            except (OSError, urllib.error.URLError):
+                pass
+            time.sleep(0.2)
+        return f"llama-server did not answer /health within {timeout_s:g} s"
+
+    def last_error(self) -> str:
+        """The last error-looking line llama.cpp printed (its own reason), else the last line."""
+        lines = [ln.strip() for ln in (self.err.text() if self.err else "").splitlines() if ln.strip()]
+        for ln in reversed(lines):
+            if "error" in ln.lower() or "failed" in ln.lower():
+                return ln[:300]
+        return lines[-1][:300] if lines else "no output"
+
+    def complete(self, prompt: str, *, n_predict: int, temperature: float, seed: int,
+                 timeout_s: float) -> Completion:
+        body = json.dumps({"prompt": prompt, "n_predict": n_predict, "temperature": temperature, "seed": seed,
+                           "cache_prompt": False, "stream": False}).encode()
+        req = urllib.request.Request(self.base + "/completion", data=body,
+                                     headers={"Content-Type": "application/json"})
+        t0 = time.monotonic()
+        try:
+            with _OPENER.open(req, timeout=timeout_s) as r:
+                data = json.loads(r.read(MAX_RESPONSE + 1)[:MAX_RESPONSE])
+        except TimeoutError:
+            return Completion(wall_s=time.monotonic() - t0, state="timeout",
+                              error=f"llama-server gave no answer within {timeout_s:g} s")
+        except urllib.error.HTTPError as exc:
+            detail = exc.read(4096).decode("utf-8", "replace").strip().replace("\n", " ")
+            return Completion(wall_s=time.monotonic() - t0, state="failed",
+                              error=f"llama-server answered {exc.code}: {detail[:200]}")
+        except (OSError, ValueError) as exc:
+            gone = self.proc is not None and self.proc.poll() is not None
+            why = f"llama-server exited ({self.last_error()})" if gone else f"request failed: {exc}"
+            return Completion(wall_s=time.monotonic() - t0, state="failed", error=why)
+        wall = time.monotonic() - t0
+        t = data.get("timings") or {}
+        return Completion(
+            text=str(data.get("content", "")), tokens_per_s=_num(t.get("predicted_per_second")),
+            n_tokens=int(t.get("predicted_n") or 0), n_drafted=int(t.get("draft_n") or 0),
+            n_accept=int(t.get("draft_n_accepted") or 0),
+            llama_s=((_num(t.get("predicted_ms")) or 0) + (_num(t.get("prompt_ms")) or 0)) / 1000, wall_s=wall)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            procs.stop_service(self.proc)
+            self.proc = None
+
+
+def _num(x) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if v == v and v not in (float("inf"), float("-inf")) else None
+
+
+def measure_via_server(cell, caps: Capabilities, *, progress=None, should_cancel=None):
+    """``measure_cell`` for ``cell.via == "server"``: the same runs, figures and summary, from two servers."""
+    from .measure import Run, context_size, summarize, _cpu_seconds
+
+    start = time.monotonic()
+    ctx = context_size(cell)
+    kw = dict(ctx_size=ctx, threads=cell.threads, gpu_layers=cell.gpu_layers)
+    p_port, s_port = free_port(), free_port()
+    try:
+        plain = Server(plain_server_argv(caps, cell.target, p_port, **kw), p_port)
+        spec = Server(spec_server_argv(caps, cell.target, cell.draft or None, cell.setting, s_port, **kw), s_port)
+    except LlamaCppError as exc:
+        return summarize(cell, [], "failed", str(exc), time.monotonic() - start)
+    runs: list = []
+    cpu_before = None
+    try:
+        for name, server in (("plain", plain), ("speculative", spec)):
+            problem = server.start(should_cancel=should_cancel)
+            if problem == "cancelled":
+                return summarize(cell, [], "cancelled", "cancelled", time.monotonic() - start)
+            if problem:
+                return summarize(cell, [], "failed", f"{name} llama-server: {problem}", time.monotonic() - start)
+        cpu_before = _cpu_seconds()
+        total = 2 * len(cell.prompts) * cell.repeats
+        label = f"{cell.setting.label} via server" + (f" {cell.content_type}" if cell.content_type else "")
+        for r in range(cell.repeats):
+            for i, prompt in enumerate(cell.prompts):
+                for kind, server in (("plain", plain), ("spec", spec)):
+                    if procs.SHUTDOWN.is_set() or (should_cancel is not None and should_cancel()):
+                        return summarize(cell, runs, "cancelled", "cancelled", time.monotonic() - start, cpu_before)
+                    c = server.complete(prompt, n_predict=cell.n_predict, temperature=cell.temperature,
+                                        seed=cell.seed, timeout_s=cell.timeout_s)
+                    runs.append(Run(kind, i, r, c.state, c.wall_s, c.llama_s, c.tokens_per_s, c.n_tokens,
+                                    c.n_drafted if kind == "spec" else 0, c.n_accept if kind == "spec" else 0,
+                                    None, c.text, c.error))
+                    if c.state != "ok":
+                        return summarize(cell, runs, c.state if c.state == "timeout" else "failed", c.error,
+                                         time.monotonic() - start, cpu_before)
+                    if progress is not None:
+                        speed = f"{c.tokens_per_s:.1f} t/s" if c.tokens_per_s else "-"
+                        progress(len(runs) / total, f"{label}: {kind} request {len(runs)}/{total} {speed}")
+    finally:
+        plain.stop()
+        spec.stop()
+    return summarize(cell, runs, "ok", None, time.monotonic() - start, cpu_before)
