@@ -23,7 +23,7 @@ FIGURES = ("k", "acceptance", "speedup", "tokens_per_second", "baseline_tokens_p
            "hardware", "llama_cpp_build")
 RESULT_FIELDS = ("temperature", "p_min", "n_predict", "repeats", "n_prompts", "status", "error", "speculation_ran",
                  "baseline_min", "baseline_max", "tps_min", "tps_max", "drafted", "accepted", "mean_accepted",
-                 "identical", "divergences", "other_cpu_share")
+                 "identical", "divergences", "other_cpu_share", "via")
 
 
 def finite(value: Any) -> Any:

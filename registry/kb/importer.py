@@ -23,6 +23,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
+from inspector.hub_names import hf_source
 from inspector.info import ModelInfo
 from inspector.tokens import TokenTable as Tokens
 from inspector.tokens import vocab_key
@@ -233,7 +234,7 @@ class _Importer:
 
     def _other_name(self, f: schema.FileIn, attempt: int) -> str:
         if attempt == 0 and f.source.startswith("hf://") and f.commit and f.repo and f.path:
-            return f"hf://{f.repo}@{f.commit}/{f.path}"  # a real name for exactly that revision
+            return hf_source(f.repo, f.commit, f.path)  # a real name for exactly that revision
         return f"{f.source}#{f.installation}"[:1024] if attempt < 2 else f.source
 
     def _pair(self, p: schema.PairIn) -> None:
@@ -257,12 +258,10 @@ class _Importer:
             started_at=r.started_at, finished_at=r.finished_at, origin_installation=r.installation,
             origin_id=r.id, origin_author=r.author, imported_at=self.now)
         BenchmarkRun.objects.filter(pk=run.pk).update(created_at=r.created_at)
-        method = {"method"} & {f.name for f in BenchmarkResult._meta.get_fields()}  # issue 11's field, once it lands
         rows = []
         for c in r.results:
             values = c.model_dump(exclude={"created_at", "method"})
-            if method and c.method:
-                values["method"] = c.method
+            values["method"] = c.method or "draft-simple"  # older exports name none: a draft model
             rows.append(BenchmarkResult(run=run, pair=pair, **values))
         BenchmarkResult.objects.bulk_create(rows)
         BenchmarkResult.objects.filter(run=run).update(created_at=r.created_at)

@@ -111,6 +111,7 @@ class ResultIn(Figures):
     identical: bool | None = None
     divergences: Annotated[list[Any], Field(max_length=10_000)] = []
     other_cpu_share: OptFloat
+    via: Literal["cli", "server"] = "cli"  # how the exporting installation measured it
 
 
 class RunIn(Base):
