@@ -201,3 +201,47 @@ def test_the_docs_page_renders_in_chromium_without_csp_violations(live_server, p
     violations = [m for m in console if "Content Security Policy" in m or "Refused to" in m or m.startswith("pageerror")]
     assert violations == [], violations
     assert page.locator(".opblock").count() >= 11
+
+
+def test_notes_and_deployments_are_listed_paged_and_filtered_for_anyone(pair, alice, staff):
+    from registry.team import notes as notes_mod
+
+    on_pair = [notes_mod.add_note(pair, f"pair note {i}", alice) for i in range(3)]
+    on_file = notes_mod.add_note(pair.target, "file note", alice)
+    hidden = notes_mod.add_note(pair, "hidden note", alice)
+    notes_mod.set_hidden(hidden, True, staff)
+    anon = Client()
+    j = anon.get("/api/notes").json()
+    assert j["count"] == 4 and [n["id"] for n in j["results"]] == [n.pk for n in (*on_pair, on_file)]
+    assert "hidden note" not in json.dumps(j)  # hidden: staff only, as on /api/notes/ID
+    j = anon.get(f"/api/notes?pair={pair.pk}&limit=2").json()
+    assert [n["body"] for n in j["results"]] == ["pair note 0", "pair note 1"] and j["previous"] is None
+    j = anon.get(j["next"]).json()
+    assert [n["body"] for n in j["results"]] == ["pair note 2"] and j["next"] is None and j["previous"]
+    assert [n["body"] for n in anon.get(f"/api/notes?file={pair.target_id}").json()["results"]] == ["file note"]
+    assert anon.get(f"/api/notes?model={pair.target.model_id}").json()["count"] == 0  # on the file, not the model
+    assert anon.get("/api/notes?limit=100000").json()["limit"] == 200
+    assert anon.get("/api/notes?run=x").status_code == 400 and "run" in anon.get("/api/notes?run=x").json()["error"]
+    boss = with_token(make_token(staff))
+    listed = boss.get(f"/api/notes?pair={pair.pk}").json()["results"]
+    assert [n["hidden"] for n in listed] == [False, False, False, True]
+
+    url = "http://10.9.8.7:8080"
+    live = Deployment.objects.create(target=pair.target, draft=pair.draft, pair=pair, method="draft-simple", k=8,
+                                     command=CMD, host="gpu-3", url=url, author_name="ops", deployed_at=timezone.now())
+    gone = Deployment.objects.create(target=pair.draft, method="ngram-mod", k=16, command="llama-server -m d.gguf",
+                                     author_name="ops", deployed_at=timezone.now(), retired_at=timezone.now())
+    r = anon.get("/api/deployments")
+    assert r.status_code == 200 and [d["id"] for d in r.json()["results"]] == [live.pk, gone.pk]  # active first
+    assert url not in r.content.decode() and "gpu-3" not in r.content.decode()
+    assert r.json()["results"][0] | {"observed": None} == anon.get(f"/api/deployments/{live.pk}").json() | {"observed": None}
+    assert [d["id"] for d in anon.get(f"/api/deployments?pair={pair.pk}").json()["results"]] == [live.pk]
+    assert [d["id"] for d in anon.get("/api/deployments?active=0").json()["results"]] == [gone.pk]
+    assert [d["id"] for d in anon.get(f"/api/deployments?model={pair.draft.model_id}&active=1").json()["results"]] == [live.pk]
+    assert anon.get("/api/deployments?pair=999999").json()["count"] == 0
+    assert anon.get("/api/deployments?active=maybe").status_code == 400
+    # With a token the same reads work, and a signed-in user sees the URL and host.
+    ci = with_token(make_token(alice))
+    shown = ci.get("/api/deployments?active=1").json()["results"]
+    assert [(d["url"], d["host"]) for d in shown] == [(url, "gpu-3")]
+    assert ci.get("/api/notes").json()["count"] == 4

@@ -155,3 +155,52 @@ def test_a_local_target_is_registered_when_new(smollm2_path):
     out_of("add", "--target", str(smollm2_path), "--method", "ngram-simple", "--command", "llama-server -m m.gguf")
     assert GGUFFile.objects.get().source == str(smollm2_path)
     assert Deployment.objects.get().target.source == str(smollm2_path)
+
+
+NGRAM_CMD = ("llama-server -m models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf --spec-type ngram-mod "
+             "--spec-ngram-mod-n-max 16 --spec-ngram-mod-n-min 8 --spec-ngram-mod-n-match 24 --port 8080")
+
+
+def test_record_as_deployed_takes_an_ngram_recommendation_from_the_run(pair):
+    # The run's command deploys the chat recommendation (deploy_for): ngram-mod, its own length flag, no draft.
+    run = BenchmarkRun.objects.create(pair=pair, queue="specreg", status=BenchmarkRun.DONE, server_command=NGRAM_CMD,
+                                      summary={"deploy_for": "chat", "recommendations": [
+                                          {"content_type": "code", "temperature": 0.0, "k": 4, "speedup": 1.2,
+                                           "method": "draft-simple", "p_min": 0.75, "options": []},
+                                          {"content_type": "chat", "temperature": 0.0, "k": 16, "speedup": 1.5,
+                                           "method": "ngram-mod", "p_min": None,
+                                           "options": [["--spec-ngram-mod-n-match", "24"]]}]})
+    c = Client()
+    c.force_login(User.objects.create_user("ann", password="x-ann-123456"))
+    form = c.get(f"/deployments/new?run={run.pk}")
+    ctx = form.context["form"].initial
+    assert (ctx["method"], ctx["k"], ctx["draft"]) == ("ngram-mod", 16, None)
+    assert ctx["flags"] == "--spec-ngram-mod-n-match 24" and ctx["command"] == NGRAM_CMD
+    r = c.post(f"/deployments/new?run={run.pk}", {k: v for k, v in ctx.items() if v is not None})
+    assert r.status_code == 302, r.content
+    d = Deployment.objects.get()
+    assert (d.method, d.k, d.draft, d.run, d.pair) == ("ngram-mod", 16, None, run, pair)
+    # Another run deploying the code recommendation: the pair's draft, the recommended p-min.
+    run.summary["deploy_for"] = "code"
+    from registry.team.deployments import initial_from_run
+
+    got = initial_from_run(run)
+    assert (got["method"], got["k"], got["draft"], got["flags"]) == ("draft-simple", 4, pair.draft.pk,
+                                                                     "--spec-draft-p-min 0.75")
+
+
+@pytest.mark.parametrize("command, expected", [
+    (NGRAM_CMD, ("ngram-mod", 16, False)),
+    ("llama-server -m t.gguf --spec-type ngram-simple --spec-ngram-simple-size-m 48", ("ngram-simple", 48, False)),
+    ("llama-server -m t.gguf --spec-type ngram-cache", ("ngram-cache", 8, False)),
+    ("llama-server -m t.gguf --spec-type draft-mtp --spec-draft-n-max 3", ("draft-mtp", 3, False)),
+    ("llama-server -m t.gguf -md d.gguf --spec-type draft-eagle3 --spec-draft-n-max 6", ("draft-eagle3", 6, True)),
+    ("llama-server -m t.gguf -md d.gguf --draft-max 5", ("draft-simple", 5, True)),  # before --spec-type
+    ("llama-server -m t.gguf -c 4096", ("none", None, False)),
+])
+def test_a_run_without_recommendations_is_read_from_its_commands_spec_type(pair, command, expected):
+    from registry.team.deployments import initial_from_run
+
+    run = BenchmarkRun.objects.create(pair=pair, queue="specreg", status=BenchmarkRun.DONE, server_command=command)
+    got = initial_from_run(run)
+    assert (got["method"], got["k"], got["draft"] is not None) == expected

@@ -198,7 +198,9 @@ def test_an_unreachable_server_is_a_gap_with_its_error_and_the_beat_goes_on(serv
     assert s.ok and s.reset and s.tokens_predicted >= 16  # a new process: counters below the last good sample's
     assert observed(d).gaps == 2
     page = Client().get(d.get_absolute_url()).content.decode()
-    assert "gap: " in page and "connection refused" in page
+    assert "gap: connection refused" in page and gap.error == "connection refused"
+    # The error is shown to everyone; the URL is for signed-in users only, so it is not in the error.
+    assert server.url not in page and "127.0.0.1" not in page
     # A retired deployment is not scraped any more, and stays on record.
     call_command("deployment", "retire", str(d.pk), stdout=io.StringIO())
     assert scrape_deployments.apply().get() == 0
@@ -260,7 +262,7 @@ def test_a_server_answering_too_much_too_slowly_or_not_metrics_is_a_gap(mode, er
             scrape_cmd(d)
         assert time.monotonic() - started < 6
     s = d.samples.get()
-    assert not s.ok and error in s.error
+    assert not s.ok and error in s.error and url not in s.error and "127.0.0.1" not in s.error
 
 
 def test_a_counter_reset_counts_from_zero_and_a_gap_changes_no_total(smollm2_path):
@@ -332,3 +334,73 @@ def test_fetch_refuses_redirects(settings):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_a_gap_keeps_the_servers_address_out_of_everything_anonymous_visitors_see(smollm2_path):
+    d = add_deployment(smollm2_path, f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    with pytest.raises(UserError, match="recorded as a gap: connection refused"):
+        scrape_cmd(d)
+    assert d.samples.get().error == "connection refused"
+    page = Client().get(d.get_absolute_url()).content.decode()
+    assert "gap: connection refused" in page and "scrape failed: connection refused" in page  # table and plot
+    assert d.url not in page and "127.0.0.1" not in page
+    assert "127.0.0.1" not in Client().get(f"/api/deployments/{d.pk}").content.decode()
+    # Messages urllib3 writes with the host in them lose it too.
+    import urllib3
+
+    from registry.team.telemetry import _reason
+
+    exc = urllib3.exceptions.SSLError("hostname 'GPU-7.internal' doesn't match 'other'")
+    assert _reason(exc, "https://gpu-7.internal:8443/metrics") == "hostname '(the server)' doesn't match 'other'"
+
+
+def test_errors_stored_with_the_url_before_lose_it_in_the_migration(smollm2_path):
+    import importlib
+
+    from django.apps import apps
+
+    d = add_deployment(smollm2_path, "http://10.1.2.3:8080")
+    record(d, counters=None, error="http://10.1.2.3:8080/metrics: connection refused")
+    record(d, counters=None, error="http://10.1.2.3:8080/metrics: Failed to resolve 'gpu-7' ([Errno -2])")
+    record(d, counters=None, error="not Prometheus text: x: y")
+    importlib.import_module("registry.team.migrations.0002_scrape_errors_without_url").scrub(apps, None)
+    assert list(d.samples.order_by("pk").values_list("error", flat=True)) == [
+        "connection refused", "host name not found", "not Prometheus text: x: y"]
+
+
+def _observed_in_python(d: Deployment) -> dict:
+    """observed() as it was, summing every sample in Python: the aggregate must give the same answer."""
+    samples = list(d.samples.order_by("scraped_at", "pk"))
+    good = [s for s in samples if s.ok]
+    drafted = sum(s.draft_tokens or 0 for s in good)
+    accepted = sum(s.accepted_tokens or 0 for s in good)
+    predicted = sum(s.tokens_predicted or 0 for s in good)
+    seconds = sum(s.tokens_predicted_seconds or 0 for s in good)
+    return {"acceptance": accepted / drafted if drafted > 0 else None, "draft_tokens": int(drafted),
+            "accepted_tokens": int(accepted), "tokens_per_second": predicted / seconds if seconds > 0 else None,
+            "tokens_predicted": int(predicted), "samples": len(good), "gaps": len(samples) - len(good),
+            "resets": sum(1 for s in good if s.reset), "since": good[0].scraped_at.isoformat() if good else None,
+            "latest": good[-1].scraped_at.isoformat() if good else None}
+
+
+def test_observed_sums_in_one_query_and_answers_as_before(smollm2_path, django_assert_num_queries):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    d = add_deployment(smollm2_path, "http://127.0.0.1:9")
+    with django_assert_num_queries(1):
+        empty = observed(d)
+    assert empty.to_dict() == _observed_in_python(d) and empty.samples == 0 and empty.since is None
+    t0 = timezone.now() - timedelta(hours=1)
+    record(d, counters=None, error="connection refused", at=t0)  # a gap before the first good scrape
+    base = dict(draft_tokens=10, accepted_tokens=7, drafts=3, tokens_predicted=40, tokens_predicted_seconds=0.8)
+    for i in range(1, 30):
+        factor = i if i < 20 else i - 19  # restarts at i=20
+        counters = {k: v * factor for k, v in base.items() if not (i == 5 and k == "draft_tokens")}
+        record(d, counters=counters if i % 7 else None, error="timed out", at=t0 + timedelta(minutes=i))
+    with django_assert_num_queries(1) as queries:
+        o = observed(d)
+    assert "SUM(" in queries.captured_queries[0]["sql"].upper()  # summed by the database, not row by row
+    assert o.to_dict() == pytest.approx(_observed_in_python(d))
+    assert o.gaps == 5 and o.resets == 1 and o.since == t0 + timedelta(minutes=1)

@@ -3,15 +3,19 @@ functions and rules as the pages: any account writes a note or records a deploym
 a deployment's URL, since the server itself then fetches it)."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from django.db.models import Q, QuerySet
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from registry.api_views import JSON, NOT_FOUND, error
-from registry.models import BenchmarkRun, GGUFFile
+from registry.models import BenchmarkRun, GGUFFile, Pair
+from registry.results import figures_for
 
 from . import deployments as deps
 from . import notes as notes_mod
@@ -21,6 +25,71 @@ from .views import SUBJECTS, deployment_json
 
 def _json(data: dict, status: int = 200) -> JsonResponse:
     return JsonResponse(data, status=status, json_dumps_params={"ensure_ascii": False})
+
+
+PAGE_SIZE, PAGE_MAX = 50, 200  # a listed deployment costs a few queries: pages stay bounded
+PAGE_PARAMS = [
+    OpenApiParameter("limit", int, description=f"rows per page, default {PAGE_SIZE}, at most {PAGE_MAX}"),
+    OpenApiParameter("offset", int, description="rows to skip (prefer the next/previous links)"),
+]
+
+
+class ListError(ValueError):
+    """A bad query parameter of a list; one line, answered with 400."""
+
+
+def _number(request: Request, name: str) -> int | None:
+    value = request.query_params.get(name, "").strip()
+    if not value:
+        return None
+    # ASCII digits only, and short: int() takes "²" and a thousand digits, the database neither.
+    if not (value.isascii() and value.isdigit() and len(value) <= 18):
+        raise ListError(f"{name}: expected a whole number, not {value[:40]!r}")
+    return int(value)
+
+
+def _page(request: Request, qs: QuerySet, rows: Callable[[list], list[dict]]) -> JsonResponse:
+    """One page of ``qs`` as {count, limit, offset, next, previous, results}; next/previous are links."""
+    limit = min(max(_number(request, "limit") or PAGE_SIZE, 1), PAGE_MAX)
+    offset = _number(request, "offset") or 0
+    count = qs.count()
+    items = list(qs[offset:offset + limit])
+
+    def link(at: int) -> str:
+        params = request.query_params.copy()
+        params["limit"], params["offset"] = str(limit), str(at)
+        return f"{request.path}?{params.urlencode()}"
+
+    return _json({"count": count, "limit": limit, "offset": offset,
+                  "next": link(offset + limit) if offset + limit < count else None,
+                  "previous": link(max(offset - limit, 0)) if offset > 0 else None,
+                  "results": rows(items)})
+
+
+DEPLOYMENT_FILTERS = [
+    OpenApiParameter("pair", int, description="deployments of this pair (or of its target and draft)"),
+    OpenApiParameter("model", int, description="deployments whose target or draft is a file of this model"),
+    OpenApiParameter("active", str, enum=["1", "0"], description="1: not retired; 0: retired"),
+]
+
+
+def _deployments(request: Request) -> QuerySet[Deployment]:
+    pair_id, model_id = _number(request, "pair"), _number(request, "model")
+    if pair_id is not None:
+        pair = Pair.objects.filter(pk=pair_id).select_related("target", "draft").first()
+        if pair is None:
+            return Deployment.objects.none()
+        qs = deps.deployments_of(pair=pair)
+    else:
+        qs = deps.deployments_of()
+    if model_id is not None:
+        qs = qs.filter(Q(target__model_id=model_id) | Q(draft__model_id=model_id))
+    active = request.query_params.get("active", "").strip()
+    if active not in ("", "0", "1"):
+        raise ListError(f"active: expected 1 or 0, not {active[:40]!r}")
+    if active:
+        qs = qs.filter(retired_at__isnull=active == "1")
+    return qs
 
 
 class DeploymentView(APIView):
@@ -47,6 +116,22 @@ class DeploymentIn(serializers.Serializer):
 
 
 class DeploymentsView(APIView):
+    @extend_schema(operation_id="deployment_list", tags=["deployments"], parameters=DEPLOYMENT_FILTERS + PAGE_PARAMS,
+                   responses={200: JSON, 400: JSON}, summary="Deployments, active first (URL and host for "
+                   "signed-in users only, as on /api/deployments/ID)")
+    def get(self, request: Request) -> HttpResponse:
+        try:
+            qs = _deployments(request)
+            user = request.user
+
+            def rows(page: list[Deployment]) -> list[dict]:
+                figures = figures_for(sorted({d.pair_id for d in page if d.pair_id is not None}))
+                return [deployment_json(d, user, figures) for d in page]
+
+            return _page(request, qs, rows)
+        except ListError as exc:
+            return error(str(exc), 400)
+
     @extend_schema(operation_id="deployment_create", tags=["deployments"], request=DeploymentIn,
                    responses={201: JSON, 400: JSON, 401: JSON, 403: JSON}, summary="Record a deployment",
                    examples=[OpenApiExample("draft model", request_only=True, value={
@@ -98,7 +183,26 @@ class NoteIn(serializers.Serializer):
     body = serializers.CharField(help_text="Markdown (raw HTML shows as text)", trim_whitespace=False)
 
 
+NOTE_FILTERS = [OpenApiParameter(kind, int, description=f"notes on this {kind} (by its id)")
+                for kind in sorted(SUBJECTS)]
+
+
 class NotesView(APIView):
+    @extend_schema(operation_id="note_list", tags=["notes"], parameters=NOTE_FILTERS + PAGE_PARAMS,
+                   responses={200: JSON, 400: JSON}, summary="Notes, oldest first (hidden ones for staff only)")
+    def get(self, request: Request) -> HttpResponse:
+        try:
+            qs = Note.objects.select_related("model", "file", "pair", "run").order_by("created_at", "pk")
+            for kind in SUBJECTS:
+                value = _number(request, kind)
+                if value is not None:
+                    qs = qs.filter(**{f"{kind}_id": value})
+            if not notes_mod.may_hide(request.user):
+                qs = qs.filter(hidden=False)  # as on /api/notes/ID: hidden notes are staff's alone
+            return _page(request, qs, lambda page: [note_json(n) for n in page])
+        except ListError as exc:
+            return error(str(exc), 400)
+
     @extend_schema(operation_id="note_create", tags=["notes"], request=NoteIn,
                    responses={201: JSON, 400: JSON, 401: JSON, 404: NOT_FOUND}, summary="Write a note",
                    examples=[OpenApiExample("on a pair", request_only=True, value={

@@ -8,6 +8,7 @@ from datetime import datetime
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
+from inspector.spec_flags import NGRAM_CACHE_DRAFT, NGRAM_SWEEP, uses_draft_file
 from inspector.speculative import NGRAM_METHODS, SPEC_TYPES
 from registry.models import BenchmarkRun, GGUFFile, Pair
 from registry.results import Figure, figures_for
@@ -126,27 +127,72 @@ def retire(d: Deployment, *, user=None, at: datetime | None = None) -> Deploymen
     return d
 
 
-def _k_from_command(command: str) -> int | None:
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
-    for flag in ("--spec-draft-n-max", "--draft-max", "--draft"):
+K_FLAGS = ("--spec-draft-n-max", "--draft-max", "--draft")  # a draft model's (and MTP heads') K, newest first
+P_MIN_FLAGS = ("--spec-draft-p-min", "--draft-p-min")
+
+
+def _flag_value(words: list[str], *flags: str) -> str | None:
+    for flag in flags:
         if flag in words[:-1]:
-            value = words[words.index(flag) + 1]
-            return int(value) if value.isdigit() else None
+            return words[words.index(flag) + 1]
     return None
 
 
+def _int_or_none(value) -> int | None:
+    return int(value) if isinstance(value, int) or (isinstance(value, str) and value.isdigit()) else None
+
+
+def _setting_from_command(command: str) -> tuple[str, int | None, float | None]:
+    """Method, K and p-min as the command gives them (for runs stored without a recommendation)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return "none", None, None
+    method = _flag_value(words, "--spec-type")
+    if method == "none":
+        return "none", None, None
+    if method in NGRAM_SWEEP:  # n-gram methods size their drafts with their own option, not K's
+        return method, _int_or_none(_flag_value(words, NGRAM_SWEEP[method][0])), None
+    if method == "ngram-cache":
+        return method, NGRAM_CACHE_DRAFT, None
+    k = _int_or_none(_flag_value(words, *K_FLAGS))
+    try:
+        p_min = float(_flag_value(words, *P_MIN_FLAGS) or "")
+    except ValueError:
+        p_min = None
+    if method in SPEC_TYPES:
+        return method, k, p_min
+    # Builds before --spec-type speculate with a draft model whenever K is given.
+    return ("draft-simple", k, p_min) if k is not None else ("none", None, None)
+
+
+def recommendation_of(run: BenchmarkRun) -> dict | None:
+    """The recommendation whose setting the run's server command deploys (runner.store: the content type
+    in ``deploy_for``, else the fastest that speculates, as store picks it)."""
+    summary = run.summary if isinstance(run.summary, dict) else {}
+    recs = [r for r in summary.get("recommendations") or [] if isinstance(r, dict)]
+    chosen = next((r for r in recs if r.get("content_type") == summary.get("deploy_for")), None)
+    return chosen or max(recs, key=lambda r: (r.get("k") is not None, r.get("speedup") or 0), default=None)
+
+
 def initial_from_run(run: BenchmarkRun) -> dict:
-    """A deployment form filled in from a run's recommendation: the command it wrote, its K and method."""
+    """A deployment form filled in from a run's recommendation: its method, K, p-min and options, and the
+    command it wrote; parsed from the command when the run stored no recommendation."""
     pair = run.pair
-    k = _k_from_command(run.server_command)
-    uses_draft = k is not None
-    method = pair.result.get("method") if uses_draft else None
-    return {"target": pair.target.pk, "draft": pair.draft.pk if uses_draft else None,
-            "method": method or ("draft-simple" if uses_draft else "none"), "k": k,
-            "command": run.server_command, "run": run.pk}
+    rec = recommendation_of(run)
+    flags: list[str] = []
+    if rec is not None:
+        k = _int_or_none(rec.get("k"))
+        method = (rec.get("method") or "draft-simple") if k is not None else "none"  # older runs: no method
+        p_min = rec.get("p_min")
+        for option in rec.get("options") or ():
+            flags += [str(word) for word in option]
+    else:
+        method, k, p_min = _setting_from_command(run.server_command)
+    if isinstance(p_min, (int, float)):
+        flags[:0] = ["--spec-draft-p-min", f"{p_min:g}"]
+    return {"target": pair.target.pk, "draft": pair.draft.pk if uses_draft_file(method) else None,
+            "method": method, "k": k, "flags": shlex.join(flags), "command": run.server_command, "run": run.pk}
 
 
 def initial_from_pair(pair: Pair, command: str, k: int | None) -> dict:
@@ -165,11 +211,14 @@ def deployments_of(*, pair: Pair | None = None, file_ids: list[int] | None = Non
     return qs.order_by(F("retired_at").desc(nulls_first=True), "-deployed_at", "-pk")
 
 
-def measured_reference(d: Deployment) -> Figure | None:
-    """The measured figure a deployment should be compared with: its pair at its K (its run's first)."""
+def measured_reference(d: Deployment, figures: dict[int, dict[str, list[Figure]]] | None = None) -> Figure | None:
+    """The measured figure a deployment should be compared with: its pair at its K (its run's first).
+    ``figures``: figures_for of many deployments' pairs, read once for a list rather than once each."""
     if d.pair_id is None or d.k is None:
         return None
-    measured = [f for f in figures_for([d.pair_id])[d.pair_id]["measured"] if f.k == d.k and f.speedup is not None]
+    if figures is None or d.pair_id not in figures:
+        figures = figures_for([d.pair_id])
+    measured = [f for f in figures[d.pair_id]["measured"] if f.k == d.k and f.speedup is not None]
     if d.run_id is not None:
         measured = [f for f in measured if f.obj.run_id == d.run_id] or measured
     return max(measured, key=lambda f: f.speedup, default=None)

@@ -8,6 +8,7 @@ the speed one user sees, comparable with the runner's measured tokens/s).
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 
 import urllib3
 from django.conf import settings
+from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -66,10 +68,10 @@ def fetch(url: str, *, timeout: float | None = None, max_bytes: int | None = Non
         r = _http.request("GET", url, preload_content=False, redirect=False,
                           timeout=urllib3.Timeout(connect=timeout, read=timeout))
     except urllib3.exceptions.HTTPError as exc:
-        raise ScrapeError(f"{url}: {_reason(exc)}") from None
+        raise ScrapeError(_reason(exc, url)) from None
     try:
         if r.status != 200:
-            raise ScrapeError(f"{url}: HTTP {r.status}" + (" (was llama-server started with --metrics?)"
+            raise ScrapeError(f"HTTP {r.status}" + (" (was llama-server started with --metrics?)"
                                                          if r.status in (404, 501) else ""))
         chunks, size = [], 0
         # Read whatever has arrived (read1, not read(n), which waits for n bytes), so neither a huge
@@ -77,25 +79,34 @@ def fetch(url: str, *, timeout: float | None = None, max_bytes: int | None = Non
         while chunk := r.read1(64 * 1024):
             size += len(chunk)
             if size > max_bytes:
-                raise ScrapeError(f"{url}: answer larger than {max_bytes:,} bytes")
+                raise ScrapeError(f"answer larger than {max_bytes:,} bytes")
             if time.monotonic() > deadline:
-                raise ScrapeError(f"{url}: no complete answer within {timeout:g} s")
+                raise ScrapeError(f"no complete answer within {timeout:g} s")
             chunks.append(chunk)
     except urllib3.exceptions.HTTPError as exc:
-        raise ScrapeError(f"{url}: {_reason(exc)}") from None
+        raise ScrapeError(_reason(exc, url)) from None
     finally:
         r.release_conn()
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def _reason(exc: Exception) -> str:
+def _reason(exc: Exception, url: str) -> str:
+    """Why a request failed, without the server's address: errors are stored and shown to everyone (on the
+    deployment page, its plot, the KB export) while the URL and host are for signed-in users only."""
     inner = getattr(exc, "reason", None) or exc
     text = str(inner)
     if "timed out" in text.lower():
         return "timed out"
     if "refused" in text.lower():
         return "connection refused"
-    return text.split(": ", 1)[-1][:200] or type(inner).__name__
+    if isinstance(inner, urllib3.exceptions.NameResolutionError):
+        return "host name not found"
+    text = text.split(": ", 1)[-1]  # urllib3 starts with the connection: HTTPConnection(host=…, port=…)
+    parts = urlsplit(url)
+    for secret in (url, parts.netloc, parts.hostname or ""):
+        if secret:
+            text = re.sub(re.escape(secret), "(the server)", text, flags=re.IGNORECASE)
+    return text[:200] or type(inner).__name__
 
 
 def parse_counters(text: str) -> dict[str, float]:
@@ -187,19 +198,22 @@ def scrape_active() -> list[TelemetrySample]:
 
 
 def observed(deployment: Deployment) -> Observed:
-    """Sums of the deltas: the traffic between the first and the latest good scrape."""
-    samples = list(deployment.samples.order_by("scraped_at", "pk"))
-    good = [s for s in samples if s.ok]
-    drafted = sum(s.draft_tokens or 0 for s in good)
-    accepted = sum(s.accepted_tokens or 0 for s in good)
-    predicted = sum(s.tokens_predicted or 0 for s in good)
-    seconds = sum(s.tokens_predicted_seconds or 0 for s in good)
+    """Sums of the deltas: the traffic between the first and the latest good scrape (one query, however
+    many samples: the beat adds one a minute per deployment)."""
+    good = Q(ok=True)
+    a = deployment.samples.aggregate(
+        drafted=Sum("draft_tokens", filter=good), accepted=Sum("accepted_tokens", filter=good),
+        predicted=Sum("tokens_predicted", filter=good), seconds=Sum("tokens_predicted_seconds", filter=good),
+        samples=Count("pk", filter=good), gaps=Count("pk", filter=Q(ok=False)),
+        resets=Count("pk", filter=good & Q(reset=True)),
+        since=Min("scraped_at", filter=good), latest=Max("scraped_at", filter=good))
+    drafted, accepted = a["drafted"] or 0, a["accepted"] or 0  # SUM of no rows (or only NULLs) is NULL
+    predicted, seconds = a["predicted"] or 0, a["seconds"] or 0
     return Observed(
         acceptance=accepted / drafted if drafted > 0 else None, draft_tokens=int(drafted),
         accepted_tokens=int(accepted), tokens_per_second=predicted / seconds if seconds > 0 else None,
-        tokens_predicted=int(predicted), samples=len(good), gaps=len(samples) - len(good),
-        resets=sum(1 for s in good if s.reset), since=good[0].scraped_at if good else None,
-        latest=good[-1].scraped_at if good else None)
+        tokens_predicted=int(predicted), samples=a["samples"], gaps=a["gaps"], resets=a["resets"],
+        since=a["since"], latest=a["latest"])
 
 
 @dataclass(frozen=True)

@@ -182,8 +182,9 @@ def deployment_scrape(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(d)
 
 
-def deployment_json(d: Deployment, user) -> dict:
-    """A deployment as JSON; its URL and host only for signed-in users (server paths go the same way)."""
+def deployment_json(d: Deployment, user, figures: dict | None = None) -> dict:
+    """A deployment as JSON; its URL and host only for signed-in users (server paths go the same way).
+    ``figures``: its pair's figures_for, when a list has read them for every row at once."""
     private = may_see_paths(user)
     return {
         "id": d.pk, "target": {"id": d.target_id, "source": d.target.source, "model": d.target.model.name},
@@ -194,6 +195,6 @@ def deployment_json(d: Deployment, user) -> dict:
         "retired_at": d.retired_at.isoformat() if d.retired_at else None, "active": d.active,
         "origin": d.origin_installation or "",
         "observed": observed(d).to_dict(),  # production traffic; "measured" below is specreg's runner
-        "measured": (lambda f: f.to_dict() if f else None)(deps.measured_reference(d)),
+        "measured": (lambda f: f.to_dict() if f else None)(deps.measured_reference(d, figures)),
     }
 
