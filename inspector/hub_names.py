@@ -12,9 +12,15 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from urllib.parse import quote
 
+from .sources import SourceError
+
 # Split files as llama.cpp's gguf-split names them: NAME-00001-of-00003.gguf (the width may vary).
 SHARD = re.compile(r"(?P<stem>.*)-(?P<part>\d+)-of-(?P<total>\d+)\.gguf")
-NON_MODEL_PREFIXES = ("datasets", "spaces", "buckets", "kernels")
+# The most shards a split file may name. gguf-split writes five digits (99,999 at most) and real
+# models use a few dozen; the count comes from a name a visitor types, so it must not decide how many
+# names (and requests) one check makes.
+MAX_SHARDS = 1024
+NON_MODEL_PREFIXES = ("datasets", "spaces", "buckets", "kernels", "api")  # "api": the Hub's API, not an owner
 _HUB_URLS = ("hf://", "https://huggingface.co/", "http://huggingface.co/")
 
 
@@ -25,12 +31,23 @@ def hf_source(repo_id: str, revision: str | None, path: str) -> str:
 
 
 def shard_names(name: str) -> list[str]:
-    """All shards of a split file named by its first (``*-00001-of-0000N.gguf``), else ``[name]``."""
+    """All shards of a split file named by its first (``*-00001-of-0000N.gguf``), else ``[name]``.
+
+    SourceError (one line) for a split into more than MAX_SHARDS files.
+    """
     m = SHARD.fullmatch(name)
     if m is None or int(m["part"]) != 1 or int(m["total"]) < 1:
         return [name]
+    if int(m["total"]) > MAX_SHARDS:
+        raise SourceError(f"{name}: a split file of {int(m['total']):,} shards; at most {MAX_SHARDS:,} are read")
     width = len(m["part"])  # llama.cpp writes 5 digits; keep whatever the name uses
     return [f"{m['stem']}-{i:0{width}d}-of-{m['total']}.gguf" for i in range(1, int(m["total"]) + 1)]
+
+
+def first_shard(path: str) -> str:
+    """The first shard's name for any shard of a split file (the path itself otherwise)."""
+    m = SHARD.fullmatch(path)
+    return f"{m['stem']}-{1:0{len(m['part'])}d}-of-{m['total']}.gguf" if m else path
 
 
 def shard_glob(path: str) -> str:

@@ -5,14 +5,17 @@ import math
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import llama_rules, speculative
 from .ggml_constants import GGML_TYPE_NAMES, LLAMA_FTYPE_NAMES
 from .hub_names import shard_names
 from .gguf_header import ArrayRef, GGUFError, Header, read_header
-from .sources import SourceError, open_source
+from .sources import Source, SourceError, is_remote, open_source
 from .tokens import TokenTable, readable, vocab_key
+
+if TYPE_CHECKING:
+    from .remote import Deadline
 
 DEFAULT_MAX_HEADER = 256 * 1024 * 1024
 INT64_MAX = 2**63 - 1  # what a database's BIGINT holds
@@ -239,6 +242,14 @@ def _ggml_type_name(t: int) -> str:
     return GGML_TYPE_NAMES.get(t, f"type{t}")
 
 
+def _open_shard(shard: str | os.PathLike | BinaryIO, deadline: Deadline | None) -> Source:
+    if deadline is None:
+        return open_source(shard)
+    from .remote import open_remote
+
+    return open_remote(os.fspath(shard), deadline=deadline)
+
+
 def inspect_source(spec: str | os.PathLike | BinaryIO, max_header_bytes: int | None = None) -> ModelInfo:
     """Inspect a path, file object, URL or hf:// source; split files are followed to every shard."""
     cap = max_header_bytes or DEFAULT_MAX_HEADER
@@ -247,9 +258,16 @@ def inspect_source(spec: str | os.PathLike | BinaryIO, max_header_bytes: int | N
         shards = [spec]
         if isinstance(spec, (str, os.PathLike)):
             shards = shard_names(os.fspath(spec))
+        # One deadline for every shard: SPECREG_HEADER_DEADLINE_SECONDS bounds the whole inspection
+        # (a web check waits for it), not each of up to MAX_SHARDS reads.
+        deadline = None
+        if isinstance(spec, str) and is_remote(spec):
+            from .remote import Deadline  # imported here: reading a local file must not load huggingface_hub
+
+            deadline = Deadline()
         headers = []
-        for i, shard in enumerate(shards):
-            src = open_source(shard)
+        for shard in shards:
+            src = _open_shard(shard, deadline)
             try:
                 headers.append(read_header(src, cap))
             finally:

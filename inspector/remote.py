@@ -25,7 +25,7 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status, validate_repo_id
 
-from .hub_names import hf_source, hub_token, token_withheld
+from .hub_names import NON_MODEL_PREFIXES, hf_source, hub_token, token_withheld
 from .readahead import FIRST_READ
 from .sources import SourceError, Unreachable
 
@@ -81,7 +81,6 @@ class Deadline:
 _HF_SPEC = re.compile(
     r"hf://(?P<repo>[^/@]+/[^/@]+)(?:@(?P<rev>refs/pr/\d+|refs/convert/[\w.-]+|[^/]+))?(?:/(?P<path>.*))?", re.S
 )
-_NON_MODEL_PREFIXES = ("datasets", "spaces", "buckets", "kernels", "api")  # "api": the Hub's API, not an owner
 
 
 @dataclass(frozen=True)
@@ -141,7 +140,7 @@ def parse_hf_spec(spec: str) -> HfSpec:
     if m is None:
         raise SourceError(f"{spec}: expected hf://OWNER/REPO[@REVISION]/PATH")
     repo_id, path = m["repo"], m["path"]
-    if repo_id.split("/")[0] in _NON_MODEL_PREFIXES:
+    if repo_id.split("/")[0] in NON_MODEL_PREFIXES:
         raise SourceError(f"{spec}: only model repositories are supported")
     try:
         validate_repo_id(repo_id)

@@ -16,9 +16,17 @@ from inspector.gguf_header import GGUFError, GGUFTruncated, read_header
 from inspector.info import ModelInfo, info_from_headers
 from inspector.sources import SourceError
 
+from .access import header_cap
+
 # Browser uploads are held in memory: the cap is lower than for server-side reads.
 UPLOAD_CAP = min(settings.SPECREG_MAX_HEADER_BYTES, 64 * 1024 * 1024)
 FIRST_SLICE = 256 * 1024
+
+
+def upload_cap(user) -> int:
+    """The most header bytes ``user`` may send: the public cap (registry.access.header_cap) for visitors
+    without the server-token permission, so anonymous uploads cost no more than anonymous Hub reads."""
+    return min(UPLOAD_CAP, header_cap(user))
 
 
 class HeaderError(Exception):
@@ -46,26 +54,27 @@ class PrefixSource:
         pass
 
 
-def inspect_prefix(name: str, data: bytes, total: int) -> ModelInfo:
-    """The inspector's view of the file whose first ``len(data)`` of ``total`` bytes were sent."""
+def inspect_prefix(name: str, data: bytes, total: int, cap: int = UPLOAD_CAP) -> ModelInfo:
+    """The inspector's view of the file whose first ``len(data)`` of ``total`` bytes were sent; its header
+    may take at most ``cap`` bytes (upload_cap of the sender)."""
     if total < len(data):
         raise HeaderError(f"{name}: sent {len(data):,} bytes of a file said to hold {total:,}")
     src = PrefixSource(name, data, total)
     try:
-        header = read_header(src, UPLOAD_CAP)
+        header = read_header(src, cap)
     except GGUFTruncated as exc:
         if len(data) < total and exc.need <= total:  # the file has those bytes: ask for them
-            if exc.need > UPLOAD_CAP:
+            if exc.need > cap:
                 raise HeaderError(f"{name}: the header needs at least {exc.need:,} bytes, "
-                                  f"above the {UPLOAD_CAP:,}-byte cap for browser uploads") from None
+                                  f"above the {cap:,}-byte cap for browser uploads") from None
             raise NeedMore(max(exc.need, len(data) + 1)) from None
         raise HeaderError(f"{name}: {exc}") from None
     except (GGUFError, SourceError) as exc:
         raise HeaderError(f"{name}: {exc}") from None
     if header.header_size > len(data):
-        if header.header_size > UPLOAD_CAP:
+        if header.header_size > cap:
             raise HeaderError(f"{name}: the header needs at least {header.header_size:,} bytes, "
-                              f"above the {UPLOAD_CAP:,}-byte cap for browser uploads")
+                              f"above the {cap:,}-byte cap for browser uploads")
         raise NeedMore(header.header_size)
     info = info_from_headers([header])
     info.source = name

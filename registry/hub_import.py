@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from inspector.hub_names import SHARD, have_token, hf_source, model_repo_id
+from inspector.hub_names import SHARD, first_shard, have_token, hf_source, model_repo_id, shard_names
 from inspector.info import InspectError, inspect_source
 from inspector.remote import RemoteFile, RepoListing, list_gguf_files
 from inspector.sources import SourceError, Unreachable
@@ -96,10 +96,13 @@ def group_shards(files: list[RemoteFile]) -> list[Entry]:
         if m is None:
             singles.append(Entry(f.path, f.size, f.etag or ""))
         else:
-            splits.setdefault((m["stem"], m["total"]), {})[int(m["part"])] = f
-    for (stem, count_text), shards in splits.items():
-        count = int(count_text)
-        first = f"{stem}-{1:0{len(count_text)}d}-of-{count_text}.gguf"
+            splits.setdefault(first_shard(f.path), {})[int(m["part"])] = f
+    for first, shards in splits.items():
+        try:
+            count = len(shard_names(first))  # a listing may name a split of a billion shards: refused here
+        except SourceError as exc:
+            singles.append(Entry(first, None, "", str(exc)))
+            continue
         missing = [n for n in range(1, count + 1) if n not in shards]
         if missing:
             problem = f"split file is missing shard(s) {', '.join(map(str, missing[:5]))} of {count}"
@@ -162,14 +165,18 @@ def import_entry(listing: RepoListing, entry: Entry, revision: str | None) -> Fi
         return FileOutcome(entry.path, source, "failed", "refusing an absolute path or one with '..'")
     if entry.problem:
         return FileOutcome(entry.path, source, "failed", entry.problem)
-    if (same := find_unchanged(source, entry.etag, entry.size)) is not None:
-        return FileOutcome(entry.path, source, "unchanged", file_id=same.pk)
     try:
+        if (same := find_unchanged(source, entry.etag, entry.size)) is not None:
+            return FileOutcome(entry.path, source, "unchanged", file_id=same.pk)
         info = inspect_source(listing.spec(entry.path), settings.SPECREG_MAX_HEADER_BYTES)
+        reg = register(info, source=source, repo=listing.repo_id, revision=revision or "", path=entry.path,
+                       commit=listing.commit or "", etag=entry.etag, size=entry.size)
     except InspectError as exc:
         return FileOutcome(entry.path, source, "failed", _strip_spec(str(exc)))
-    reg = register(info, source=source, repo=listing.repo_id, revision=revision or "", path=entry.path,
-                   commit=listing.commit or "", etag=entry.etag, size=entry.size)
+    except Exception as exc:  # a file nobody foresaw (or a bug) must not stop the files after it
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        why = f"unexpected {type(exc).__name__}" + (f": {first}" if first else "")
+        return FileOutcome(entry.path, source, "failed", why)
     return FileOutcome(entry.path, source, reg.status, file_id=reg.file.pk, pairs_added=reg.pairs_added)
 
 

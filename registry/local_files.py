@@ -8,6 +8,7 @@ from django.conf import settings
 
 from inspector.info import InspectError, inspect_source
 from inspector.hub_names import shard_names
+from inspector.sources import SourceError
 
 from .examples import apply_reported_examples
 from .registration import Registration, find_unchanged, register
@@ -19,7 +20,10 @@ class LocalFileError(Exception):
 
 def local_etag(path: str) -> tuple[str, int]:
     """Size and modification times stand in for a hash: hashing gigabytes to notice a change is too slow."""
-    shards = shard_names(path)
+    try:
+        shards = shard_names(path)
+    except SourceError as exc:  # a split into more shards than are ever read
+        raise LocalFileError(str(exc)) from None
     try:
         stats = [os.stat(s) for s in shards]
     except FileNotFoundError as exc:

@@ -21,7 +21,8 @@ from django.http import HttpRequest, HttpResponse
 
 from .access import may_see_paths
 
-TEXT_TYPES = ("text/html", "application/json", "text/csv", "text/plain")
+# Every type a page, answer or download is sent as: /runs/N/report is Markdown, its unit and command plain text.
+TEXT_TYPES = ("text/html", "application/json", "text/csv", "text/plain", "text/markdown")
 
 _lock = threading.Lock()
 _memo: tuple[object, list[tuple[bytes, bytes]]] | None = None

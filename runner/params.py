@@ -1,6 +1,7 @@
 """Benchmark parameters: defaults, and every value checked before a run is queued."""
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -60,7 +61,7 @@ def normalize_params(params: dict[str, Any], *, has_draft: bool = True) -> dict[
     if not ks or any(k < 1 or k > 64 for k in ks):
         raise BenchmarkError(f"K must be between 1 and 64 (grid: {', '.join(map(str, GRID))}); got {p['ks']}")
     temps = [float(t) for t in p["temperatures"]]
-    if not temps or any(t < 0 or t > 2 for t in temps):
+    if not temps or any(not math.isfinite(t) or t < 0 or t > 2 for t in temps):  # NaN passes any comparison
         raise BenchmarkError(f"temperatures must lie in [0, 2]; got {p['temperatures']}")
     for name, lo, hi in (("repeats", 1, 20), ("n_predict", 8, 4096), ("prompts_per_type", 1, 50),
                          ("timeout_s", 1, 6 * 3600)):
@@ -73,7 +74,7 @@ def normalize_params(params: dict[str, Any], *, has_draft: bool = True) -> dict[
     p_mins = sorted({float(x) for x in p["p_mins"] or P_MIN_GRID})
     if p["p_min"] is not None:
         p_mins = [float(p["p_min"])]
-    if any(not 0 <= x <= 1 for x in p_mins):
+    if any(not math.isfinite(x) or not 0 <= x <= 1 for x in p_mins):
         raise BenchmarkError(f"p-min must lie in [0, 1]; got {p_mins}")
     if p["via"] not in VIAS:
         raise BenchmarkError(f"via must be one of {', '.join(VIAS)}; got {p['via']!r}")

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -114,10 +117,18 @@ def _strftime_now(fmt: str) -> str:
 
 RENDER_SECONDS = 2.0  # real chat templates render in milliseconds
 RENDER_MAX_CHARS = 1 << 20  # and make a few kilobytes
+RENDER_MEMORY = 256 << 20  # bytes of address space a render may add to the process it is forked from
+KILL_GRACE = 0.25  # seconds past RENDER_SECONDS before the child is killed: its own check speaks first
+# The child's answer, JSON with ensure_ascii: at most 12 bytes a character (an escaped surrogate pair).
+MAX_ANSWER_BYTES = 12 * RENDER_MAX_CHARS + 4096
 
 
 class TemplateTooCostly(jinja2.TemplateError):
     pass
+
+
+class TemplateFailed(Exception):
+    """The template could not render (syntax, sandbox, raise_exception); the message is ``Type: message``."""
 
 
 class BoundedSandbox(ImmutableSandboxedEnvironment):
@@ -125,8 +136,10 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     template that runs past RENDER_SECONDS or builds a value or an output past RENDER_MAX_CHARS.
 
     Time is checked wherever the sandbox already intercepts (every call, attribute and item access,
-    and the operators that can multiply a size). Between two checks a template can only loop over a
-    range (at most the sandbox's MAX_RANGE items) or over a value whose size was bounded when built.
+    and the operators that can multiply a size), which names the reason for most costly templates.
+    Between two checks a template can still loop over a list it built (two nested loops over
+    ``range(100000)|list``) and a filter can allocate unasked: render_prompt therefore renders in a
+    child process that is killed at the limit (_render_isolated).
     """
 
     intercepted_binops = frozenset(["*", "**", "+"])
@@ -178,6 +191,109 @@ def _render_bounded(env: BoundedSandbox, source: str, **context: Any) -> str:
     return "".join(out)
 
 
+def _render_here(source: str, context: dict[str, Any]) -> str:
+    """Render in this process; TemplateTooCostly or TemplateFailed (one line) when it cannot."""
+    # The same environment settings Hugging Face uses, so templates render as their authors tested them.
+    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = _tojson
+    env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now)
+    try:
+        return _render_bounded(env, source, **context)
+    except TemplateTooCostly:
+        raise
+    except MemoryError:
+        raise TemplateTooCostly(f"it needed more than {RENDER_MEMORY >> 20} MiB of memory") from None
+    except Exception as exc:  # any template error (syntax, sandbox, raise_exception) means: use the raw prompt
+        raise TemplateFailed(" ".join(f"{type(exc).__name__}: {exc}".split())) from None
+
+
+def _limit_memory() -> None:
+    """In the child: what it has now (a copy of its parent) plus RENDER_MEMORY, no more."""
+    import resource
+
+    try:
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return  # not Linux: the time limit still holds
+    limit = used + RENDER_MEMORY
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ValueError, OSError):
+        pass  # the time limit still holds
+
+
+def _child(write_fd: int, source: str, context: dict[str, Any]) -> None:
+    """The forked child: render, send ``[kind, text]`` as JSON, exit without the parent's cleanup."""
+    status = 1
+    try:
+        _limit_memory()
+        try:
+            answer = ["ok", _render_here(source, context)]
+        except TemplateTooCostly as exc:
+            answer = ["costly", str(exc)]
+        except TemplateFailed as exc:
+            answer = ["failed", str(exc)]
+        data = json.dumps(answer).encode()
+        while data:
+            data = data[os.write(write_fd, data):]
+        status = 0
+    finally:
+        os._exit(status)  # never return into the parent's code (a worker, a test runner) in the child
+
+
+def _render_isolated(source: str, context: dict[str, Any]) -> str:
+    """Render in a forked child that is killed past RENDER_SECONDS and may not allocate past RENDER_MEMORY.
+
+    The sandbox sees calls, attribute access and some operators, and stops most costly templates with
+    a precise reason; a loop over a list it has already built runs unseen, and a filter can allocate
+    without asking. A child process is bounded whatever it runs.
+    """
+    if not hasattr(os, "fork"):
+        return _render_here(source, context)
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        _child(write_fd, source, context)
+    os.close(write_fd)
+    try:
+        data = _read_answer(read_fd, time.monotonic() + RENDER_SECONDS + KILL_GRACE)
+    finally:
+        os.close(read_fd)
+        try:
+            os.kill(pid, signal.SIGKILL)  # done or not, it has nothing more to say
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):  # already reaped (a SIGCHLD handler)
+            pass
+    try:
+        kind, text = json.loads(data)
+    except ValueError:
+        raise TemplateTooCostly("the rendering process ended without an answer") from None
+    if kind == "ok":
+        return text
+    raise (TemplateTooCostly if kind == "costly" else TemplateFailed)(text)
+
+
+def _read_answer(fd: int, deadline: float) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise TemplateTooCostly(f"it ran longer than {RENDER_SECONDS:g} s")
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise TemplateTooCostly(f"its output passed {RENDER_MAX_CHARS:,} characters")
+        chunks.append(chunk)
+
+
 def render_prompt(prompt: str, template: ChatTemplate | None, system: str | None = None) -> Rendered:
     """Render one user turn with the model's chat template, ready for generation.
 
@@ -186,17 +302,14 @@ def render_prompt(prompt: str, template: ChatTemplate | None, system: str | None
     if template is None or not template.source:
         return Rendered(prompt, False, "the model has no chat template; raw prompt used")
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
-    # The same environment settings Hugging Face uses, so templates render as their authors tested them.
-    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-    env.filters["tojson"] = _tojson
-    env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now)
+    context = {"messages": messages, "add_generation_prompt": True, "bos_token": template.bos_token,
+               "eos_token": template.eos_token}
     try:
-        text = _render_bounded(env, template.source, messages=messages, add_generation_prompt=True,
-                               bos_token=template.bos_token, eos_token=template.eos_token)
+        text = _render_isolated(template.source, context)
     except TemplateTooCostly as exc:
         return Rendered(prompt, False, f"chat template stopped: {exc} (a hostile or broken template); raw prompt used")
-    except Exception as exc:  # any template error (syntax, sandbox, raise_exception) means: use the raw prompt
-        return Rendered(prompt, False, f"chat template failed ({type(exc).__name__}: {exc}); raw prompt used")
+    except TemplateFailed as exc:
+        return Rendered(prompt, False, f"chat template failed ({exc}); raw prompt used")
     # llama.cpp adds BOS itself when the vocab asks for it; the template's copy would double it.
     if template.add_bos and template.bos_token and text.startswith(template.bos_token):
         text = text[len(template.bos_token):]

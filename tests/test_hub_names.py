@@ -32,3 +32,21 @@ def test_anything_else_is_refused_in_one_line(text):
 def test_anonymous_work_sends_no_token_and_commands_let_huggingface_hub_choose():
     assert hub_token(anonymous=True) is False
     assert hub_token(anonymous=False) is None
+
+
+def test_a_split_file_names_at_most_max_shards():
+    from inspector.hub_names import MAX_SHARDS
+    from inspector.sources import SourceError
+
+    assert len(shard_names(f"m/x-00001-of-{MAX_SHARDS:05d}.gguf")) == MAX_SHARDS
+    for total in (MAX_SHARDS + 1, 99_999, 999_999_999):  # was: one string per shard, 1e9 of them in a web request
+        with pytest.raises(SourceError, match=f"a split file of {total:,} shards; at most {MAX_SHARDS:,} are read"):
+            shard_names(f"hf://a/b/m-00001-of-{total}.gguf")
+
+
+def test_first_shard_names_shard_one_of_any_shard():
+    from inspector.hub_names import first_shard
+
+    assert first_shard("q/m-00003-of-00007.gguf") == "q/m-00001-of-00007.gguf"
+    assert first_shard("m-3-of-7.gguf") == "m-1-of-7.gguf"
+    assert first_shard("plain.gguf") == "plain.gguf"

@@ -85,11 +85,13 @@ def test_it_imports_a_split_file_as_one_file(hub, tmp_path):
     first = write_gguf(tmp_path / "s1.gguf", tokens=vocab(5000), kv=None)
     second = write_gguf(tmp_path / "s2.gguf", model=None, pre=None)
     hub.add_repo("org/split-GGUF", {"big-Q4_K_M-00001-of-00002.gguf": first, "big-Q4_K_M-00002-of-00002.gguf": second,
-                                    "broken-00001-of-00003.gguf": first})
+                                    "broken-00001-of-00003.gguf": first, "huge-00002-of-999999999.gguf": second})
     report = import_hf("org/split-GGUF")
     by_path = {o.path: o for o in report.outcomes}
     assert by_path["big-Q4_K_M-00001-of-00002.gguf"].status == "added"
     assert "missing shard(s) 2, 3 of 3" in by_path["broken-00001-of-00003.gguf"].message
+    # a listing naming a split of a billion shards is refused at once, not walked shard by shard
+    assert "999,999,999 shards" in by_path["huge-00001-of-999999999.gguf"].message
     f = GGUFFile.objects.get()
     assert f.split_count == 2 and f.size == first.stat().st_size + second.stat().st_size
     assert f.model.name == "big"
@@ -269,3 +271,60 @@ def test_one_hostile_file_is_recorded_and_the_files_after_it_are_imported(hub, t
     assert status == {"a-huge.gguf": "failed", "b-wide.gguf": "added", "c-ok.gguf": "added"}
     assert "negative size" in report.failed[0].message
     assert GGUFFile.objects.get(path="b-wide.gguf").parameter_count == 2**63 - 1  # saturated, stored
+
+
+def test_an_unforeseen_failure_of_one_file_is_recorded_and_the_files_after_it_are_imported(hub, monkeypatch,
+                                                                                              smollm2_path):
+    from registry import hub_import
+
+    real = hub_import.register
+
+    def register(info, **kw):
+        if kw["path"] == "a-odd.gguf":
+            raise RuntimeError("a bug nobody foresaw\nTraceback (most recent call last): ...")
+        return real(info, **kw)
+
+    monkeypatch.setattr(hub_import, "register", register)
+    hub.add_repo("org/odd-GGUF", {"a-odd.gguf": smollm2_path, "b-ok.gguf": smollm2_path})
+    report = import_hf("org/odd-GGUF")  # was: the RuntimeError ended the import, b-ok.gguf never registered
+    assert {o.path: o.status for o in report.outcomes} == {"a-odd.gguf": "failed", "b-ok.gguf": "added"}
+    assert report.failed[0].message == "unexpected RuntimeError: a bug nobody foresaw"
+    assert set(GGUFFile.objects.values_list("path", flat=True)) == {"b-ok.gguf"}
+
+
+def _sidecar(path, arch: str, layers: list[int], width: int = 576, hidden: int | None = 576):
+    import numpy as np
+    from gguf import GGUFValueType as T
+
+    kv = {f"{arch}.target_layers": (layers, T.ARRAY), f"{arch}.embedding_length": (width, T.UINT32)}
+    if hidden is not None and arch == "eagle3":
+        kv["eagle3.target_hidden_size"] = (hidden, T.UINT32)
+    return write_gguf(path, arch=arch, tokens=None, model=None, pre=None, hparams=False, kv=kv,
+                      tensors={"w": np.zeros((4, 4), dtype=np.float32)})
+
+
+def test_find_drafts_lists_sidecars_apart_with_their_method_and_verdict(hub, tmp_path):
+    import json
+
+    import_hf(SMOL)  # llama, 30 blocks, 576 wide
+    eagle = "someone/SmolLM2-135M-Instruct-EAGLE3-GGUF"  # named after the target
+    hub.add_repo(eagle, {"eagle3-f16.gguf": _sidecar(tmp_path / "e.gguf", "eagle3", [2, 15, 30])})
+    tree = "lab/speculator-dflash-GGUF"  # its model tree points at the target's repo
+    hub.add_repo(tree, {"d.gguf": _sidecar(tmp_path / "d.gguf", "dflash", [1, 30])}, base_model=SMOL)
+    hub.add_repo("other/Qwen2.5-Coder-1.5B-Instruct-EAGLE3-GGUF",  # another model's head
+                 {"e.gguf": _sidecar(tmp_path / "q.gguf", "eagle3", [2, 14, 28], 1536, 1536)})
+    family = "x/SmolLM2-EAGLE3-GGUF"  # met by the draft search (same family name): checked as a sidecar
+    hub.add_repo(family, {"e.gguf": _sidecar(tmp_path / "f.gguf", "eagle3", [2, 15, 30], 960, 960)})
+    out = run("find_drafts", f"hf://{SMOL}/{SMOL_FILE}")
+    assert "other/Qwen2.5" not in out and "Sidecars for this target: 3 (1 compatible)" in out
+    assert f"draft-eagle3  hf://{eagle}/eagle3-f16.gguf  compatible" in out
+    assert f"draft-dflash  hf://{tree}/d.gguf  incompatible: dflash_layers" in out
+    assert f"draft-eagle3  hf://{family}/e.gguf  incompatible: eagle3_width" in out
+    assert "Registered compatible drafts: 0" in out  # sidecars are not vocabulary pairs
+    # registered now: a second search lists them from the registry, with the same verdicts
+    again = json.loads(run("find_drafts", f"hf://{SMOL}/{SMOL_FILE}", "--json"))
+    assert sorted((s["method"], s["status"], s["why"]) for s in again["sidecars"]) == [
+        ("draft-dflash", "incompatible", "registered"), ("draft-eagle3", "compatible", "registered"),
+        ("draft-eagle3", "incompatible", "registered")]
+    assert again["registered"] == []
+    assert Pair.objects.get(draft__repo=eagle).compatible and Pair.objects.get(draft__repo=tree).failed_rule == "dflash_layers"

@@ -100,3 +100,35 @@ def test_costly_chat_templates_are_stopped_quickly_with_a_clear_note(source, why
     assert time.monotonic() - started < 5
     assert not r.templated and r.text == "hello"
     assert r.note.startswith("chat template stopped: ") and why in r.note
+
+
+@pytest.mark.parametrize("source, why", [
+    # No call, attribute or operator inside the loops: the sandbox's own checks never run.
+    ("{% set x = range(100000)|list %}{% for a in x %}{% for b in x %}{% endfor %}{% endfor %}", "longer than 2 s"),
+    ("{{ 'x' * 10**10 }}", "value of"),
+    # A filter allocates without asking the sandbox: 500 MB at once.
+    ("{{ 'x'|center(5 * 10**8) }}", "MiB of memory"),
+])
+def test_rendering_runs_in_a_child_that_is_killed_or_starved(source, why):
+    import time
+
+    started = time.monotonic()
+    r = render_prompt("hello", ChatTemplate(source, "<s>", "</s>", False))
+    assert time.monotonic() - started < 3  # was: 1e10 loop iterations, unchecked
+    assert (r.text, r.templated) == ("hello", False)
+    assert r.note.startswith("chat template stopped: ") and why in r.note and "\n" not in r.note
+
+
+def test_rendering_in_a_child_leaves_no_process_behind_and_still_renders(monkeypatch):
+    import os
+
+    pids: list[int] = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: pids.append(pid := real_fork()) or pid)
+    assert render_prompt("hi", ChatTemplate("[{{ messages[0]['content'] }}]")).text == "[hi]"
+    slow = "{% set x = range(100000)|list %}{% for a in x %}{% for b in x %}{% endfor %}{% endfor %}"
+    assert not render_prompt("hi", ChatTemplate(slow)).templated
+    assert len(pids) == 2
+    for pid in pids:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # killed and reaped: no zombie, no runaway loop

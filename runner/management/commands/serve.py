@@ -23,9 +23,10 @@ STOP_GRACE_S = 7.0
 
 
 def web_timeout_s() -> int:
-    """gunicorn kills a request (its worker) that takes longer than this. A check reads at most two
-    remote headers, each within SPECREG_HEADER_DEADLINE_SECONDS, so the request ends with a clear
-    message before gunicorn's timeout would end it with a 502."""
+    """gunicorn kills a request (its worker) that takes longer than this. A check inspects at most two
+    remote files (target and draft), each within SPECREG_HEADER_DEADLINE_SECONDS for all its shards
+    together (inspector.info shares one deadline), so the request ends with a clear message before
+    gunicorn's timeout would end it with a 502."""
     return int(2 * header_deadline_seconds()) + 15
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import getpass
 
+from inspector.cli import terminal_safe
 from inspector.management.base import SpecregCommand, UserError
 from inspector.speculative import SPEC_TYPES
 from registry.team import deployments as deps
@@ -61,7 +62,7 @@ class Command(SpecregCommand):
             d = deps.record(spec, author_name=author.strip() or _os_user())
         except deps.DeploymentError as exc:
             raise UserError(str(exc)) from None
-        self.stdout.write(f"deployment {d.pk}: {self._describe(d)}")
+        self._say(f"deployment {d.pk}: {self._describe(d)}")
 
     def do_list(self, *, all: bool, **_) -> None:
         qs = deps.deployments_of()
@@ -75,7 +76,7 @@ class Command(SpecregCommand):
             obs = (f"observed {o.acceptance:.1%} accepted" if o.acceptance is not None else "observed –") + (
                 f", {o.tokens_per_second:.1f} t/s" if o.tokens_per_second is not None else "")
             state = f"retired {d.retired_at:%Y-%m-%d}" if d.retired_at else "active"
-            self.stdout.write(f"{d.pk:>5}  {state:<18} {self._describe(d)}  [{obs}; {o.samples} scrapes, {o.gaps} gaps]")
+            self._say(f"{d.pk:>5}  {state:<18} {self._describe(d)}  [{obs}; {o.samples} scrapes, {o.gaps} gaps]")
 
     def do_scrape(self, *, id: str | None, **_) -> None:
         if id is None:
@@ -91,7 +92,7 @@ class Command(SpecregCommand):
             except ScrapeError as exc:
                 raise UserError(str(exc)) from None
         for s in samples:
-            self.stdout.write(self._sample_line(s))
+            self._say(self._sample_line(s))
         if id is not None and samples and not samples[0].ok:
             raise UserError(f"deployment {id}: scrape failed, recorded as a gap: {samples[0].error}")
 
@@ -102,6 +103,11 @@ class Command(SpecregCommand):
         except deps.DeploymentError as exc:
             raise UserError(str(exc)) from None
         self.stdout.write(f"deployment {d.pk} retired at {d.retired_at:%Y-%m-%d %H:%M:%S} UTC (kept on record)")
+
+    def _say(self, line: str) -> None:
+        # Host, author, URL, sources, command and scrape errors come from people and servers: a value
+        # holding ESC or CR must not move the cursor or recolour the operator's terminal.
+        self.stdout.write(terminal_safe(line))
 
     @staticmethod
     def _get(id: str) -> Deployment:
