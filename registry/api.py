@@ -7,8 +7,9 @@ from dataclasses import asdict
 
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 
-from .checking import CheckError, check_sources
+from .checking import CheckError, check_sources, queue_if_remote
 from .examples import curated_repos, reported_examples
 from .models import GGUFFile
 from .rate_limits import RateLimited, check_rate
@@ -91,9 +92,15 @@ def file(request: HttpRequest, pk: int) -> JsonResponse:
 
 
 def check(request: HttpRequest) -> JsonResponse:
+    """The check, or for an anonymous visitor's check that reads the Hub, 202 and the job doing it."""
+    target, draft = request.GET.get("target", ""), request.GET.get("draft", "")
     try:
         check_rate(request)
-        result, _, _ = check_sources(request.GET.get("target", ""), request.GET.get("draft", ""), request.user)
+        job = queue_if_remote(target, draft, request.user)
+        if job is not None:
+            return _json({"status": "queued", "job": job.pk, "url": reverse("api_hub_job", args=[job.pk]),
+                          "page": job.get_absolute_url()}, status=202)
+        result, _, _ = check_sources(target, draft, request.user)
     except RateLimited as exc:
         return _json({"error": str(exc)}, status=429)
     except CheckError as exc:

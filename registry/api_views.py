@@ -76,10 +76,12 @@ class FileView(APIView):
 
 
 class CheckView(APIView):
-    @extend_schema(operation_id="check_pair", tags=["pairs"], responses={200: JSON, 400: JSON, 429: JSON},
+    @extend_schema(operation_id="check_pair", tags=["pairs"], responses={200: JSON, 202: JSON, 400: JSON, 429: JSON},
                    parameters=[OpenApiParameter("target", str, required=True, description="hf://… or a registered file"),
                                OpenApiParameter("draft", str, required=True, description="hf://… or a registered file")],
-                   summary="Check any two sources with llama.cpp's rules (rate-limited)")
+                   summary="Check any two sources with llama.cpp's rules (rate-limited)",
+                   description="Anonymous checks that read the Hub (an hf:// file not registered) answer 202 "
+                               "with the queued job (`job`, `url`: its JSON, `page`); the job's `result` is the check.")
     def get(self, request: Request) -> HttpResponse:
         return api.check(request)
 

@@ -7,7 +7,7 @@ from inspector.compat import PairCheck, check_pair
 from inspector.info import InspectError, ModelInfo, inspect_source
 
 from .access import header_cap, hub_reads_for
-from .models import GGUFFile
+from .models import GGUFFile, HubJob
 from .pairing import candidate_files, info_is_target
 from .stored import load_info
 
@@ -40,6 +40,46 @@ def check_sources(target: str, draft: str, user=None) -> tuple[PairCheck, ModelI
         cap = header_cap(user)
         t, d = info_for(target, cap), info_for(draft, cap)
     return check_pair(t, d), t, d
+
+
+def remote_sources(*sources: str) -> list[str]:
+    """The sources a check would read from the Hub: hf:// names that are not registered files."""
+    names = [s.strip() for s in sources if s.strip().startswith("hf://")]
+    registered = set(GGUFFile.objects.filter(source__in=names).values_list("source", flat=True))
+    return [s for s in names if s not in registered]
+
+
+def queue_if_remote(target: str, draft: str, user=None) -> HubJob | None:
+    """An anonymous visitor's check that must read the Hub, queued as a job; None to check at once.
+
+    Remote header reads take up to SPECREG_HEADER_DEADLINE_SECONDS each, so a few anonymous ones would
+    hold every web worker: they run in a Celery worker instead. Signed-in users, and checks of
+    registered files only (no remote read), are answered in the request. Names that can never be read
+    are refused here (CheckError), without the network, as the check itself would refuse them.
+    """
+    if user is not None and user.is_authenticated:
+        return None
+    remote = remote_sources(target, draft)
+    if not remote:
+        return None
+    from inspector.hub_names import shard_names
+    from inspector.remote import parse_hf_spec
+    from inspector.sources import SourceError
+
+    for source in (target, draft):
+        source = source.strip()
+        try:
+            if source in remote:
+                parse_hf_spec(source)
+                shard_names(source)
+            else:
+                info_for(source)  # registered (read from the database) or refused at once
+        except SourceError as exc:
+            raise CheckError(str(exc)) from None
+    from runner.jobs import queue_job  # runner queues Hub jobs (registry never imports it at load time)
+
+    # user=None: the worker reads as an anonymous visitor (no server token, the public header cap).
+    return queue_job(HubJob.CHECK_PAIR, {"target": target.strip(), "draft": draft.strip()}, user=None)
 
 
 def local_partners(info: ModelInfo, limit: int = 50) -> list:

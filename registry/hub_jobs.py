@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from inspector.hub_names import hub_access
 
+from .checking import CheckError, check_sources
 from .drafts import DraftSearchError, find_drafts
 from .examples import import_curated
 from .hub_import import HubImportError, ImportReport, import_hf
@@ -34,7 +35,7 @@ def execute_job(job_id: int) -> str:
         # The server's token only if the person who asked was allowed it (recorded when queued).
         with hub_access(server_token=bool(job.params.get("server_token"))):
             result = _run(job, say)
-    except (HubImportError, DraftSearchError) as exc:
+    except (HubImportError, DraftSearchError, CheckError) as exc:
         status, error = HubJob.FAILED, str(exc)
         say("error", error)
     except Exception as exc:  # anything unforeseen still ends the job, with a line saying why
@@ -55,6 +56,8 @@ def _run(job: HubJob, say) -> dict[str, Any]:
         return {}
     if job.kind == HubJob.FIND_DRAFTS:
         return _drafts(job.params["source"], say)
+    if job.kind == HubJob.CHECK_PAIR:
+        return _check(job.params["target"], job.params["draft"], say)
     raise HubImportError(f"unknown job kind {job.kind!r}")
 
 
@@ -72,6 +75,19 @@ def _curated(say) -> None:
                      f"{what}; try again later, or set HF_ENDPOINT to a mirror.")
     for repo, error in errors:
         say("warning", f"{repo}: {error}")
+
+
+def _check(target: str, draft: str, say) -> dict[str, Any]:
+    # user=None: an anonymous visitor's check, read exactly as check_sources reads for one
+    # (no server token, the public header cap); a file that cannot be read fails the job (CheckError).
+    result, _, _ = check_sources(target, draft, user=None)
+    if result.compatible:
+        say("success", f"Compatible: {draft} can draft for {target}.")
+    else:
+        detail = next((c.detail for c in result.checks if c.rule == result.failed_rule), "")
+        say("warning", f"Not usable as a draft: the {result.failed_rule} rule fails"
+                       + (f" — {detail}" if detail else "."))
+    return result.to_dict()
 
 
 def _drafts(source: str, say) -> dict[str, Any]:

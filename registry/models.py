@@ -353,14 +353,17 @@ class BenchmarkResult(ResultFigures):
 
 
 class HubJob(models.Model):
-    """Long Hub work a person asked for on the site (import a repository, the curated list, a draft search).
+    """Long Hub work a person asked for on the site (import a repository, the curated list, a draft search,
+    an anonymous visitor's check of files read from the Hub).
 
     It runs in a Celery worker, not in the web request; its page follows ``status`` and shows
-    ``messages`` (what happened, one line each) and, for an import, the per-file ``result``.
+    ``messages`` (what happened, one line each) and the ``result``: an import's per-file outcomes, a
+    check's ``PairCheck.to_dict()``.
     """
 
     IMPORT_REPO, IMPORT_CURATED, FIND_DRAFTS = "import_repo", "import_curated", "find_drafts"
-    KINDS = [(k, k) for k in (IMPORT_REPO, IMPORT_CURATED, FIND_DRAFTS)]
+    CHECK_PAIR = "check_pair"
+    KINDS = [(k, k) for k in (IMPORT_REPO, IMPORT_CURATED, FIND_DRAFTS, CHECK_PAIR)]
     QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
     STATUSES = [(s, s) for s in (QUEUED, RUNNING, DONE, FAILED)]
     FINISHED = (DONE, FAILED)

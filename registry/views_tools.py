@@ -11,9 +11,9 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_POST
 
 from .access import may_see_paths
-from .checking import CheckError, check_sources, local_partners
+from .checking import CheckError, check_sources, local_partners, queue_if_remote
 from .forms import CheckForm
-from .header_upload import FIRST_SLICE, UPLOAD_CAP, HeaderError, NeedMore, inspect_prefix
+from .header_upload import FIRST_SLICE, HeaderError, NeedMore, inspect_prefix, upload_cap
 from .models import GGUFFile
 from .pages import explained_checks, files_for_datalist, inspection_context
 from .rate_limits import RateLimited, check_rate
@@ -24,9 +24,14 @@ def check(request: HttpRequest) -> HttpResponse:
     context = {"form": form, "sources": files_for_datalist(local=may_see_paths(request.user))}
     if form.is_valid():
         started = time.monotonic()
+        target, draft = form.cleaned_data["target"], form.cleaned_data["draft"]
         try:
             check_rate(request)
-            result, _, _ = check_sources(form.cleaned_data["target"], form.cleaned_data["draft"], request.user)
+            # An anonymous visitor's check that reads the Hub runs in a worker; its page shows the verdict.
+            job = queue_if_remote(target, draft, request.user)
+            if job is not None:
+                return redirect(job)
+            result, _, _ = check_sources(target, draft, request.user)
         except RateLimited as exc:
             return render(request, "registry/check.html", {**context, "error": str(exc)}, status=429)
         except CheckError as exc:
@@ -39,7 +44,7 @@ def check(request: HttpRequest) -> HttpResponse:
 
 @ensure_csrf_cookie  # the page posts with fetch(), which needs the cookie even for anonymous users
 def local(request: HttpRequest) -> HttpResponse:
-    return render(request, "registry/local.html", {"first_slice": FIRST_SLICE, "cap": UPLOAD_CAP})
+    return render(request, "registry/local.html", {"first_slice": FIRST_SLICE, "cap": upload_cap(request.user)})
 
 
 @require_POST
@@ -54,11 +59,12 @@ def local_inspect(request: HttpRequest) -> JsonResponse:
         total = int(request.headers.get("X-File-Size", ""))
     except ValueError:
         return JsonResponse({"status": "error", "error": "X-File-Size: the file's size in bytes is required"}, status=400)
-    data = request.read(UPLOAD_CAP + 1)
-    if len(data) > UPLOAD_CAP:
-        return JsonResponse({"status": "error", "error": f"more than the {UPLOAD_CAP:,}-byte header cap was sent"}, status=413)
+    cap = upload_cap(request.user)  # anonymous visitors: the public cap, as for their Hub reads
+    data = request.read(cap + 1)
+    if len(data) > cap:
+        return JsonResponse({"status": "error", "error": f"more than the {cap:,}-byte header cap was sent"}, status=413)
     try:
-        info = inspect_prefix(name, data, total)
+        info = inspect_prefix(name, data, total, cap)
     except NeedMore as more:
         return JsonResponse({"status": "need_more", "need": more.need, "received": len(data),
                              "message": f"need at least {more.need:,} bytes (received {len(data):,})"})

@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 
 from registry.forms import ImportForm
 from registry.models import GGUFFile, HubJob, Pair
+from registry.pages import explained_checks
 
 from . import runs
 from .jobs import queue_job
@@ -142,7 +143,9 @@ def hub_job(request: HttpRequest, pk: int) -> HttpResponse:
     back = None
     if job.kind == HubJob.FIND_DRAFTS:
         back = GGUFFile.objects.filter(pk=job.params.get("file")).first()
-    return render(request, "runner/hub_job.html", {"job": job, "state": job_state(job), "files": files, "back": back})
+    checks = explained_checks(job.result) if job.kind == HubJob.CHECK_PAIR else []
+    return render(request, "runner/hub_job.html", {"job": job, "state": job_state(job), "files": files, "back": back,
+                                                   "checks": checks})
 
 
 def hub_job_json(request: HttpRequest, pk: int) -> JsonResponse:

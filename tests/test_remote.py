@@ -440,3 +440,80 @@ def test_check_pair_over_the_hub_reads_each_header_with_two_range_requests(fake_
     assert r.returncode == 0 and r.stdout.startswith("Compatible: "), r.stderr
     for repo in ("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"):
         assert fake_hub.file_requests(repo, "q4_k_m.gguf") == {"hub": 1, "cdn": 2}
+
+
+class _DelayedFiles(ThreadingHTTPServer):
+    """Serves files from one folder by Range, each answer after ``delay`` seconds."""
+
+    def __init__(self, folder: Path, delay: float) -> None:
+        super().__init__(("127.0.0.1", 0), _DelayedHandler)
+        self.folder, self.delay, self.requests = folder, delay, 0
+
+
+class _DelayedHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _DelayedFiles
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.server.requests += 1
+        time.sleep(self.server.delay)
+        data = (self.server.folder / self.path.lstrip("/")).read_bytes()
+        start, end = (int(x) for x in self.headers["Range"].removeprefix("bytes=").split("-"))
+        end = min(end, len(data) - 1)
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+        self.send_header("Content-Length", str(end - start + 1))
+        self.end_headers()
+        try:
+            self.wfile.write(data[start:end + 1])
+        except OSError:  # the client gave up (its deadline passed)
+            pass
+
+
+def test_all_shards_of_one_inspection_share_one_header_deadline(fake_hub, monkeypatch, tmp_path):
+    """Each shard alone answers well within the deadline; four together do not: the check must end."""
+    import numpy as np
+    from gguf import GGUFValueType as T
+
+    from tests.ggufgen import vocab, write_gguf
+
+    for i in range(4):
+        write_gguf(tmp_path / f"m-0000{i + 1}-of-00004.gguf", tokens=vocab(64) if i == 0 else None,
+                   kv={"split.no": (i, T.UINT16), "split.count": (4, T.UINT16)},
+                   tensors={f"t{i}": np.ones(4, dtype=np.float32)})
+    server = _DelayedFiles(tmp_path, 0.5)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    monkeypatch.setenv("SPECREG_HEADER_DEADLINE_SECONDS", "1.2")
+    url = f"http://127.0.0.1:{server.server_port}/m-00001-of-00004.gguf"
+    started = time.monotonic()
+    try:
+        with pytest.raises(InspectError) as exc:  # was: read, one fresh 1.2 s deadline per shard
+            inspect_source(url)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert time.monotonic() - started < 2.5
+    assert "the header was not read within 1.2 s" in _one_line(exc)
+    monkeypatch.setenv("SPECREG_HEADER_DEADLINE_SECONDS", "10")
+    server = _DelayedFiles(tmp_path, 0.0)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        info = inspect_source(f"http://127.0.0.1:{server.server_port}/m-00001-of-00004.gguf")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert info.split_count == 4 and info.n_tensors == 4
+
+
+def test_a_split_file_of_too_many_shards_is_refused_before_any_request(fake_hub):
+    from inspector.hub_names import MAX_SHARDS
+
+    started = time.monotonic()
+    with pytest.raises(InspectError) as exc:  # was: 99,999 names built, then a request for the first
+        inspect_source("hf://o/r/m-00001-of-99999.gguf")
+    assert time.monotonic() - started < 0.5
+    assert _one_line(exc) == (f"hf://o/r/m-00001-of-99999.gguf: a split file of 99,999 shards; "
+                              f"at most {MAX_SHARDS:,} are read")
