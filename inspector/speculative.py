@@ -22,6 +22,19 @@ NGRAM_METHODS: tuple[str, ...] = ("ngram-simple", "ngram-map-k", "ngram-map-k4v"
 AUTO_DETECTED = ("draft-mtp", "draft-dflash", "draft-dspark")
 DSPARK_TENSOR = "markov_w1.weight"
 EAGLE3_LAYERS = 3  # llama_model_eagle3: "EAGLE3 requires exactly 3 entries"
+# Architectures whose graph builds the last block's output as layer input n_layer, so a DFlash id equal
+# to n_layer has something to read: src/models/deepseek4.cpp:1330, src/models/mimo2.cpp:238,
+# src/models/nemotron-h.cpp:238 (nemotron_h_moe reuses that graph, src/models/models.h:1555).
+FINAL_LAYER_INPUT_ARCHS = ("deepseek4", "mimo2", "nemotron_h", "nemotron_h_moe")
+# Architectures whose graph exposes its blocks' inputs (res->t_layer_inp[il] = …). Any other target aborts
+# at its first decode once an EAGLE-3 or DFlash sidecar asks for one: GGML_ASSERT "layer input tensor is
+# null" (src/llama-graph.cpp:1413, run for every graph by src/llama-model.cpp:2915). tests/test_speculative.py
+# derives this list from the pinned source.
+LAYER_INPUT_ARCHS = (
+    "bailingmoe3", "deepseek4", "gemma4", "gpt-oss", "hunyuan-dense", "hunyuan_vl", "lfm2", "lfm2moe", "llama",
+    "llama-embed", "mimo2", "minimax-01", "minimax-m2", "muse-glimmer", "nanbeige", "nemotron_h", "nemotron_h_moe",
+    "qwen3", "qwen35", "qwen35moe", "qwen3moe", "qwen3next", "qwen4exp",
+)
 
 
 @dataclass
@@ -117,6 +130,31 @@ class MethodCheck:
     detail: str
 
 
+def target_layer_count(target: Any) -> int | None:
+    """llama.cpp's ``hparams.n_layer()``: block_count less the MTP (next-n) blocks, which layer ids never
+    name (src/llama-hparams.cpp:348-350; the keys are read at src/llama-model.cpp:1329-1331, next-n
+    defaulting to 0)."""
+    if target.block_count is None:
+        return None
+    nextn = _int((target.metadata or {}).get(f"{target.architecture}.nextn_predict_layers")) or 0
+    return target.block_count - nextn
+
+
+def _embd_out(info: Any) -> int | None:
+    """``llama_model_n_embd_out``: {arch}.embedding_length_out when set, else embedding_length
+    (src/llama-hparams.cpp:136-138)."""
+    out = _int((info.metadata or {}).get(f"{info.architecture}.embedding_length_out"))
+    return out or (info.speculative or {}).get("embedding_length")
+
+
+def _layer_check(rule: str, layers: list[int], n_layer: int, nextn: int, top: int, why: str) -> MethodCheck:
+    """Ids in 0..top pass; ``why`` says what the ids past ``top`` do."""
+    bad = [i for i in layers if not 0 <= i <= top]
+    blocks = f"{n_layer} layers" + (f" (its {nextn} MTP block{'s' * (nextn != 1)} not counted)" if nextn else "")
+    return MethodCheck(rule, not bad, f"Layer ids {layers} against the target's {blocks}, valid ids 0–{top}: "
+                       + (f"{bad} {why}." if bad else "all valid."))
+
+
 def check_method(target: Any, draft: Any) -> list[MethodCheck]:
     """What the pinned build checks when it starts the draft's method against this target, from the headers.
 
@@ -124,44 +162,69 @@ def check_method(target: Any, draft: Any) -> list[MethodCheck]:
     """
     facts = draft.speculative or {}
     kind = facts.get("type")
-    t_blocks, t_width = target.block_count, (target.speculative or {}).get("embedding_length")
+    t_width = (target.speculative or {}).get("embedding_length")
+    n_layer = target_layer_count(target)
+    nextn = (target.block_count or 0) - (n_layer or 0)
     out: list[MethodCheck] = []
     if kind == "draft-eagle3":
         layers, hidden = facts.get("target_layers"), facts.get("target_hidden_size")
         if layers is None or len(layers) != EAGLE3_LAYERS:
             out.append(MethodCheck("eagle3_layers", False, "The EAGLE-3 head must name exactly 3 target layers "
                                    f"(eagle3.target_layers); it names {'none' if layers is None else len(layers)}."))
-        elif t_blocks is None:
+        elif n_layer is None:
             out.append(MethodCheck("eagle3_layers", None, "The target's block_count is missing, so its layer ids "
                                    "cannot be checked."))
         else:
-            bad = [i for i in layers if not 0 <= i <= t_blocks]
-            out.append(MethodCheck("eagle3_layers", not bad,
-                                   f"Layer ids {layers} against the target's {t_blocks} blocks: "
-                                   + (f"{bad} lie past the target (llama.cpp aborts)." if bad else
-                                      "all within the target (an id equal to the block count reads its last output).")))
+            # common/speculative.cpp:600-607: an id below n_layer taps that block's input, an id equal to
+            # n_layer the target's last hidden state (llama_set_embeddings_nextn), a larger one GGML_ABORTs;
+            # a negative one turns into a huge uint32 and fails GGML_ASSERT(lid <= n_layer)
+            # (src/llama-context.cpp:1242).
+            out.append(_layer_check("eagle3_layers", layers, n_layer, nextn, n_layer,
+                                    f"lie past the target (llama.cpp aborts; id {n_layer} is its last "
+                                    "hidden state)"))
         out.append(_widths("eagle3_width", hidden, t_width, "The head was trained on a target {ours} wide; this "
                            "target is {target} wide", "its encoder (3 × width inputs) cannot read this target's "
                            "hidden states"))
+        # ids below n_layer are read as layer inputs; id n_layer comes from the last hidden state instead
+        if layers and (n_layer is None or any(i < n_layer for i in layers)):
+            out.append(_layer_inputs(target.architecture))
     elif kind in ("draft-dflash", "draft-dspark"):
         layers = facts.get("target_layers")
         if not layers:
             out.append(MethodCheck("dflash_layers", False, "dflash.target_layers is missing or empty; llama.cpp "
                                    "refuses the file."))
-        elif t_blocks is None:
+        elif n_layer is None:
             out.append(MethodCheck("dflash_layers", None, "The target's block_count is missing."))
         else:
-            bad = [i for i in layers if not 0 <= i < t_blocks]
-            out.append(MethodCheck("dflash_layers", not bad, f"Layer ids {layers} against the target's {t_blocks} "
-                                   "blocks: " + (f"{bad} do not exist in the target." if bad else "all exist.")))
+            # common/speculative.cpp:1116-1117 taps every id as a layer input: ids past n_layer (or negative)
+            # fail GGML_ASSERT(lid <= n_layer) (src/llama-context.cpp:1242); id n_layer passes it, but the
+            # graph then asserts the tensor was built (src/llama-graph.cpp:1413), which only
+            # FINAL_LAYER_INPUT_ARCHS do.
+            final = target.architecture in FINAL_LAYER_INPUT_ARCHS
+            top = n_layer if final else n_layer - 1
+            out.append(_layer_check("dflash_layers", layers, n_layer, nextn, top,
+                                    "do not exist in the target (llama.cpp aborts)" + (
+                                        "" if final else f"; id {n_layer} (the last block's output) is built "
+                                        f"only by {', '.join(FINAL_LAYER_INPUT_ARCHS)}, not {target.architecture}")))
         n = len(layers or [])
         out.append(_widths("dflash_width", facts.get("embedding_length"), t_width, f"The sidecar is {{ours}} wide "
                            f"and reads {n} target layers as {n} × its own width; the target is {{target}} wide",
                            "the features would not fit"))
+        if layers:
+            out.append(_layer_inputs(target.architecture))
     elif kind == "draft-mtp":
-        out.append(_widths("mtp_width", facts.get("embedding_length"), t_width, "The MTP heads take rows {ours} "
-                           "wide from the target, which is {target} wide", "they do not fit"))
+        # GGML_ASSERT(n_embd_out(draft) == n_embd_out(target)), common/speculative.cpp:1436-1438
+        out.append(_widths("mtp_width", _embd_out(draft), _embd_out(target), "The MTP heads take rows {ours} "
+                           "wide from the target, which is {target} wide", "they do not fit (llama.cpp "
+                           "aborts: \"MTP input row width must match the target h_nextn width\")"))
     return out
+
+
+def _layer_inputs(arch: str) -> MethodCheck:
+    ok = arch in LAYER_INPUT_ARCHS
+    return MethodCheck("target_layer_inputs", ok, f"The sidecar reads the target's layer inputs; llama.cpp's {arch} "
+                       + ("graph provides them." if ok else "graph does not, so llama.cpp aborts (\"layer input "
+                                                            "tensor is null\") at the target's first decode."))
 
 
 def _widths(rule: str, ours: int | None, target: int | None, said: str, mismatch: str) -> MethodCheck:

@@ -172,9 +172,55 @@ def test_check_a_pair_answers_for_registered_files(client, qwen_pair):
 def test_check_a_pair_reads_hf_files_remotely(client, fake_hub, qwen05_header_path, qwen15_header_path):
     fake_hub.add_repo(Q05, {"q05.gguf": qwen05_header_path})
     fake_hub.add_repo(Q15, {"q15.gguf": qwen15_header_path})
-    data = client.get("/api/check", {"target": f"hf://{Q15}/q15.gguf", "draft": f"hf://{Q05}/q05.gguf"}).json()
+    queued = client.get("/api/check", {"target": f"hf://{Q15}/q15.gguf", "draft": f"hf://{Q05}/q05.gguf"})
+    assert queued.status_code == 202  # an anonymous visitor's Hub reads run in a worker
+    assert execute_job(queued.json()["job"]) == "done"
+    data = client.get(queued.json()["url"]).json()["result"]
     assert data["compatible"] is True
     assert not GGUFFile.objects.exists()  # checking registers nothing
+
+
+def test_an_anonymous_check_that_reads_the_hub_is_queued_not_read_in_the_request(
+        client, user_client, fake_hub, qwen05_header_path, qwen15_header_path, smollm2_path):
+    fake_hub.add_repo(Q05, {"q05.gguf": qwen05_header_path})
+    fake_hub.add_repo(Q15, {"q15.gguf": qwen15_header_path, "smol.gguf": smollm2_path})
+    pair = {"target": f"hf://{Q15}/q15.gguf", "draft": f"hf://{Q05}/q05.gguf"}
+    r = client.get("/api/check", pair)
+    assert r.status_code == 202 and r.json()["status"] == "queued"
+    page = client.get("/check/", pair)
+    assert page.status_code == 302 and page["Location"] == f"/jobs/{r.json()['job'] + 1}/"
+    # Nothing was asked of the Hub inside either request: no resolve, no CDN, no API call.
+    assert fake_hub.file_requests(Q15, "q15.gguf") == {} and fake_hub.file_requests(Q05, "q05.gguf") == {}
+    assert fake_hub.requests == []
+    job = HubJob.objects.get(pk=r.json()["job"])
+    assert (job.kind, job.status, job.requested_by, job.params["server_token"]) == ("check_pair", "queued", None, False)
+    assert execute_job(job.pk) == "done"
+    assert fake_hub.file_requests(Q15, "q15.gguf")  # the worker read it
+    job.refresh_from_db()
+    assert job.result["compatible"] is True and job.messages[-1]["text"].startswith("Compatible:")
+    html = client.get(job.get_absolute_url()).content.decode()
+    assert 'id="check-result"' in html and "Compatible: the draft can draft" in html and "5. Token texts" in html
+    # An incompatible pair: the job says which rule failed and why, and its page lists every rule.
+    bad = client.get("/api/check", {"target": f"hf://{Q15}/q15.gguf", "draft": f"hf://{Q15}/smol.gguf"}).json()
+    assert execute_job(bad["job"]) == "done"
+    job = HubJob.objects.get(pk=bad["job"])
+    assert job.result["compatible"] is False
+    assert job.messages[-1]["text"].startswith(f"Not usable as a draft: the {job.result['failed_rule']} rule fails — ")
+    html = client.get(bad["page"]).content.decode()
+    assert "✗" in html and "✓" in html and job.result["failed_rule"] in html
+    # A signed-in user's check is answered inline, as before; so is an anonymous check of registered files.
+    jobs = HubJob.objects.count()
+    fake_hub.reset_counts()
+    inline = user_client.get("/api/check", pair)
+    assert inline.status_code == 200 and inline.json()["compatible"] is True and fake_hub.file_requests(Q15, "q15.gguf")
+    page = user_client.get("/check/", pair)
+    assert page.status_code == 200 and "Compatible: the draft can draft" in page.content.decode()
+    assert HubJob.objects.count() == jobs
+    # Names that can never be read are refused at once, before anything is queued.
+    r = client.get("/api/check", {"target": "hf://../x/m.gguf", "draft": pair["draft"]})
+    assert r.status_code == 400 and HubJob.objects.count() == jobs
+    r = client.get("/api/check", {"target": "/etc/passwd", "draft": pair["draft"]})
+    assert r.status_code == 400 and "not a registered file" in r.json()["error"] and HubJob.objects.count() == jobs
 
 
 def test_check_a_pair_never_reads_server_paths(client, smollm2_path):
@@ -353,3 +399,50 @@ def test_staff_can_browse_the_admin_and_pairs_cannot_be_typed_in(client, qwen_pa
         assert client.get(f"/admin/registry/{name}/").status_code == 200, name
     assert client.get(f"/admin/registry/pair/{qwen_pair.pk}/change/").status_code == 200
     assert client.get("/admin/registry/pair/add/").status_code == 403
+
+
+def _server_command(html: str) -> str:
+    return html.split('id="server-command">')[1].split("</pre>")[0]
+
+
+def test_the_pair_page_recommends_the_best_results_method_not_a_draft_model(client, qwen_pair):
+    from registry.models import BenchmarkResult, BenchmarkRun
+    from registry.pairing import pair_for
+
+    target = qwen_pair.target
+    own = pair_for(target, target)  # draftless results live on the target's own pair
+    run = BenchmarkRun.objects.create(pair=own, queue="bench.cpu", status="done")  # wrote no command
+    common = dict(run=run, pair=own, n_predict=128, repeats=3, n_prompts=3, content_type="code",
+                  hardware="2-core CPU", llama_cpp_build="b11434", status="ok")
+    BenchmarkResult.objects.create(method="draft-simple", k=8, speedup=1.1, **common)
+    BenchmarkResult.objects.create(method="ngram-map-k", k=16, speedup=1.6, acceptance=0.4,
+                                   options=[["--spec-ngram-map-k-size-n", "6"]], **common)
+    html = client.get(own.get_absolute_url()).content.decode()
+    command = _server_command(html)
+    assert "--spec-type ngram-map-k" in command and "--spec-ngram-map-k-size-m 16" in command
+    assert "--spec-ngram-map-k-size-n 6" in command and "-md" not in command.split()
+    data = client.get(f"/api/pairs/{own.pk}").json()["recommendation"]
+    assert data["use_draft"] and data["k"] == 16 and data["download"].count("hf download") == 1
+
+
+def test_an_untested_sidecar_pair_is_recommended_with_its_method(client, qwen_pair, tmp_path):
+    import numpy as np
+    from gguf import GGUFValueType as T
+
+    from registry.pairing import pair_for
+
+    path = write_gguf(tmp_path / "e.gguf", arch="eagle3", tokens=None, model=None, pre=None, tensors={
+        "w": np.zeros((4, 4), dtype=np.float32)}, kv={"eagle3.target_layers": ([2, 15, 30], T.ARRAY),
+                                                        "eagle3.target_hidden_size": (576, T.UINT32)})
+    side = reg(inspect_source(str(path)), "someone/SmolLM2-135M-Instruct-EAGLE3", "e.gguf").file
+    pair = pair_for(GGUFFile.objects.get(architecture="llama"), side)  # SmolLM2: 30 blocks, 576 wide
+    assert pair.compatible
+    command = _server_command(client.get(pair.get_absolute_url()).content.decode())
+    assert "--spec-type draft-eagle3" in command and "-md models/e.gguf" in command
+
+
+def test_a_method_the_pinned_build_lacks_is_said_not_crashed_on(client, qwen_pair):
+    # methods come in from other installations' exports as free text
+    ReportedResult.objects.create(pair=qwen_pair, k=8, speedup=2.0, method="draft-future", citation="elsewhere")
+    data = client.get(f"/api/pairs/{qwen_pair.pk}").json()["recommendation"]
+    assert not data["use_draft"] and "draft-future" in data["basis"] and "-md" not in data["command"].split()

@@ -1,17 +1,30 @@
-"""find_drafts TARGET: compatible drafts already registered, then candidates found and checked on the Hub."""
+"""find_drafts TARGET: compatible drafts already registered, then candidates found and checked on the Hub;
+EAGLE-3 / DFlash sidecars for the target listed apart, with their method and its verdict."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from inspector.management.base import SpecregCommand, UserError
-from registry.drafts import DraftSearchError, find_drafts
+from registry.drafts import DraftSearch, DraftSearchError, find_drafts, sidecar_method
 from registry.serializers import pair_row
+
+
+def sidecar_rows(search: DraftSearch) -> list[dict[str, Any]]:
+    """Sidecars already paired with the target, then those the Hub search checked: method and verdict."""
+    rows = [{"repo": p.draft.repo or None, "source": p.draft.source, "method": sidecar_method(p.draft),
+             "status": "compatible" if p.compatible else "incompatible", "why": "registered", "message": "",
+             "pair": p} for p in search.registered_sidecars]
+    return rows + [{"repo": c.repo_id, "source": c.pair.draft.source if c.pair else None, "method": c.method,
+                    "status": c.status, "why": c.why, "message": c.message, "pair": c.pair} for c in search.sidecars]
 
 
 class Command(SpecregCommand):
     help = ("List drafts for TARGET (a registered source, hf://OWNER/REPO[@REV]/PATH, or a local path): "
             "compatible files already registered, then Hub repositories of the same family, its model "
-            "tree and purpose-built drafts (tagged 'draft' or named *DRAFT*), checked remotely and registered.")
+            "tree and purpose-built drafts (tagged 'draft' or named *DRAFT*), checked remotely and registered; "
+            "then EAGLE-3 / DFlash sidecars named after the target or in its model tree, each checked with "
+            "its method's rules.")
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("target")
@@ -26,7 +39,8 @@ class Command(SpecregCommand):
 
         def progress(c) -> None:
             if not as_json:
-                self.stdout.write(f"  hub {c.status:<12} {c.repo_id} [{c.why}] {c.message}")
+                what = f"sidecar {c.method or '?'}" if c.sidecar else "hub"
+                self.stdout.write(f"  {what} {c.status:<12} {c.repo_id} [{c.why}] {c.message}")
 
         try:
             if not as_json:
@@ -40,6 +54,8 @@ class Command(SpecregCommand):
                 "registered": [pair_row(p) for p in search.registered],
                 "hub": [{"repo": c.repo_id, "why": c.why, "status": c.status, "message": c.message,
                          "pair": pair_row(c.pair) if c.pair else None} for c in search.hub],
+                "sidecars": [{**row, "pair": pair_row(row["pair"]) if row["pair"] else None}
+                             for row in sidecar_rows(search)],
                 "hub_error": search.hub_error,
             }, indent=2))
         else:
@@ -50,5 +66,12 @@ class Command(SpecregCommand):
                 self.stdout.write(f"Found on the Hub: {len(search.found)} compatible")
                 for p in search.found:
                     self.stdout.write(f"  {p.draft.source}  (size ratio {p.size_ratio or 0:.1f}×)")
+            # Sidecars have no token table: not vocabulary pairs, each checked with its method's rules.
+            rows = [r for r in sidecar_rows(search) if r["pair"] is not None]
+            self.stdout.write(f"Sidecars for this target: {len(rows)} "
+                              f"({sum(r['status'] == 'compatible' for r in rows)} compatible)")
+            for r in rows:
+                rule = r["pair"].failed_rule
+                self.stdout.write(f"  {r['method']:<13} {r['source']}  {r['status']}" + (f": {rule}" if rule else ""))
         if search.hub_error:
             raise UserError(f"Hub search failed: {search.hub_error}")
