@@ -129,11 +129,13 @@ def test_run_benchmark_via_server_measures_through_llama_server_and_records_it(s
 @pytest.mark.broker
 def test_run_benchmark_target_alone_waits_for_a_worker(celery_worker_process, smollm2_path):
     out = StringIO()
-    call_command("run_benchmark", str(smollm2_path), "--methods", "ngram-mod", "--tasks", "edit", "--wait",
+    call_command("run_benchmark", str(smollm2_path), "--methods", "ngram-mod,ngram-map-k", "--tasks", "edit", "--wait",
                  "--hardware", "cpu-test", "--repeats", "1", "--n-predict", "16", "--prompts-per-type", "1",
                  "--timeout", "900", stdout=out, stderr=StringIO())
-    rows = [line for line in out.getvalue().splitlines() if line.startswith("edit ")]
-    assert len(rows) == 6 and all("ngram-mod K=" in r for r in rows), out.getvalue()
+    rows = [line for line in out.getvalue().splitlines() if ROW.match(line)]
+    assert len(rows) == 12, out.getvalue()  # 6 settings of each method, as with --here
+    assert {ROW.match(r).group(1) for r in rows} == {"ngram-mod", "ngram-map-k"}
+    assert "recommended for edit at temperature 0.0" in out.getvalue()
 
 
 @pytest.mark.llama

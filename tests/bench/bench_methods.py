@@ -2,6 +2,7 @@
 
 Usage: python tests/bench/bench_methods.py [--types code,edit,prose] [--n-predict 128] [--repeats 3]
        [--full]  (every setting run_benchmark sweeps; default: one setting per method, see quick_settings)
+       [--via cli|server]  (the command-line tools, or two llama-servers started with the deployed flags)
 Qwen2.5-Coder-1.5B-Instruct Q4_K_M is the target and its 0.5B sibling the draft (tests/data/model-wheels.txt).
 Plain and speculative runs alternate per prompt and repeat (A B A B), as in every benchmark; the table
 gives medians, acceptance, and the share of the CPU other work used meanwhile (a noisy machine shows).
@@ -62,6 +63,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--prompts", type=int, default=1, help="prompts per content type")
     parser.add_argument("--full", action="store_true", help="every setting run_benchmark sweeps by default")
+    parser.add_argument("--via", choices=("cli", "server"), default="cli", help="how to measure (run_benchmark --via)")
     args = parser.parse_args()
 
     target, draft = model_path("qwen15"), model_path("qwen05")
@@ -71,11 +73,12 @@ def main() -> None:
                     for s in settings_for(m, [4, 8, 16], [0.0, 0.75])]
     config = SweepConfig(str(target), str(draft), load_task_set(), content_types=tuple(args.types.split(",")),
                          extend=False, prompts_per_type=args.prompts, n_predict=args.n_predict,
-                         repeats=args.repeats, settings=tuple(settings))
+                         repeats=args.repeats, settings=tuple(settings), via=args.via)
     hw = hardware.detect()
     print(f"hardware: {hw['hardware_class']} ({hw['cpu_model']}); llama.cpp {llamacpp.build_info().label}")
     print(f"target {target.name}, draft {draft.name}, {len(settings)} settings, {config.n_predict} tokens, "
-          f"{config.repeats} repeat(s), {config.prompts_per_type} prompt(s) per type {config.content_types}")
+          f"{config.repeats} repeat(s), {config.prompts_per_type} prompt(s) per type {config.content_types}, "
+          f"measured via {config.via}")
     start = time.monotonic()
     print("\n" + HEADER, flush=True)
     result = run_sweep(config, measure=measure_and_print)

@@ -1,4 +1,8 @@
-"""serve: run the web server (gunicorn) and a Celery worker with its beat until SIGTERM or Ctrl-C.
+"""serve: run the web server (gunicorn) and two Celery workers, one with the beat, until SIGTERM or Ctrl-C.
+
+Benchmarks take one worker (``--pool solo``: one run at a time, as the measurements need) and may run
+for hours; everything else (Hub imports and searches, queued checks, telemetry scrapes, the sweep)
+goes to the general queue, whose own worker keeps its beat on time while a benchmark runs.
 
 Stopping behaves the way systemd, Docker and Kubernetes expect: on SIGTERM or SIGINT both children
 get SIGTERM at once (the worker then kills the running benchmark's llama.cpp processes and records
@@ -17,7 +21,7 @@ from django.conf import settings
 
 from inspector.management.base import SpecregCommand
 from inspector.remote import header_deadline_seconds
-from runner.queues import worker_queues
+from runner.queues import bench_queue, local_hardware_class
 
 STOP_GRACE_S = 7.0
 
@@ -31,7 +35,8 @@ def web_timeout_s() -> int:
 
 
 class Command(SpecregCommand):
-    help = "Start the web server and one Celery worker (with the periodic sweep) on the configured database and broker."
+    help = ("Start the web server, a benchmark worker and a general worker (with the periodic tasks) on the "
+            "configured database and broker.")
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
@@ -51,9 +56,12 @@ class Command(SpecregCommand):
         # Each child leads its own process group, so a stop reaches everything it started.
         if not no_worker:
             schedule = settings.DATA_DIR / "celerybeat-schedule"
-            procs.append(subprocess.Popen([
-                os.path.join(bin_dir, "celery"), "-A", "runner", "worker", "--beat", "--schedule", str(schedule),
-                "--pool", "solo", "--loglevel", "INFO", "-Q", ",".join(worker_queues()),
+            celery = [os.path.join(bin_dir, "celery"), "-A", "runner", "worker", "--pool", "solo", "--loglevel", "INFO"]
+            procs.append(subprocess.Popen(celery + [
+                "-n", "general@%h", "--beat", "--schedule", str(schedule), "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
+            ], start_new_session=True))
+            procs.append(subprocess.Popen(celery + [
+                "-n", "bench@%h", "-Q", bench_queue(local_hardware_class()),
             ], start_new_session=True))
         procs.append(subprocess.Popen([
             os.path.join(bin_dir, "gunicorn"), "registry.wsgi", "--bind", f"{host}:{port}",
