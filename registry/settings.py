@@ -111,6 +111,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "registry.login_required.LoginRequiredMiddleware",  # needs request.user; off unless SPECREG_LOGIN_REQUIRED
     "registry.redact.HideServerPathsMiddleware",  # needs request.user
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -184,6 +185,9 @@ CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
     "default-src": ["'self'"], "script-src": ["'self'"], "style-src": ["'self'"], "img-src": ["'self'", "data:"],
     "object-src": ["'none'"], "base-uri": ["'self'"], "frame-ancestors": ["'none'"], "form-action": ["'self'"],
 }}
+
+# Private installations (models from private or gated repositories): nothing without signing in.
+SPECREG_LOGIN_REQUIRED = envbool("SPECREG_LOGIN_REQUIRED", "False")
 
 # Behind HTTPS (SPECREG_HTTPS=1): redirect to it, secure cookies, HSTS; `check --deploy` is clean.
 if envbool("SPECREG_HTTPS", "False"):

@@ -245,3 +245,22 @@ def test_notes_and_deployments_are_listed_paged_and_filtered_for_anyone(pair, al
     shown = ci.get("/api/deployments?active=1").json()["results"]
     assert [(d["url"], d["host"]) for d in shown] == [(url, "gpu-3")]
     assert ci.get("/api/notes").json()["count"] == 4
+
+
+def test_a_private_installation_shows_nothing_without_signing_in(pair, alice, settings):
+    settings.SPECREG_LOGIN_REQUIRED = True
+    anon = Client()
+    for url in ["/", f"/pairs/{pair.pk}/", f"/models/{pair.target.model_id}/", "/check/", "/pairs.csv"]:
+        r = anon.get(url)
+        assert r.status_code == 302 and r["Location"].startswith("/accounts/login/?next=/"), url
+    for url in ["/api/pairs", f"/api/pairs/{pair.pk}", "/api/notes", "/api/schema/", "/api/runs/1"]:
+        r = anon.get(url)
+        assert r.status_code == 401 and "signing in" in r.json()["error"], url
+    assert anon.get("/accounts/login/").status_code == 200  # signing in stays possible
+    assert Client(HTTP_AUTHORIZATION="Token specreg_" + "0" * 64).get("/api/pairs").status_code == 401
+    token = make_token(alice)
+    assert with_token(token).get("/api/pairs").status_code == 200  # a team's CI signs with its token
+    assert with_token(token).get(f"/api/pairs/{pair.pk}").json()["id"] == pair.pk
+    assert client_for(alice).get("/").status_code == 200
+    settings.SPECREG_LOGIN_REQUIRED = False
+    assert anon.get("/").status_code == 200  # the default: a public read-only registry

@@ -113,7 +113,7 @@ def test_record_as_deployed_fills_in_the_runs_recommendation(pair):
     assert f"/deployments/{d.pk}/" in Client().get(pair.target.get_absolute_url()).content.decode()
     assert f"/deployments/{d.pk}/" in Client().get(pair.draft.get_absolute_url()).content.decode()
     page = Client().get(f"/deployments/{d.pk}/").content.decode()
-    assert "31.0" in page and "77%" in page and "no scrape yet" in page
+    assert "31.0" in page and "77%" in page and "no server URL recorded, so nothing is scraped" in page
     j = Client().get(f"/api/deployments/{d.pk}").json()
     assert j["measured"]["tokens_per_second"] == 31.0 and j["observed"]["samples"] == 0
     assert j["observed"]["acceptance"] is None and j["host"] is None
