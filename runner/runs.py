@@ -41,13 +41,17 @@ def queue_benchmark(pair: Pair, params: dict[str, Any], *, user=None, hardware: 
                              f"'{pair.failed_rule}' fails ({_rule_detail(pair)})")
     params = normalize_params(params)
     hw = check_hardware_class(hardware or local_hardware_class())
-    if getattr(user, "is_authenticated", False):
-        active = BenchmarkRun.objects.filter(requested_by=user, status__in=(BenchmarkRun.QUEUED, BenchmarkRun.RUNNING))
-        limit = settings.SPECREG_MAX_ACTIVE_RUNS_PER_USER
-        if active.count() >= limit:
-            raise BenchmarkError(f"you already have {limit} benchmark(s) queued or running, the most allowed "
-                                 "(SPECREG_MAX_ACTIVE_RUNS_PER_USER); cancel one or wait for it to finish")
     with transaction.atomic():
+        if getattr(user, "is_authenticated", False):
+            # Count and create under the user's row lock (PostgreSQL; SQLite's IMMEDIATE transactions
+            # serialize writers anyway), so requests sent at once cannot all pass the count.
+            type(user).objects.select_for_update().filter(pk=user.pk).first()
+            active = BenchmarkRun.objects.filter(requested_by=user,
+                                                 status__in=(BenchmarkRun.QUEUED, BenchmarkRun.RUNNING))
+            limit = settings.SPECREG_MAX_ACTIVE_RUNS_PER_USER
+            if active.count() >= limit:
+                raise BenchmarkError(f"you already have {limit} benchmark(s) queued or running, the most allowed "
+                                     "(SPECREG_MAX_ACTIVE_RUNS_PER_USER); cancel one or wait for it to finish")
         run = BenchmarkRun.objects.create(pair=pair, params=params, queue=bench_queue(hw), hardware_class=hw,
                                           requested_by=user if getattr(user, "is_authenticated", False) else None)
         if send:

@@ -118,3 +118,32 @@ def test_the_sweep_fails_runs_no_worker_took(user_client, pair, settings):
     assert runs.sweep_stale(queued_for_s=0) == 1
     run = BenchmarkRun.objects.get()
     assert run.status == "failed" and "no worker listened on queue nobody-listens.bench.gpu-nonexistent" in run.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runs_queued_at_once_cannot_all_pass_the_per_user_limit(pair, settings):
+    import threading
+
+    from django.db import connection
+
+    settings.SPECREG_MAX_ACTIVE_RUNS_PER_USER = 2
+    user = User.objects.create_user("racer", password="x" * 12)
+    barrier, outcomes = threading.Barrier(10), []
+
+    def queue() -> None:
+        barrier.wait()
+        try:
+            runs.queue_benchmark(pair, {}, user=user, send=False, hardware="cpu-race")
+            outcomes.append("queued")
+        except runs.BenchmarkError as exc:
+            outcomes.append(str(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=queue) for _ in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes.count("queued") == 2, outcomes
+    assert BenchmarkRun.objects.filter(requested_by=user).count() == 2
