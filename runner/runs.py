@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -45,7 +46,7 @@ def queue_benchmark(pair: Pair, params: dict[str, Any], *, user=None, hardware: 
         if getattr(user, "is_authenticated", False):
             # Count and create under the user's row lock (PostgreSQL; SQLite's IMMEDIATE transactions
             # serialize writers anyway), so requests sent at once cannot all pass the count.
-            type(user).objects.select_for_update().filter(pk=user.pk).first()
+            get_user_model().objects.select_for_update().filter(pk=user.pk).first()
             active = BenchmarkRun.objects.filter(requested_by=user,
                                                  status__in=(BenchmarkRun.QUEUED, BenchmarkRun.RUNNING))
             limit = settings.SPECREG_MAX_ACTIVE_RUNS_PER_USER
