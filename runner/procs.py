@@ -52,7 +52,7 @@ class ProcResult:
         return "ok" if self.rc == 0 else "failed"
 
 
-class _Capture:
+class Capture:
     """Drains one pipe on a thread, keeping a head and a bounded tail."""
 
     def __init__(self, pipe, head: int, tail: int) -> None:
@@ -151,20 +151,11 @@ def run_process(
     """Run ``argv`` (never through a shell) and return its outcome; never raises for the child's sake."""
     argv = tuple(str(a) for a in argv)
     start = time.monotonic()
-    if SHUTDOWN.is_set():
-        return ProcResult(argv, None, "", "", 0.0, cancelled=True, start_error="not started: this process is stopping")
-    try:
-        proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, env=benchmark_env(env), cwd=cwd,
-        )
-    except OSError as exc:
-        return ProcResult(argv, None, "", "", 0.0, start_error=f"cannot start {argv[0]}: {exc.strerror or exc}")
-    _live_groups.add(proc.pid)
-    if SHUTDOWN.is_set():  # the stop arrived while it was starting
-        _kill_group(proc.pid, signal.SIGKILL)
-    out = _Capture(proc.stdout, STDOUT_MAX, 0)
-    err = _Capture(proc.stderr, STDERR_HEAD, STDERR_TAIL)
+    proc, problem = _spawn(argv, subprocess.PIPE, env, cwd)
+    if proc is None:
+        return ProcResult(argv, None, "", "", 0.0, cancelled=SHUTDOWN.is_set(), start_error=problem)
+    out = Capture(proc.stdout, STDOUT_MAX, 0)
+    err = Capture(proc.stderr, STDERR_HEAD, STDERR_TAIL)
     timed_out = cancelled = False
     deadline = start + timeout_s
     while True:
@@ -181,12 +172,7 @@ def run_process(
             _terminate(proc)
             break
     wall = time.monotonic() - start
-    # Whatever the leader left running in its group belongs to this run: end it, so that no stray
-    # process outlives the run or keeps the pipes (and our reader threads) open.
-    if not _group_gone(proc.pid, 0.0):
-        _kill_group(proc.pid, signal.SIGKILL)
-        _group_gone(proc.pid, 5.0)
-    _live_groups.discard(proc.pid)
+    _end_group(proc)
     cancelled = cancelled or SHUTDOWN.is_set()
     for cap in (out, err):
         cap.thread.join(timeout=5.0)
@@ -198,33 +184,46 @@ def run_process(
     )
 
 
-Capture = _Capture
+
+def _spawn(argv: tuple[str, ...], stdout: int, env: Mapping[str, str] | None,
+           cwd: str | os.PathLike | None = None) -> tuple[subprocess.Popen | None, str | None]:
+    """Start ``argv`` as the leader of a new process group registered in ``_live_groups`` (so
+    ``stop_all`` reaches it): (process, None), or (None, why not) when stopping or it cannot start."""
+    if SHUTDOWN.is_set():
+        return None, "not started: this process is stopping"
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.PIPE,
+                                start_new_session=True, env=benchmark_env(env), cwd=cwd)
+    except OSError as exc:
+        return None, f"cannot start {argv[0]}: {exc.strerror or exc}"
+    _live_groups.add(proc.pid)
+    if SHUTDOWN.is_set():  # the stop arrived while it was starting
+        _kill_group(proc.pid, signal.SIGKILL)
+    return proc, None
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    """Whatever the leader left running in its group belongs to it: end it, so that no stray process
+    outlives it or keeps the pipes (and our reader threads) open; then forget the group."""
+    if not _group_gone(proc.pid, 0.0):
+        _kill_group(proc.pid, signal.SIGKILL)
+        _group_gone(proc.pid, 5.0)
+    _live_groups.discard(proc.pid)
 
 
 def start_service(argv: Sequence[str], env: Mapping[str, str] | None = None):
-    """Start a long-lived process (a llama-server) in its own group, registered like ``run_process``'s
-    so a stopping worker kills it: (process, stderr capture, None) or (None, None, why not)."""
-    argv = tuple(str(a) for a in argv)
-    if SHUTDOWN.is_set():
-        return None, None, "not started: this process is stopping"
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                start_new_session=True, env=benchmark_env(env))
-    except OSError as exc:
-        return None, None, f"cannot start {argv[0]}: {exc.strerror or exc}"
-    _live_groups.add(proc.pid)
-    if SHUTDOWN.is_set():
-        _kill_group(proc.pid, signal.SIGKILL)
-    return proc, _Capture(proc.stderr, STDERR_HEAD, STDERR_TAIL), None
+    """Start a long-lived process (a llama-server) like ``run_process`` starts one, without waiting for
+    it: (process, stderr capture, None) or (None, None, why not)."""
+    proc, problem = _spawn(tuple(str(a) for a in argv), subprocess.DEVNULL, env)
+    if proc is None:
+        return None, None, problem
+    return proc, Capture(proc.stderr, STDERR_HEAD, STDERR_TAIL), None
 
 
 def stop_service(proc: subprocess.Popen) -> None:
     """End a process from ``start_service`` and everything in its group."""
     _terminate(proc)
-    if not _group_gone(proc.pid, 0.0):
-        _kill_group(proc.pid, signal.SIGKILL)
-        _group_gone(proc.pid, 5.0)
-    _live_groups.discard(proc.pid)
+    _end_group(proc)
     if proc.stderr is not None:
         proc.stderr.close()
 

@@ -17,14 +17,16 @@ itself may gain more in production, which the deployment's observed figures show
 from __future__ import annotations
 
 import json
+import math
 import socket
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
-from inspector.llama_flags import Capabilities, LlamaCppError, server_argv
-from inspector.spec_flags import spec_flags, uses_draft_file
+from inspector.llama_flags import Capabilities, LlamaCppError
+from inspector.spec_flags import Setting, uses_draft_file
+from registry.deploy import deployment
 
 from . import procs
 
@@ -56,29 +58,31 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _deployed_argv(caps: Capabilities, target: str, draft: str | None, setting: Setting | None, port: int, *,
+                   ctx_size: int, threads: int | None, gpu_layers: int | None) -> list[str]:
+    """The command the deployment builder writes (``registry.deploy``, the one builder), run by this binary
+    on a loopback port. A GPU cell offloads everything, as the deployed command does."""
+    if setting is not None and uses_draft_file(setting.method) and not draft:
+        raise LlamaCppError(f"{setting.method} needs a draft file (-md)")
+    dep = deployment(caps, target, draft if setting is not None and uses_draft_file(setting.method) else None,
+                     setting.k if setting is not None else None, port=port, ctx_size=ctx_size, threads=threads,
+                     gpu=gpu_layers is not None, setting=setting)
+    return [str(caps.binary), *dep.argv[1:]]
+
+
 def plain_server_argv(caps: Capabilities, target: str, port: int, *, ctx_size: int, threads: int | None,
                       gpu_layers: int | None) -> list[str]:
-    argv = server_argv(caps, target, None, None, ctx_size=ctx_size, port=port, threads=threads,
-                       gpu_layers=gpu_layers)
+    argv = _deployed_argv(caps, target, None, None, port, ctx_size=ctx_size, threads=threads, gpu_layers=gpu_layers)
     if caps.has("--spec-type"):
         argv += ["--spec-type", "none"]  # no default (upstream discusses ngram-mod on) may make it speculate
     return argv + _quiet(caps)
 
 
-def spec_server_argv(caps: Capabilities, target: str, draft: str | None, setting, port: int, *, ctx_size: int,
-                     threads: int | None, gpu_layers: int | None) -> list[str]:
-    """The server the deployment builder writes for ``setting`` (same flags), on a loopback port."""
-    argv = server_argv(caps, target, None, None, ctx_size=ctx_size, port=port, threads=threads,
-                       gpu_layers=gpu_layers)
-    if uses_draft_file(setting.method):
-        if not draft:
-            raise LlamaCppError(f"{setting.method} needs a draft file (-md)")
-        if caps.model_draft_flag is None:
-            raise LlamaCppError(f"{caps.binary.name} accepts no draft-model option (-md)")
-        argv += [caps.model_draft_flag, draft]
-        if gpu_layers is not None and caps.draft_gpu_layers_flag:
-            argv += [caps.draft_gpu_layers_flag, str(gpu_layers)]
-    return argv + spec_flags(caps, setting) + _quiet(caps)
+def spec_server_argv(caps: Capabilities, target: str, draft: str | None, setting: Setting, port: int, *,
+                     ctx_size: int, threads: int | None, gpu_layers: int | None) -> list[str]:
+    """The server deployed for ``setting`` (same flags), on a loopback port."""
+    return _deployed_argv(caps, target, draft, setting, port, ctx_size=ctx_size, threads=threads,
+                          gpu_layers=gpu_layers) + _quiet(caps)
 
 
 def _quiet(caps: Capabilities) -> list[str]:
@@ -166,7 +170,7 @@ def _num(x) -> float | None:
         v = float(x)
     except (TypeError, ValueError):
         return None
-    return v if v == v and v not in (float("inf"), float("-inf")) else None
+    return v if math.isfinite(v) else None
 
 
 def measure_via_server(cell, caps: Capabilities, *, progress=None, should_cancel=None):

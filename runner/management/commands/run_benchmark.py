@@ -157,11 +157,6 @@ def _method_of(f) -> str | None:
     return ((f.info or {}).get("speculative") or {}).get("type") if f is not None else None
 
 
-def setting_label(r) -> str:
-    """A result's setting as the sweep names it: method, K and its other options."""
-    return r.setting_label
-
-
 def format_results(run: BenchmarkRun) -> str:
     via = " through llama-server" if run.params.get("via") == "server" else ""
     lines = [f"run {run.pk}: {run.status} on {run.hardware.get('cpu_model', '?')} with llama.cpp "
@@ -175,7 +170,7 @@ def format_results(run: BenchmarkRun) -> str:
                  None: "-"}[r.identical]
         if not r.speculation_ran:
             ident = "speculation did not run"
-        lines.append(f"{r.content_type:<8} {r.temperature:>4.1f} {setting_label(r):<44} "
+        lines.append(f"{r.content_type:<8} {r.temperature:>4.1f} {r.setting_label:<44} "
                      f"{r.baseline_tokens_per_second or 0:>9.1f} "
                      f"{r.tokens_per_second or 0:>9.1f} {spd:>7} {acc:>7} {ident}")
     for rec in run.summary.get("recommendations", []):
