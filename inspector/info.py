@@ -5,17 +5,14 @@ import math
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 from . import llama_rules, speculative
 from .ggml_constants import GGML_TYPE_NAMES, LLAMA_FTYPE_NAMES
 from .hub_names import shard_names
 from .gguf_header import ArrayRef, GGUFError, Header, read_header
-from .sources import Source, SourceError, is_remote, open_source
+from .sources import SourceError, is_remote, open_source
 from .tokens import TokenTable, readable, vocab_key
-
-if TYPE_CHECKING:
-    from .remote import Deadline
 
 DEFAULT_MAX_HEADER = 256 * 1024 * 1024
 INT64_MAX = 2**63 - 1  # what a database's BIGINT holds
@@ -242,14 +239,6 @@ def _ggml_type_name(t: int) -> str:
     return GGML_TYPE_NAMES.get(t, f"type{t}")
 
 
-def _open_shard(shard: str | os.PathLike | BinaryIO, deadline: Deadline | None) -> Source:
-    if deadline is None:
-        return open_source(shard)
-    from .remote import open_remote
-
-    return open_remote(os.fspath(shard), deadline=deadline)
-
-
 def inspect_source(spec: str | os.PathLike | BinaryIO, max_header_bytes: int | None = None) -> ModelInfo:
     """Inspect a path, file object, URL or hf:// source; split files are followed to every shard."""
     cap = max_header_bytes or DEFAULT_MAX_HEADER
@@ -267,7 +256,7 @@ def inspect_source(spec: str | os.PathLike | BinaryIO, max_header_bytes: int | N
             deadline = Deadline()
         headers = []
         for shard in shards:
-            src = _open_shard(shard, deadline)
+            src = open_source(shard, deadline=deadline)
             try:
                 headers.append(read_header(src, cap))
             finally:

@@ -9,7 +9,10 @@ import io
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
+
+if TYPE_CHECKING:
+    from .remote import Deadline  # remote imports huggingface_hub: local reads must not
 
 
 class SourceError(Exception):
@@ -118,14 +121,17 @@ def is_remote(spec: str) -> bool:
     return spec.startswith(("hf://", "http://", "https://"))
 
 
-def open_source(spec: str | os.PathLike | BinaryIO) -> Source:
-    """Open a path, a file object, an ``http(s)://`` URL or an ``hf://OWNER/REPO[@REV]/PATH``."""
+def open_source(spec: str | os.PathLike | BinaryIO, *, deadline: Deadline | None = None) -> Source:
+    """Open a path, a file object, an ``http(s)://`` URL or an ``hf://OWNER/REPO[@REV]/PATH``.
+
+    ``deadline``: shared by several remote reads (the shards of one file); a remote read gets its own
+    otherwise. Local files have none."""
     if isinstance(spec, (str, os.PathLike)):
         s = os.fspath(spec)
         if is_remote(s):
             from .remote import open_remote
 
-            return open_remote(s)
+            return open_remote(s, deadline=deadline)
         return FileSource.open(s)
     name = getattr(spec, "name", None)
     return FileSource(spec, name if isinstance(name, str) else "<file object>")

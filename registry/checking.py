@@ -42,13 +42,6 @@ def check_sources(target: str, draft: str, user=None) -> tuple[PairCheck, ModelI
     return check_pair(t, d), t, d
 
 
-def remote_sources(*sources: str) -> list[str]:
-    """The sources a check would read from the Hub: hf:// names that are not registered files."""
-    names = [s.strip() for s in sources if s.strip().startswith("hf://")]
-    registered = set(GGUFFile.objects.filter(source__in=names).values_list("source", flat=True))
-    return [s for s in names if s not in registered]
-
-
 def queue_if_remote(target: str, draft: str, user=None) -> HubJob | None:
     """An anonymous visitor's check that must read the Hub, queued as a job; None to check at once.
 
@@ -59,21 +52,22 @@ def queue_if_remote(target: str, draft: str, user=None) -> HubJob | None:
     """
     if user is not None and user.is_authenticated:
         return None
-    remote = remote_sources(target, draft)
+    names = [target.strip(), draft.strip()]
+    registered = set(GGUFFile.objects.filter(source__in=names).values_list("source", flat=True))
+    remote = [s for s in names if s.startswith("hf://") and s not in registered]
     if not remote:
         return None
     from inspector.hub_names import shard_names
     from inspector.remote import parse_hf_spec
     from inspector.sources import SourceError
 
-    for source in (target, draft):
-        source = source.strip()
+    for source in names:
         try:
             if source in remote:
                 parse_hf_spec(source)
                 shard_names(source)
-            else:
-                info_for(source)  # registered (read from the database) or refused at once
+            elif source not in registered:
+                info_for(source)  # empty, a path or a URL: refused at once, with the check's own message
         except SourceError as exc:
             raise CheckError(str(exc)) from None
     from runner.jobs import queue_job  # runner queues Hub jobs (registry never imports it at load time)
