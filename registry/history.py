@@ -29,8 +29,11 @@ def method_of(r: BenchmarkResult) -> str:
 
 
 def hardware_class_of(r: BenchmarkResult) -> str:
+    """The class figures are compared within: the machine's class and the build's instruction set
+    (``cpu-2c/avx2``), so an AVX-512 build is never compared with an AVX2 build as the same hardware."""
     if r.run.hardware_class:
-        return r.run.hardware_class
+        isa = (r.run.hardware or {}).get("llama_isa") if isinstance(r.run.hardware, dict) else None
+        return f"{r.run.hardware_class}/{isa}" if isa else r.run.hardware_class
     m = re.search(r"\(([^()]*)\)\s*$", r.hardware or "")  # the runner's label ends with "(class)"
     return m.group(1) if m else (r.hardware or "")
 

@@ -66,9 +66,11 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
         server_caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.SERVER))
     except (llamacpp.LlamaCppNotFound, llamacpp.LlamaCppError) as exc:
         return BenchmarkRun.FAILED, str(exc)
+    hw["llama_isa"] = build.isa  # stored with every figure: builds of different instruction sets differ
     BenchmarkRun.objects.filter(pk=run_id).update(hardware=hw, hardware_class=hardware_class(hw),
                                                   build={**asdict(build), "label": build.label})
-    log(run_id, f"llama.cpp {build.label} on {hw.get('cpu_model', '?')}; pair {pair}")
+    log(run_id, f"llama.cpp {build.label} ({build.isa or 'instruction set unknown'}) on {hw.get('cpu_model', '?')}; "
+                f"pair {pair}")
     alone = bool(p.get("target_alone"))
     try:
         target_path = _fetch(run_id, reporter, pair.target, (0.0, 0.05 if not alone else 0.1))

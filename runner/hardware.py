@@ -93,3 +93,14 @@ def hardware_class(info: dict[str, Any]) -> str:
         return f"gpu-{gpus[0].get('vendor', 'gpu')}-{slug}{count}"
     return f"cpu-{info.get('cpu_cores') or 1}c"
 
+
+
+def measurement_class(info: dict[str, Any]) -> str:
+    """The hardware class with the llama.cpp build's instruction set: ``cpu-2c/avx2``, ``cpu-8c/avx512+amx``.
+
+    Figures are compared and recommended within one of these: the same machine runs an AVX-512 build
+    and an AVX2 build at different speeds. The Celery queue keeps the plain class (``bench.cpu-2c``),
+    since any build on such a machine can take the work."""
+    cls = info.get("hardware_class") or hardware_class(info)
+    isa = info.get("llama_isa")
+    return f"{cls}/{isa}" if isa else cls

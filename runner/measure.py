@@ -62,6 +62,12 @@ class Run:
     draft_gen_ms: float | None = None
     text: str = ""
     error: str | None = None
+    signal: int | None = None  # the signal that killed the process (SIGILL, SIGSEGV, ...), if one did
+
+
+def killed_by(rc: int | None) -> int | None:
+    """The signal number of a process killed by a signal (subprocess gives ``-signal``), else None."""
+    return -rc if rc is not None and rc < 0 else None
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,7 @@ class CellResult:
     # other work on the machine slows speculation far more than the plain run (llama.cpp's threads
     # busy-wait for each other), so a busy machine must show in the results
     other_cpu_share: float | None = None
+    crash_signal: int | None = None  # a llama.cpp process of this cell was killed by this signal
 
     @property
     def first_difference(self) -> int | None:
@@ -167,7 +174,8 @@ def _run_plain(cell: Cell, caps: llamacpp.Capabilities, i: int, r: int, cancel: 
     if fig is None:
         return Run("plain", i, r, res.state, res.wall_s, 0.0, error=_not_ok("plain", res, cell))
     if isinstance(fig, parse.RunFailure):
-        return Run("plain", i, r, "failed" if res.rc else "parse-error", res.wall_s, 0.0, error=fig.message)
+        return Run("plain", i, r, "failed" if res.rc else "parse-error", res.wall_s, 0.0, error=fig.message,
+                   signal=killed_by(res.rc))
     return Run("plain", i, r, "ok", res.wall_s, (fig.eval_ms + fig.prompt_ms) / 1000, fig.tokens_per_s,
                fig.n_eval + 1, text=fig.text)
 
@@ -179,7 +187,8 @@ def _run_spec(cell: Cell, caps: llamacpp.Capabilities, i: int, r: int, cancel: C
     if fig is None:
         return Run("spec", i, r, res.state, res.wall_s, 0.0, error=_not_ok("speculative", res, cell))
     if isinstance(fig, parse.RunFailure):
-        return Run("spec", i, r, "failed" if res.rc else "parse-error", res.wall_s, 0.0, error=fig.message)
+        return Run("spec", i, r, "failed" if res.rc else "parse-error", res.wall_s, 0.0, error=fig.message,
+                   signal=killed_by(res.rc))
     return Run("spec", i, r, "ok", res.wall_s, fig.decode_s + fig.encode_s, fig.tokens_per_s, fig.n_decoded,
                fig.n_drafted, fig.n_accept, fig.draft_gen_ms, fig.text)
 
@@ -214,7 +223,7 @@ def _divergence(plain: Run, spec: Run) -> Divergence | None:
 
 
 def summarize(cell: Cell, runs: Sequence[Run], status: str, error: str | None, elapsed_s: float,
-              cpu_before: tuple[float, float] | None = None) -> CellResult:
+              cpu_before: tuple[float, float] | None = None, crash_signal: int | None = None) -> CellResult:
     """Aggregate the runs of a cell (usable on stored runs; ``cpu_before`` adds the machine's busyness)."""
     plain = [r for r in runs if r.kind == "plain" and r.state == "ok"]
     spec = [r for r in runs if r.kind == "spec" and r.state == "ok"]
@@ -241,6 +250,7 @@ def summarize(cell: Cell, runs: Sequence[Run], status: str, error: str | None, e
         identical=identical, divergences=tuple(divergences), elapsed_s=elapsed_s,
         process_s=sum(r.wall_s for r in runs), llama_s=sum(r.llama_s for r in runs), runs=tuple(runs),
         other_cpu_share=other_cpu_share(cpu_before, _cpu_seconds(), elapsed_s) if cpu_before and runs else None,
+        crash_signal=crash_signal or next((r.signal for r in runs if r.signal), None),
     )
 
 

