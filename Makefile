@@ -6,7 +6,7 @@ PORT ?= 8000
 BIN := $(VENV)/bin
 export LLAMA_CPP_BUILD_JOBS ?= 2
 
-.PHONY: install install-test llama start test models chromium
+.PHONY: install install-test llama start test test-fast models chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,3 +41,9 @@ chromium:
 
 test: install-test chromium models
 	$(BIN)/python -m pytest
+
+# The inner loop: every test that needs neither llama.cpp nor a browser (no model downloads beyond
+# what those tests read, no compile if llama.cpp is missing: those tests are deselected, not skipped).
+test-fast: $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/python -m pytest -q -m "not llama and not browser and not slow"

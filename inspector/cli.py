@@ -16,7 +16,7 @@ import sys
 from typing import TextIO
 
 from .compat import PairCheck, check_pair, token_label
-from .info import InspectError, ModelInfo, inspect_source
+from .info import InspectError, ModelInfo, inspect_source, shared_deadline
 from .llama_rules import LLAMA_CPP_BUILD
 from .speculative import draftless_methods
 from .tokens import escape_controls, quoted
@@ -71,8 +71,9 @@ def check(target: str, draft: str | None, *, as_json: bool = False, out: TextIO)
     if not draft:
         return draftless(target, as_json=as_json, out=out)
     try:
-        t = inspect_source(target, max_header_bytes())
-        d = inspect_source(draft, max_header_bytes())
+        with shared_deadline(target, draft) as deadline:  # both files within one deadline
+            t = inspect_source(target, max_header_bytes(), deadline=deadline)
+            d = inspect_source(draft, max_header_bytes(), deadline=deadline)
     except InspectError as exc:
         raise UserError(str(exc)) from None
     result = check_pair(t, d)

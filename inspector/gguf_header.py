@@ -279,8 +279,11 @@ def _string_array(c: _Cursor, count: int, key: str) -> ArrayRef:
     c.need(pos - c.pos, f"{key}[{count - 1}]")
     c.pos = pos
     if pos - start - 8 * count > GGUF_MAX_STRING_LENGTH:  # only then can one element be over the limit
-        ends = offsets[1:] + array("Q", [pos])
-        longest = max(e - o - 8 for o, e in zip(offsets, ends))
+        import numpy as np  # here only: reading a header needs no numpy otherwise
+
+        # each element's length is the step to the next offset: one numpy pass, no object per element
+        starts = np.frombuffer(offsets, dtype=np.uint64)
+        longest = int(max(np.diff(starts).max(initial=0), pos - starts[-1])) - 8
         if longest > GGUF_MAX_STRING_LENGTH:
             raise GGUFError(f"array {_shown(key)} holds a string of {longest:,} bytes, over llama.cpp's limit of "
                             f"{GGUF_MAX_STRING_LENGTH:,} bytes per string")

@@ -4,15 +4,20 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import llama_rules, speculative
 from .ggml_constants import GGML_TYPE_NAMES, LLAMA_FTYPE_NAMES
 from .hub_names import shard_names
 from .gguf_header import ArrayRef, GGUFError, Header, read_header
-from .sources import SourceError, is_remote, open_source
+from .sources import DeadlineExceeded, SourceError, is_remote, open_source
 from .tokens import TokenTable, readable, vocab_key
+
+if TYPE_CHECKING:
+    from .remote import Deadline
 
 DEFAULT_MAX_HEADER = 256 * 1024 * 1024
 INT64_MAX = 2**63 - 1  # what a database's BIGINT holds
@@ -20,6 +25,10 @@ INT64_MAX = 2**63 - 1  # what a database's BIGINT holds
 
 class InspectError(Exception):
     """Any reason a source cannot be inspected, as one line naming the source."""
+
+
+class InspectTimeout(InspectError):
+    """The remote reads ran past SPECREG_HEADER_DEADLINE_SECONDS (a web request answers 504)."""
 
 
 @dataclass
@@ -239,8 +248,32 @@ def _ggml_type_name(t: int) -> str:
     return GGML_TYPE_NAMES.get(t, f"type{t}")
 
 
-def inspect_source(spec: str | os.PathLike | BinaryIO, max_header_bytes: int | None = None) -> ModelInfo:
-    """Inspect a path, file object, URL or hf:// source; split files are followed to every shard."""
+@contextmanager
+def shared_deadline(*specs: object) -> Iterator[Deadline | None]:
+    """One deadline for every remote read of one request or job (both files of a check, every shard):
+    SPECREG_HEADER_DEADLINE_SECONDS in all, not per file. Closed at the end, its connections with it.
+    None when no spec is remote, or when the setting is bad (each read then says so in one line)."""
+    deadline = None
+    if any(isinstance(s, str) and is_remote(s) for s in specs):
+        from .remote import Deadline  # imported here: reading a local file must not load huggingface_hub
+
+        try:
+            deadline = Deadline()
+        except SourceError:
+            pass
+    try:
+        yield deadline
+    finally:
+        if deadline is not None:
+            deadline.close()
+
+
+def inspect_source(spec: str | os.PathLike | BinaryIO, max_header_bytes: int | None = None, *,
+                   deadline: Deadline | None = None) -> ModelInfo:
+    """Inspect a path, file object, URL or hf:// source; split files are followed to every shard.
+
+    ``deadline``: the request's or job's (``shared_deadline``); without one, a remote source gets its own.
+    """
     cap = max_header_bytes or DEFAULT_MAX_HEADER
     name = spec if isinstance(spec, str) else getattr(spec, "name", "<file object>")
     try:
@@ -249,20 +282,17 @@ def inspect_source(spec: str | os.PathLike | BinaryIO, max_header_bytes: int | N
             shards = shard_names(os.fspath(spec))
         # One deadline for every shard: SPECREG_HEADER_DEADLINE_SECONDS bounds the whole inspection
         # (a web check waits for it), not each of up to MAX_SHARDS reads.
-        deadline = None
-        if isinstance(spec, str) and is_remote(spec):
-            from .remote import Deadline  # imported here: reading a local file must not load huggingface_hub
-
-            deadline = Deadline()
-        headers = []
-        for shard in shards:
-            src = open_source(shard, deadline=deadline)
-            try:
-                headers.append(read_header(src, cap))
-            finally:
-                src.close()
+        with shared_deadline(spec if deadline is None else None) as own:
+            headers = []
+            for shard in shards:
+                src = open_source(shard, deadline=deadline or own)
+                try:
+                    headers.append(read_header(src, cap))
+                finally:
+                    src.close()
         return info_from_headers(headers)
     except (GGUFError, SourceError) as exc:
         msg = str(exc)
         shown = os.fspath(name) if not isinstance(name, str) else name
-        raise InspectError(msg if msg.startswith(str(shown)) else f"{shown}: {msg}") from None
+        kind = InspectTimeout if isinstance(exc, DeadlineExceeded) else InspectError
+        raise kind(msg if msg.startswith(str(shown)) else f"{shown}: {msg}") from None

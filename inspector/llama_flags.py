@@ -105,10 +105,6 @@ class Capabilities:
         return self.has("--spec-type") and (not self.spec_types or "draft-simple" in self.spec_types)
 
     @property
-    def can_speculate(self) -> bool:
-        return self.draft_max_flag is not None and self.model_draft_flag is not None
-
-    @property
     def new_style(self) -> bool:
         return self.draft_max_flag == "--spec-draft-n-max"
 

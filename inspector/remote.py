@@ -4,6 +4,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -23,11 +24,12 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status, validate_repo_id
+from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, validate_repo_id
+from huggingface_hub.utils._http import hf_request_event_hook  # what the shared client runs: offline mode, request ids
 
 from .hub_names import NON_MODEL_PREFIXES, hf_source, hub_token, token_withheld
 from .readahead import FIRST_READ
-from .sources import SourceError, Unreachable
+from .sources import DeadlineExceeded, SourceError, Unreachable
 
 # huggingface_hub's shared client has no timeout at all; a dead host must fail fast, a slow CDN may take a while.
 READ_TIMEOUT, CONNECT_TIMEOUT = 30.0, 10.0
@@ -53,11 +55,69 @@ def header_deadline_seconds() -> float:
 
 
 class Deadline:
-    """The end of one header read's time: every request's timeouts are cut to what is left."""
+    """The end of the remote reads of one request or job, shared by all of them: both files of a check,
+    every shard, every request, headers included. Each request's timeouts are cut to what is left.
+
+    Socket timeouts bound one read each, so a server sending a byte at a time never trips them, and a
+    helper thread still waiting for an answer keeps its socket. So the reads go through an HTTP client
+    of the deadline's own, and a watchdog shuts down every socket it opened once the deadline passes:
+    a read blocked on one, in any thread, returns at once and fails. ``close`` (or leaving ``with``)
+    ends them all for good and stops the watchdog.
+    """
 
     def __init__(self, seconds: float | None = None) -> None:
         self.seconds = header_deadline_seconds() if seconds is None else seconds
         self.at = time.monotonic() + self.seconds
+        self._lock = threading.Lock()
+        self._client: httpx2.Client | None = None
+        self._streams: list[Any] = []  # the network streams (connections) its client opened
+        self._watchdog: threading.Timer | None = None
+        self.expired = False  # the watchdog shut the sockets (or the deadline was closed)
+
+    def client(self) -> httpx2.Client:
+        """The HTTP client for these reads, made on first use along with the watchdog that ends them."""
+        with self._lock:
+            if self._client is None:
+                # As huggingface_hub's shared client, but with connections of its own: the watchdog may
+                # shut them without touching anyone else's reads.
+                self._client = httpx2.Client(event_hooks={"request": [hf_request_event_hook]}, timeout=None)
+                self._watchdog = threading.Timer(max(0.0, self.at - time.monotonic()), self._shut_sockets)
+                self._watchdog.daemon = True
+                self._watchdog.start()
+            return self._client
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpcore's ``trace`` extension: remember each connection as it opens (its TLS layer too)."""
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            stream = info.get("return_value")
+            with self._lock:
+                self._streams.append(stream)
+                late = self.expired
+            if late:  # opened after the end: no read may start on it
+                _shut(stream)
+
+    def _shut_sockets(self) -> None:
+        with self._lock:
+            self.expired = True
+            streams = list(self._streams)
+        for stream in streams:
+            _shut(stream)
+
+    def close(self) -> None:
+        """End every connection of these reads (a helper thread may still wait on one) and the watchdog."""
+        with self._lock:
+            watchdog, client = self._watchdog, self._client
+        if watchdog is not None:
+            watchdog.cancel()
+        self._shut_sockets()
+        if client is not None:
+            client.close()
+
+    def __enter__(self) -> Deadline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def check(self, name: str) -> float:
         """Seconds left; raises the one-line error once none are."""
@@ -66,16 +126,28 @@ class Deadline:
             raise self.error(name)
         return left
 
-    def error(self, name: str) -> SourceError:
-        return SourceError(f"{name}: the header was not read within {self.seconds:g} s "
-                           "(SPECREG_HEADER_DEADLINE_SECONDS); the server is too slow")
+    def error(self, name: str) -> DeadlineExceeded:
+        return DeadlineExceeded(f"{name}: the header was not read within {self.seconds:g} s "
+                                "(SPECREG_HEADER_DEADLINE_SECONDS); the server is too slow")
 
     def timeout(self, name: str) -> httpx2.Timeout:
         left = self.check(name)
         return httpx2.Timeout(min(READ_TIMEOUT, left), connect=min(CONNECT_TIMEOUT, left))
 
     def passed(self) -> bool:
-        return time.monotonic() >= self.at
+        return self.expired or time.monotonic() >= self.at
+
+
+def _shut(stream: Any) -> None:
+    """Shut a connection's socket down both ways: a read blocked on it returns at once (closing the socket
+    alone would leave that read waiting). A plain socket under TLS is detached already: nothing to do."""
+    try:
+        sock = stream.get_extra_info("socket")
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, AttributeError, ValueError):
+        pass
+
 
 # What follows '@': PR and conversion refs contain '/', so they are matched before a plain name (as HfFileSystem does).
 _HF_SPEC = re.compile(
@@ -236,6 +308,9 @@ _UNREACHABLE = (httpx2.ConnectError, httpx2.TimeoutException, OfflineModeIsEnabl
 def _net_error(name: str, exc: BaseException, spec: HfSpec | None = None,
                deadline: Deadline | None = None) -> SourceError:
     """The one-line SourceError for a network error, typed Unreachable when no server answered."""
+    if deadline is not None and deadline.passed():
+        # the deadline's watchdog (or the last timeout it cut short) ended the read: say that
+        return deadline.error(name)
     kind = Unreachable if isinstance(exc, _UNREACHABLE) else SourceError
     return kind(f"{name}: {_describe(exc, spec, deadline)}")
 
@@ -264,6 +339,7 @@ class HttpSource:
         self.etag = etag
         self.commit = commit  # X-Repo-Commit for hf:// specs
         self.bytes_fetched = len(head)
+        self.owns_deadline = deadline is None  # open_remote sets it when it made the deadline for this file
         self.deadline = deadline or Deadline()
         self._head = head
         self._headers = headers
@@ -317,7 +393,8 @@ class HttpSource:
         return total
 
     def close(self) -> None:
-        pass  # the connection pool belongs to huggingface_hub's shared session
+        if self.owns_deadline:  # its connections end with it; a shared deadline's owner closes that
+            self.deadline.close()
 
     def __enter__(self) -> HttpSource:
         return self
@@ -329,15 +406,16 @@ class HttpSource:
 @contextmanager
 def _stream(name: str, url: str, headers: dict[str, str], deadline: Deadline, *,
             follow_redirects: bool) -> Iterator[httpx2.Response]:
-    """GET ``url`` through huggingface_hub's client as a stream, waiting for the answer no longer than the deadline.
+    """GET ``url`` through the deadline's client as a stream, waiting for the answer no longer than the deadline.
 
     Timeouts bound each socket read, so a server dribbling its status line and headers a byte at a
-    time never trips them, and the shared client has no total timeout. So the request is sent from
-    a helper thread that the deadline can walk away from; the thread closes the answer should it
-    still arrive. (The body is read here, with the deadline checked between chunks: ``_receive``.)
+    time never trips them. So the request is sent from a helper thread that the deadline can walk
+    away from; when it passes, the deadline's watchdog shuts the socket that thread waits on, so it
+    ends too, and it closes the answer should one still arrive. (The body is read here: ``_receive``.)
     """
-    session = get_session()
-    request = session.build_request("GET", url, headers=headers, timeout=deadline.timeout(name))
+    session = deadline.client()
+    request = session.build_request("GET", url, headers=headers, timeout=deadline.timeout(name),
+                                    extensions={"trace": deadline.trace})
     box: dict[str, Any] = {}
     abandoned = threading.Event()
 
@@ -390,23 +468,33 @@ def _expect_partial(name: str, r: httpx2.Response) -> None:
 
 
 def _receive(name: str, r: httpx2.Response, want: int, deadline: Deadline) -> bytes:
-    """At most ``want`` bytes of the body, checking the deadline between chunks (a slow drip never times out)."""
+    """At most ``want`` bytes of the body. A chunk read blocked past the deadline is ended by its watchdog
+    (a slow drip never times out), and the deadline is checked between chunks."""
     data = bytearray()
     for chunk in r.iter_bytes():
         data += chunk
         if len(data) >= want:
             break
         deadline.check(name)
+    if len(data) < want and deadline.passed():  # the watchdog cut the body short: not the file's end
+        raise deadline.error(name)
     return bytes(data[:want])
 
 
 def open_remote(spec: str, *, deadline: Deadline | None = None) -> HttpSource:
     """Open an ``hf://`` spec or ``http(s)://`` URL with one GET of its first bytes (size, etag, commit from the answer)."""
-    if spec.startswith("hf://"):
-        return _open_hf(spec, deadline or Deadline())
-    if spec.startswith(("http://", "https://")):
-        return _open_url(spec, deadline or Deadline())
-    raise SourceError(f"{spec}: not an hf:// or http(s):// spec")
+    if not spec.startswith(("hf://", "http://", "https://")):
+        raise SourceError(f"{spec}: not an hf:// or http(s):// spec")
+    own = deadline is None  # then this file's reads have a deadline of their own, which it closes
+    deadline = deadline or Deadline()
+    src = None
+    try:
+        src = _open_hf(spec, deadline) if spec.startswith("hf://") else _open_url(spec, deadline)
+        src.owns_deadline = own
+        return src
+    finally:
+        if own and src is None:  # not opened: its connections end here
+            deadline.close()
 
 
 @dataclass

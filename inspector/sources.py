@@ -27,6 +27,11 @@ class Unreachable(SourceError):
     """
 
 
+class DeadlineExceeded(Unreachable):
+    """The remote reads of one request or job ran past SPECREG_HEADER_DEADLINE_SECONDS (a web check
+    answers it with 504)."""
+
+
 class Source(Protocol):
     name: str  # how the user named it: a path or an hf:// URL
     size: int | None  # total bytes, when known

@@ -9,7 +9,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
-from .checking import CheckError, check_sources, queue_if_remote
+from .checking import CheckError, CheckTimeout, check_sources, queue_if_remote
+from .job_limits import JobLimit
 from .examples import curated_repos, reported_examples
 from .models import GGUFFile
 from .rate_limits import RateLimited, check_rate
@@ -103,6 +104,10 @@ def check(request: HttpRequest) -> JsonResponse:
         result, _, _ = check_sources(target, draft, request.user)
     except RateLimited as exc:
         return _json({"error": str(exc)}, status=429)
+    except JobLimit as exc:
+        return _json({"error": str(exc)}, status=exc.status)
+    except CheckTimeout as exc:  # the Hub was too slow: a gateway timeout, not the caller's mistake
+        return _json({"error": str(exc)}, status=504)
     except CheckError as exc:
         return _json({"error": str(exc)}, status=400)
     return _json(result.to_dict())

@@ -6,3 +6,12 @@ from django.apps import AppConfig
 class RegistryConfig(AppConfig):
     name = "registry"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from django.contrib.auth.signals import user_login_failed
+
+        from . import renames
+        from .login_throttle import count_failure
+
+        user_login_failed.connect(count_failure, dispatch_uid="specreg-login-throttle")
+        renames.connect()

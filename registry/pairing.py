@@ -54,11 +54,19 @@ def info_is_target(info: ModelInfo, other: GGUFFile) -> bool:
             >= size_key(other.parameter_count, other.size, other.source))
 
 
+VERDICT_FIELDS = ["compatible", "llama_cpp_compatible", "failed_rule", "rules_from", "checked_at"]
+
+
+def verdict_fields(result: PairCheck, now: datetime) -> dict[str, Any]:
+    """The Pair row's verdict columns for a check result (registration and recheck_pairs both write these)."""
+    return {"compatible": result.compatible, "llama_cpp_compatible": result.llama_cpp_compatible,
+            "failed_rule": result.failed_rule or "", "rules_from": result.rules_from, "checked_at": now}
+
+
 def pair_fields(result: PairCheck, target: GGUFFile, draft: GGUFFile, now: datetime) -> dict[str, Any]:
     """The Pair row's columns for a check result (verdict, and what the table sorts and filters by)."""
     return {
-        "compatible": result.compatible, "llama_cpp_compatible": result.llama_cpp_compatible,
-        "failed_rule": result.failed_rule or "", "rules_from": result.rules_from, "checked_at": now,
+        **verdict_fields(result, now),
         "size_ratio": (target.parameter_count / draft.parameter_count) if draft.parameter_count else None,
         **table_columns(target, draft),  # names and search text the pairs table sorts and searches by
     }

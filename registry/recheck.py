@@ -20,6 +20,7 @@ from inspector.info import ModelInfo
 from .cache_keys import bump_generation
 from .jsonsafe import json_safe
 from .models import GGUFFile, Pair, PairCheckResult, VerdictChange
+from .pairing import VERDICT_FIELDS, verdict_fields
 from .stored import load_info
 
 BATCH = 500
@@ -84,16 +85,15 @@ def recheck_pairs(dry_run: bool = False, progress: Callable[[int], None] | None 
                     pair=pair, old_compatible=pair.compatible, new_compatible=result.compatible,
                     old_failed_rule=pair.failed_rule, new_failed_rule=failed, old_rules_from=pair.rules_from,
                     new_rules_from=result.rules_from, changed_at=now))
-            pair.compatible, pair.llama_cpp_compatible = result.compatible, result.llama_cpp_compatible
-            pair.failed_rule, pair.rules_from, pair.checked_at = failed, result.rules_from, now
+            for field, value in verdict_fields(result, now).items():
+                setattr(pair, field, value)
             updated.append(pair)
             results.append(PairCheckResult(pair=pair, result=json_safe(result.to_dict())))
         checked += len(batch)
         changes += batch_changes
         if not dry_run:
             with transaction.atomic():
-                Pair.objects.bulk_update(updated, ["compatible", "llama_cpp_compatible", "failed_rule",
-                                                   "rules_from", "checked_at"])
+                Pair.objects.bulk_update(updated, VERDICT_FIELDS)
                 PairCheckResult.objects.filter(pair__in=updated).delete()
                 PairCheckResult.objects.bulk_create(results)
                 VerdictChange.objects.bulk_create(batch_changes)

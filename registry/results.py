@@ -65,7 +65,8 @@ def figures_for(pair_ids: list[int], **filters: Any) -> dict[int, dict[str, list
     """Every result of these pairs (matching the table's filters), by pair and kind."""
     out: dict[int, dict[str, list[Figure]]] = {pid: {"measured": [], "reported": []} for pid in pair_ids}
     # A measured result's provenance is its run's, read in the same query.
-    measured = usable_measured().annotate(origin_installation=models.F("run__origin_installation"))
+    # divergences (text excerpts, large on long runs) are not figures: left unread (import_kb refreshes many pairs)
+    measured = usable_measured().defer("divergences").annotate(origin_installation=models.F("run__origin_installation"))
     sources = [("measured", measured), ("reported", ReportedResult.objects.all())]
     for kind, qs in sources:
         for r in filtered(qs.filter(pair_id__in=pair_ids), **filters).order_by("content_type", "k"):

@@ -79,8 +79,11 @@ SPECREG_INSTALLATION_ID = (os.environ.get("SPECREG_INSTALLATION_ID", "").strip()
                            or installation_key(DATA_DIR / "installation_id", lambda: str(uuid.uuid4())))
 if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", SPECREG_INSTALLATION_ID):
     raise ValueError("SPECREG_INSTALLATION_ID: 1 to 64 letters, digits, '.', '_' or '-'")
-# Largest knowledge-base file import_kb reads (it is parsed whole, in one transaction).
-SPECREG_KB_MAX_BYTES = envint("SPECREG_KB_MAX_BYTES", 1024**3)
+# Largest knowledge-base file import_kb reads. It is streamed (memory stays about one record), so this bounds
+# time: the import is one transaction, ~10 s per 50 MB on 2 cores. 256 MiB holds what real installations
+# export: a distinct vocabulary's token table is 1-4 MB (4 real models export as 10 MB), so ~50 vocabularies
+# and ~10,000 benchmark runs fit. Raise it for more.
+SPECREG_KB_MAX_BYTES = envint("SPECREG_KB_MAX_BYTES", 256 * 1024**2)
 
 ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
@@ -111,6 +114,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "registry.login_throttle.LoginThrottleMiddleware",  # per-address failed-login throttle (429)
     "registry.login_required.LoginRequiredMiddleware",  # needs request.user; off unless SPECREG_LOGIN_REQUIRED
     "registry.redact.HideServerPathsMiddleware",  # needs request.user
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -168,12 +172,14 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-# Failed logins are throttled per account and per client address, across all web processes
-# (django-axes keeps the attempts in the database).
+# Failed logins: django-axes locks a username *from one address* (the pair, so a stranger cannot lock a
+# user out, nor one address every account behind an office NAT); an address that fails many logins
+# is throttled instead (registry.login_throttle). Both counts live in the database.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = envint("SPECREG_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=envint("SPECREG_LOGIN_COOLOFF_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+SPECREG_LOGIN_FAILURES_PER_ADDRESS_PER_MINUTE = envint("SPECREG_LOGIN_FAILURES_PER_ADDRESS_PER_MINUTE", 30)
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "registry.client.client_ip"
 # Proxies whose X-Forwarded-For is believed (comma-separated addresses); from anyone else the
@@ -209,7 +215,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
     # JSON only: the browsable API's pages carry inline script, which the CSP above forbids.
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser", "rest_framework.parsers.FormParser"],
+    # JSON with a nesting limit (registry.json_limits): a deeply nested body is a 400, not a RecursionError.
+    "DEFAULT_PARSER_CLASSES": ["registry.json_limits.BoundedJSONParser", "rest_framework.parsers.FormParser"],
+    "EXCEPTION_HANDLER": "registry.json_limits.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -288,6 +296,10 @@ SPECREG_PUBLIC_MAX_HEADER_BYTES = envint("SPECREG_PUBLIC_MAX_HEADER_BYTES", 16 *
 # that every web process shares them: per client address for anonymous visitors, per user otherwise.
 SPECREG_ANON_CHECKS_PER_MINUTE = envint("SPECREG_ANON_CHECKS_PER_MINUTE", 20)
 SPECREG_USER_CHECKS_PER_MINUTE = envint("SPECREG_USER_CHECKS_PER_MINUTE", 120)
+# Anonymous header uploads to /local/inspect, per client address: each is parsed in a web process, so
+# besides the checks above they are limited in number and weighed (429 past either limit).
+SPECREG_UPLOADS_PER_MINUTE = envint("SPECREG_UPLOADS_PER_MINUTE", 10)
+SPECREG_UPLOAD_BYTES_PER_HOUR = envint("SPECREG_UPLOAD_BYTES_PER_HOUR", 256 * 1024 * 1024)
 SPECREG_MODEL_DIR = Path(os.environ.get("SPECREG_MODEL_DIR", DATA_DIR / "models"))
 SPECREG_DISK_BUDGET_BYTES = envint("SPECREG_DISK_BUDGET_BYTES", 100 * 1024**3)
 LLAMA_CPP_BIN_DIR = os.environ.get("LLAMA_CPP_BIN_DIR", "")
@@ -299,6 +311,9 @@ SPECREG_TABLE_CACHE_SECONDS = envint("SPECREG_TABLE_CACHE_SECONDS", 10)
 # default admits the default benchmark and refuses requests far beyond it.
 SPECREG_MAX_ACTIVE_RUNS_PER_USER = envint("SPECREG_MAX_ACTIVE_RUNS_PER_USER", 3)
 SPECREG_MAX_PROCESSES_PER_RUN = envint("SPECREG_MAX_PROCESSES_PER_RUN", 4000)
+# Hub jobs (imports, draft searches, queued checks): active ones per user, and queued ones in all.
+SPECREG_MAX_ACTIVE_JOBS_PER_USER = envint("SPECREG_MAX_ACTIVE_JOBS_PER_USER", 5)
+SPECREG_MAX_QUEUED_JOBS = envint("SPECREG_MAX_QUEUED_JOBS", 500)
 # A run still queued this long, with no worker listening on its queue, is failed by the sweep.
 SPECREG_QUEUED_TIMEOUT_HOURS = envint("SPECREG_QUEUED_TIMEOUT_HOURS", 24)
 # Production telemetry (registry.team.telemetry): how often the beat scrapes every active deployment
@@ -309,6 +324,10 @@ SPECREG_TELEMETRY_MAX_BYTES = envint("SPECREG_TELEMETRY_MAX_BYTES", 1024 * 1024)
 # Beside the sweep, in the one beat schedule (serve's worker runs --beat; see README "Scaling out").
 CELERY_BEAT_SCHEDULE["scrape-deployments"] = {"task": "runner.tasks.scrape_deployments",
                                               "schedule": float(max(10, SPECREG_TELEMETRY_INTERVAL_SECONDS))}
+# Scrapes have a queue of their own (runner.queues.telemetry_queue; serve gives it a worker), so a /metrics server
+# that answers slowly never delays a queued check or Hub job on the general queue.
+CELERY_TASK_ROUTES = {name: {"queue": f"{SPECREG_QUEUE_PREFIX}telemetry"}
+                      for name in ("runner.tasks.scrape_deployments", "runner.tasks.scrape_deployment")}
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["CACHE_URL"]}
     if os.environ.get("CACHE_URL")

@@ -34,3 +34,18 @@ def register_source(spec: str) -> Registered:
         return Registered(reg.file, reg.status, reg.pairs_added)
     except (HubImportError, LocalFileError) as exc:
         raise SourceRegistrationError(str(exc)) from None
+
+
+def resolve_file(spec: str) -> GGUFFile:
+    """A registered file by id, or a source (path or hf://…) as check_pair takes, registered now if it is new.
+
+    The command line's one way to name a file (deployments, SPEED-Bench imports); raises
+    SourceRegistrationError with one line."""
+    spec = spec.strip()
+    if spec.isdigit():
+        f = GGUFFile.objects.filter(pk=int(spec)).first()
+        if f is None:
+            raise SourceRegistrationError(f"no registered file with id {spec}")
+        return f
+    existing = GGUFFile.objects.filter(source=spec).first()
+    return existing if existing is not None else register_source(spec).file

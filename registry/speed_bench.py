@@ -21,7 +21,7 @@ from django.db import transaction
 from .models import GGUFFile, Pair, ReportedResult
 from .pairing import pair_for
 from .reporting import ReportInvalid, add_reported
-from .sources import SourceRegistrationError, register_source
+from .sources import SourceRegistrationError, resolve_file
 
 MAX_BYTES = 64 * 1024 * 1024  # a run of every SPEED-Bench sample writes a few MB; parsed whole
 # SPEED-Bench's categories that are this registry's content types under another name.
@@ -130,18 +130,9 @@ def content_type(category: str) -> str:
 
 
 def resolve(spec: str) -> GGUFFile:
-    """A registered file by id, or a source (path or hf://…) as check_pair takes, registered if new."""
-    spec = spec.strip()
-    if spec.isdigit():
-        f = GGUFFile.objects.filter(pk=int(spec)).first()
-        if f is None:
-            raise SpeedBenchError(f"no registered file with id {spec}")
-        return f
-    existing = GGUFFile.objects.filter(source=spec).first()
-    if existing is not None:
-        return existing
+    """A registered file by id, or a source as check_pair takes it, registered if new (sources.resolve_file)."""
     try:
-        return register_source(spec).file
+        return resolve_file(spec)
     except SourceRegistrationError as exc:
         raise SpeedBenchError(str(exc)) from None
 

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from . import api_views, views, views_tools
@@ -31,6 +33,8 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api_docs"),
     path("", include("runner.urls")),
     path("", include("registry.team.urls")),
+    # Browsers ask for /favicon.ico on pages that name no icon (the admin's, Swagger UI's): not a 404.
+    path("favicon.ico", RedirectView.as_view(url=static("registry/favicon.svg"), permanent=True)),
     path("admin/", admin.site.urls),
     path("accounts/", include("registry.apitokens.urls")),
     path("accounts/", include("django.contrib.auth.urls")),

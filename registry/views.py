@@ -55,6 +55,18 @@ class _Echo:
         return value
 
 
+# A cell a spreadsheet would run as a formula (OWASP's list: = + - @, tab and carriage return first).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: object) -> object:
+    """Text that starts like a formula gets a leading apostrophe, which spreadsheets show as text; numbers
+    (negative ones included) are written as numbers."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
 def pairs_csv(request: HttpRequest) -> HttpResponse:
     """Every row of the table as filtered (all pages), streamed in keyset chunks: each row costs the same."""
     try:
@@ -69,14 +81,14 @@ def pairs_csv(request: HttpRequest) -> HttpResponse:
         for chunk in iter_rows(tq):
             for row in chunk:
                 p, b = row.pair, row.best
-                yield writer.writerow([
+                yield writer.writerow([csv_cell(v) for v in (
                     p.target.source, p.draft.source, p.compatible, p.failed_rule,
                     f"{p.size_ratio:.3f}" if p.size_ratio else "", b.k if b else "",
                     "" if not b or b.acceptance is None else f"{b.acceptance:.4f}",
                     "" if not b or b.speedup is None else f"{b.speedup:.3f}", b.kind if b else "",
                     b.content_type if b else "", p.target.parameter_count, p.draft.parameter_count, p.rules_from,
                     b.method if b else "", f"{base}{p.pk}/",
-                ])
+                )])
 
     response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="specreg-pairs.csv"'

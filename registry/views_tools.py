@@ -11,12 +11,13 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_POST
 
 from .access import may_see_paths
-from .checking import CheckError, check_sources, local_partners, queue_if_remote
+from .checking import CheckError, CheckTimeout, check_sources, local_partners, queue_if_remote
+from .job_limits import JobLimit
 from .forms import CheckForm
 from .header_upload import FIRST_SLICE, HeaderError, NeedMore, inspect_prefix, upload_cap
 from .models import GGUFFile
 from .pages import explained_checks, files_for_datalist, inspection_context
-from .rate_limits import RateLimited, check_rate
+from .rate_limits import RateLimited, check_rate, check_upload
 
 
 def check(request: HttpRequest) -> HttpResponse:
@@ -34,8 +35,16 @@ def check(request: HttpRequest) -> HttpResponse:
             result, _, _ = check_sources(target, draft, request.user)
         except RateLimited as exc:
             return render(request, "registry/check.html", {**context, "error": str(exc)}, status=429)
+        except JobLimit as exc:
+            return render(request, "registry/check.html", {**context, "error": str(exc)}, status=exc.status)
+        except CheckTimeout as exc:  # the Hub was too slow: a gateway timeout, not the visitor's mistake
+            return render(request, "registry/check.html", {**context, "error": str(exc)}, status=504)
         except CheckError as exc:
             context["error"] = str(exc)
+            if not may_see_paths(request.user):
+                # a path is not echoed back to a visitor: the redaction of its folder would confirm it
+                keep = {k: v for k, v in form.cleaned_data.items() if v.startswith("hf://") or "/" not in v}
+                context["form"] = CheckForm(initial=keep)
         else:
             context.update(result=result.to_dict(), checks=explained_checks(result.to_dict()),
                            seconds=time.monotonic() - started)
@@ -50,8 +59,11 @@ def local(request: HttpRequest) -> HttpResponse:
 @require_POST
 def local_inspect(request: HttpRequest) -> JsonResponse:
     """Body: the first bytes of a local file. Answers the inspection, or how many bytes are needed."""
+    cap = upload_cap(request.user)  # anonymous visitors: the public cap, as for their Hub reads
     try:
         check_rate(request, "local")
+        if not request.user.is_authenticated:  # weighed before the body is read: what it declares, up to the cap
+            check_upload(request, min(_declared_length(request), cap + 1))
     except RateLimited as exc:
         return JsonResponse({"status": "error", "error": str(exc)}, status=429)
     name = unquote(request.headers.get("X-File-Name", ""))[:300] or "local.gguf"
@@ -59,7 +71,6 @@ def local_inspect(request: HttpRequest) -> JsonResponse:
         total = int(request.headers.get("X-File-Size", ""))
     except ValueError:
         return JsonResponse({"status": "error", "error": "X-File-Size: the file's size in bytes is required"}, status=400)
-    cap = upload_cap(request.user)  # anonymous visitors: the public cap, as for their Hub reads
     data = request.read(cap + 1)
     if len(data) > cap:
         return JsonResponse({"status": "error", "error": f"more than the {cap:,}-byte header cap was sent"}, status=413)
@@ -78,6 +89,14 @@ def local_inspect(request: HttpRequest) -> JsonResponse:
                          "partners": [{"source": f.source, "role": role, "compatible": r.compatible,
                                        "failed_rule": r.failed_rule} for f, role, r in partners],
                          "html": html})
+
+
+def _declared_length(request: HttpRequest) -> int:
+    """The body's Content-Length (Django reads no more than it); 0 when absent or not a number."""
+    try:
+        return max(0, int(request.META.get("CONTENT_LENGTH") or 0))
+    except ValueError:
+        return 0
 
 
 def model_for_file(request: HttpRequest, pk: int) -> HttpResponse:

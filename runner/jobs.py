@@ -7,12 +7,16 @@ from django.conf import settings
 from django.db import transaction
 
 from registry.access import may_use_server_token
+from registry.job_limits import check_job_limits
 from registry.models import HubJob
 
 
 def queue_job(kind: str, params: dict[str, Any], *, user=None) -> HubJob:
-    """Record a queued job and hand its task to the broker once the transaction commits."""
+    """Record a queued job and hand its task to the broker once the transaction commits.
+
+    Raises ``registry.job_limits.JobLimit`` past the user's or the installation's limit."""
     with transaction.atomic():
+        check_job_limits(user)
         # Decided when the person asks, kept with the job: the worker has no request to look at.
         params = {**params, "server_token": may_use_server_token(user)}
         job = HubJob.objects.create(kind=kind, params=params, queue=settings.CELERY_TASK_DEFAULT_QUEUE,

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from inspector.llama_flags import (Capabilities, LlamaCppError, capabilities_from_help, k_flags, num)
+from inspector.llama_flags import Capabilities, LlamaCppError, capabilities_from_help, num
 
 from inspector.spec_flags import Setting, spec_flags, uses_draft_file
 
@@ -280,16 +280,3 @@ def method_argv(caps: Capabilities, target: Path | str, draft: Path | str | None
     if caps.has("-lv"):
         argv += ["-lv", "4"]  # trace level adds the per-implementation draft statistics line
     return argv + spec_flags(caps, setting)
-
-
-def speculative_argv(caps: Capabilities, target: Path | str, draft: Path | str, prompt: str, gen: GenParams,
-                     k: int, *, k_min: int | None = 0, p_min: float | None = None) -> list[str]:
-    """``llama-speculative-simple -m T -md D ... --spec-draft-n-max K``: target verified against draft."""
-    if caps.model_draft_flag is None:
-        raise LlamaCppError(f"{caps.binary.name} accepts no draft-model option (-md)")
-    argv = [str(caps.binary), "-m", str(target), caps.model_draft_flag, str(draft)] + _common(caps, gen, prompt)
-    if gen.gpu_layers is not None and caps.draft_gpu_layers_flag:
-        argv += [caps.draft_gpu_layers_flag, str(gen.gpu_layers)]
-    if caps.has("-lv"):
-        argv += ["-lv", "4"]  # trace level adds the per-implementation draft statistics line (a few hundred lines)
-    return argv + k_flags(caps, k, k_min, p_min)

@@ -1,6 +1,8 @@
 """Read the figures and generated text out of llama-speculative-simple, llama-completion and llama-server output."""
 from __future__ import annotations
 
+import math
+
 import re
 import signal
 from dataclasses import dataclass
@@ -69,6 +71,8 @@ class ServerFigures:
     draft_n_accepted: int | None
     prompt_n: int | None
     text: str
+    predicted_ms: float = 0.0
+    prompt_ms: float = 0.0
 
     @property
     def speculation_ran(self) -> bool:
@@ -205,8 +209,18 @@ def parse_completion(rc: int | None, stdout: str, stderr: str) -> PlainFigures |
                         completion_text(stdout))
 
 
+def _finite(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
 def parse_server_completion(response: dict[str, Any]) -> ServerFigures | RunFailure:
-    """Figures of one decoded ``/completion`` JSON response."""
+    """Figures of one decoded ``/completion`` JSON response (what ``--via server`` measures)."""
+    if not isinstance(response, dict):
+        return RunFailure("llama-server answered something other than a JSON object")
     if "error" in response:
         err = response["error"]
         msg = err.get("message") if isinstance(err, dict) else str(err)
@@ -214,11 +228,16 @@ def parse_server_completion(response: dict[str, Any]) -> ServerFigures | RunFail
     timings = response.get("timings")
     if not isinstance(timings, dict) or "predicted_n" not in timings:
         return RunFailure("llama-server response has no timings")
-    return ServerFigures(
-        predicted_n=int(timings["predicted_n"]),
-        predicted_per_second=float(timings.get("predicted_per_second") or 0.0),
-        draft_n=int(timings["draft_n"]) if "draft_n" in timings else None,
-        draft_n_accepted=int(timings["draft_n_accepted"]) if "draft_n_accepted" in timings else None,
-        prompt_n=int(timings["prompt_n"]) if "prompt_n" in timings else None,
-        text=str(response.get("content", "")),
-    )
+    try:
+        return ServerFigures(
+            predicted_n=int(timings["predicted_n"] or 0),
+            predicted_per_second=_finite(timings.get("predicted_per_second")) or 0.0,
+            draft_n=int(timings["draft_n"]) if timings.get("draft_n") is not None else None,
+            draft_n_accepted=int(timings["draft_n_accepted"]) if timings.get("draft_n_accepted") is not None else None,
+            prompt_n=int(timings["prompt_n"]) if timings.get("prompt_n") is not None else None,
+            text=str(response.get("content", "")),
+            predicted_ms=_finite(timings.get("predicted_ms")) or 0.0,
+            prompt_ms=_finite(timings.get("prompt_ms")) or 0.0,
+        )
+    except (TypeError, ValueError):
+        return RunFailure("llama-server's timings are not numbers")

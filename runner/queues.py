@@ -1,4 +1,4 @@
-"""Celery queue names: one general queue plus one benchmark queue per hardware class."""
+"""Celery queue names: one general queue, one for telemetry scrapes, and one benchmark queue per hardware class."""
 from __future__ import annotations
 
 import os
@@ -11,6 +11,12 @@ def bench_queue(hardware_class: str) -> str:
     return f"{settings.SPECREG_QUEUE_PREFIX}bench.{hardware_class}"
 
 
+def telemetry_queue() -> str:
+    """The queue of deployment scrapes (``runner.tasks.scrape_deployment[s]``): a worker of its own, so a
+    /metrics server answering slowly delays other scrapes at most, never a queued check or Hub job."""
+    return f"{settings.SPECREG_QUEUE_PREFIX}telemetry"
+
+
 def local_hardware_class() -> str:
     from runner.hardware import detect, hardware_class
 
@@ -18,5 +24,5 @@ def local_hardware_class() -> str:
 
 
 def worker_queues() -> list[str]:
-    """Queues this machine's worker consumes: the general queue and its hardware class's bench queue."""
-    return [settings.CELERY_TASK_DEFAULT_QUEUE, bench_queue(local_hardware_class())]
+    """Queues this machine's workers consume: the general queue, telemetry, and its hardware class's bench queue."""
+    return [settings.CELERY_TASK_DEFAULT_QUEUE, telemetry_queue(), bench_queue(local_hardware_class())]

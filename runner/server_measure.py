@@ -17,7 +17,6 @@ itself may gain more in production, which the deployment's observed figures show
 from __future__ import annotations
 
 import json
-import math
 import socket
 import time
 import urllib.error
@@ -29,6 +28,8 @@ from inspector.spec_flags import Setting, uses_draft_file
 from registry.deploy import deployment
 
 from . import procs
+from .cells import Cancel, Cell, CellResult, Progress, Run, context_size, interleave, summarize
+from .parse import RunFailure, parse_server_completion
 
 # Loading a model is the slow part of a start; a server that has not answered health by then is stuck.
 START_TIMEOUT_S = 300.0
@@ -158,12 +159,12 @@ class Server:
             why = f"llama-server exited ({self.last_error()})" if gone else f"request failed: {exc}"
             return Completion(wall_s=time.monotonic() - t0, state="failed", error=why)
         wall = time.monotonic() - t0
-        t = data.get("timings") or {}
-        return Completion(
-            text=str(data.get("content", "")), tokens_per_s=_num(t.get("predicted_per_second")),
-            n_tokens=int(t.get("predicted_n") or 0), n_drafted=int(t.get("draft_n") or 0),
-            n_accept=int(t.get("draft_n_accepted") or 0),
-            llama_s=((_num(t.get("predicted_ms")) or 0) + (_num(t.get("prompt_ms")) or 0)) / 1000, wall_s=wall)
+        fig = parse_server_completion(data)
+        if isinstance(fig, RunFailure):
+            return Completion(wall_s=wall, state="failed", error=fig.message)
+        return Completion(text=fig.text, tokens_per_s=fig.predicted_per_second or None, n_tokens=fig.predicted_n,
+                          n_drafted=fig.draft_n or 0, n_accept=fig.draft_n_accepted or 0,
+                          llama_s=(fig.predicted_ms + fig.prompt_ms) / 1000, wall_s=wall)
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -171,18 +172,12 @@ class Server:
             self.proc = None
 
 
-def _num(x) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
+def measure_via_server(cell: Cell, caps: Capabilities, *, progress: Progress | None = None,
+                       should_cancel: Cancel | None = None) -> CellResult:
+    """``measure_cell`` for ``cell.via == "server"``: the same runs, figures and summary, from two servers.
 
-
-def measure_via_server(cell, caps: Capabilities, *, progress=None, should_cancel=None):
-    """``measure_cell`` for ``cell.via == "server"``: the same runs, figures and summary, from two servers."""
-    from .measure import Run, context_size, summarize, _cpu_seconds
-
+    The speculative server starts afresh before every request: ngram-mod's pool outlives requests in
+    llama-server, so a repeated prompt would draft its own earlier answer."""
     start = time.monotonic()
     ctx = context_size(cell)
     kw = dict(ctx_size=ctx, threads=cell.threads, gpu_layers=cell.gpu_layers)
@@ -192,8 +187,6 @@ def measure_via_server(cell, caps: Capabilities, *, progress=None, should_cancel
         spec = Server(spec_server_argv(caps, cell.target, cell.draft or None, cell.setting, s_port, **kw), s_port)
     except LlamaCppError as exc:
         return summarize(cell, [], "failed", str(exc), time.monotonic() - start)
-    runs: list = []
-    cpu_before = None
     try:
         problem = plain.start(should_cancel=should_cancel)
         if problem == "cancelled":
@@ -201,35 +194,27 @@ def measure_via_server(cell, caps: Capabilities, *, progress=None, should_cancel
         if problem:
             return summarize(cell, [], "failed", f"plain llama-server: {problem}", time.monotonic() - start,
                              crash_signal=plain.crash_signal)
-        cpu_before = _cpu_seconds()
-        total = 2 * len(cell.prompts) * cell.repeats
+
+        def run_one(kind: str, i: int, r: int) -> Run:
+            server = plain if kind == "plain" else spec
+            if kind == "spec":  # a fresh server: nothing left over from earlier requests
+                spec.stop()
+                problem = spec.start(should_cancel=should_cancel)
+                if problem == "cancelled":
+                    return Run(kind, i, r, "cancelled", 0.0, 0.0, error="cancelled")
+                if problem:
+                    return Run(kind, i, r, "failed", 0.0, 0.0, error=f"speculative llama-server: {problem}",
+                               signal=spec.crash_signal)
+            c = server.complete(cell.prompts[i], n_predict=cell.n_predict, temperature=cell.temperature,
+                                seed=cell.seed, timeout_s=cell.timeout_s)
+            spec_side = kind == "spec"
+            return Run(kind, i, r, c.state, c.wall_s, c.llama_s, c.tokens_per_s, c.n_tokens,
+                       c.n_drafted if spec_side else 0, c.n_accept if spec_side else 0, None, c.text, c.error,
+                       signal=server.crash_signal if c.state != "ok" else None)
+
         label = f"{cell.setting.label} via server" + (f" {cell.content_type}" if cell.content_type else "")
-        for r in range(cell.repeats):
-            for i, prompt in enumerate(cell.prompts):
-                for kind, server in (("plain", plain), ("spec", spec)):
-                    if procs.SHUTDOWN.is_set() or (should_cancel is not None and should_cancel()):
-                        return summarize(cell, runs, "cancelled", "cancelled", time.monotonic() - start, cpu_before)
-                    if kind == "spec":  # a fresh server: nothing left over from earlier requests
-                        spec.stop()
-                        problem = spec.start(should_cancel=should_cancel)
-                        if problem == "cancelled":
-                            return summarize(cell, runs, "cancelled", "cancelled", time.monotonic() - start,
-                                             cpu_before)
-                        if problem:
-                            return summarize(cell, runs, "failed", f"speculative llama-server: {problem}",
-                                             time.monotonic() - start, cpu_before, spec.crash_signal)
-                    c = server.complete(prompt, n_predict=cell.n_predict, temperature=cell.temperature,
-                                        seed=cell.seed, timeout_s=cell.timeout_s)
-                    runs.append(Run(kind, i, r, c.state, c.wall_s, c.llama_s, c.tokens_per_s, c.n_tokens,
-                                    c.n_drafted if kind == "spec" else 0, c.n_accept if kind == "spec" else 0,
-                                    None, c.text, c.error))
-                    if c.state != "ok":
-                        return summarize(cell, runs, c.state if c.state == "timeout" else "failed", c.error,
-                                         time.monotonic() - start, cpu_before, server.crash_signal)
-                    if progress is not None:
-                        speed = f"{c.tokens_per_s:.1f} t/s" if c.tokens_per_s else "-"
-                        progress(len(runs) / total, f"{label}: {kind} request {len(runs)}/{total} {speed}")
+        return interleave(cell, run_one, what="request", label=label, progress=progress,
+                          should_cancel=should_cancel, start=start)
     finally:
         plain.stop()
         spec.stop()
-    return summarize(cell, runs, "ok", None, time.monotonic() - start, cpu_before)

@@ -24,9 +24,19 @@ def hub_job(job_id: int) -> str:
     return execute_job(job_id)
 
 
+# Both scrape tasks go to the telemetry queue (CELERY_TASK_ROUTES; queue_scrape names it too), whose worker
+# does nothing else: a slow /metrics never holds a queued check or Hub job.
 @app.task(name="runner.tasks.scrape_deployments", ignore_result=True)
 def scrape_deployments() -> int:
     # Each failed scrape is stored as a gap with its error; nothing here raises for one bad server.
     from registry.team.telemetry import scrape_active
 
     return len(scrape_active())
+
+
+@app.task(name="runner.tasks.scrape_deployment", ignore_result=True)
+def scrape_deployment(deployment_id: int) -> str:
+    # "Scrape now" on a deployment's page: queued there, so the web request never waits for a server.
+    from registry.team.telemetry import run_queued_scrape
+
+    return run_queued_scrape(deployment_id)

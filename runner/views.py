@@ -8,6 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from registry.forms import ImportForm
+from registry.job_limits import JobLimit
 from registry.models import GGUFFile, HubJob, Pair
 from registry.pages import explained_checks
 
@@ -107,23 +108,38 @@ def import_view(request: HttpRequest) -> HttpResponse:
     form = ImportForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
-        job = queue_job(HubJob.IMPORT_REPO, {"repo": d["repo"], "revision": d["revision"] or None,
-                                             "include": d["include"]}, user=request.user)
+        try:
+            job = queue_job(HubJob.IMPORT_REPO, {"repo": d["repo"], "revision": d["revision"] or None,
+                                                 "include": d["include"]}, user=request.user)
+        except JobLimit as exc:
+            form.add_error(None, str(exc))
+            return render(request, "runner/import.html", {"form": form}, status=exc.status)
         return redirect(job)
     return render(request, "runner/import.html", {"form": form}, status=400 if form.errors else 200)
+
+
+def _queue_or_refuse(request: HttpRequest, kind: str, params: dict, back: str) -> HttpResponse:
+    """The job's page, or back to ``back`` saying which limit refused it (the status says whose)."""
+    try:
+        return redirect(queue_job(kind, params, user=request.user))
+    except JobLimit as exc:
+        messages.error(request, str(exc))
+        response = redirect(back)
+        response.status_code = 303
+        return response
 
 
 @login_required
 @require_POST
 def import_curated(request: HttpRequest) -> HttpResponse:
-    return redirect(queue_job(HubJob.IMPORT_CURATED, {}, user=request.user))
+    return _queue_or_refuse(request, HubJob.IMPORT_CURATED, {}, "import")
 
 
 @login_required
 @require_POST
 def find_drafts(request: HttpRequest, pk: int) -> HttpResponse:
     f = get_object_or_404(GGUFFile, pk=pk)
-    return redirect(queue_job(HubJob.FIND_DRAFTS, {"source": f.source, "file": f.pk}, user=request.user))
+    return _queue_or_refuse(request, HubJob.FIND_DRAFTS, {"source": f.source, "file": f.pk}, f.get_absolute_url())
 
 
 def job_state(job: HubJob) -> dict:

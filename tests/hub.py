@@ -125,6 +125,12 @@ class FakeHub:
     def __init__(self, token: str = DEFAULT_TOKEN) -> None:
         self.token = token
         self.ignore_range = False  # when True, Range headers are ignored and whole files are sent (200)
+        # A slow-drip server (issue 23 F): when > 0, file answers are sent one byte every this many seconds
+        # (their status line and headers too with drip_headers), never tripping a per-read timeout.
+        self.drip_seconds = 0.0
+        self.drip_headers = False
+        self.dripping = 0  # file answers being dripped right now (one ends when its client hangs up)
+        self._stop = threading.Event()
         self.repos: dict[str, FakeRepo] = {}
         self.requests: list[Request] = []
         self._served: dict[tuple[str, str], int] = {}
@@ -139,6 +145,7 @@ class FakeHub:
             threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()  # quick shutdown
 
     def close(self) -> None:
+        self._stop.set()  # dripping answers end now
         for server in (self._hub, self._cdn):
             server.shutdown()
             server.server_close()
@@ -393,6 +400,41 @@ class _Handler(BaseHTTPRequestHandler):
             headers["X-Error-Code"] = code
         self._send(status, json.dumps({"error": message}).encode(), headers, self.command == "HEAD")
 
+    def _drip(self, data: bytes) -> bool:
+        """Send ``data`` a byte at a time, ``drip_seconds`` apart; False once the client has hung up."""
+        hub = self.server.hub
+        for i in range(len(data)):
+            try:
+                self.wfile.write(data[i:i + 1])
+                self.wfile.flush()
+            except OSError:
+                return False
+            if hub._stop.wait(hub.drip_seconds):
+                return False
+        return True
+
+    def _drip_file(self, repo: FakeRepo, path: str, status: int, headers: dict[str, str], start: int, end: int) -> None:
+        hub = self.server.hub
+        with hub._lock:
+            hub.dripping += 1
+        self.close_connection = True
+        try:
+            head = f"HTTP/1.1 {status} {self.responses[status][0]}\r\n" + "".join(
+                f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+            if hub.drip_headers:
+                if not self._drip(head.encode()):
+                    return
+            else:
+                self.wfile.write(head.encode())
+            with open(repo.files[path], "rb") as f:
+                f.seek(start)
+                self._drip(f.read(end - start + 1))
+        except OSError:
+            pass
+        finally:
+            with hub._lock:
+                hub.dripping -= 1
+
     def _send_file(self, repo: FakeRepo, path: str, headers: dict[str, str], head: bool) -> None:
         size = repo.size(path)
         start, end, status = 0, size - 1, 200
@@ -403,6 +445,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(416, b"", {**headers, "Content-Range": f"bytes */{size}"}, head)
             (start, end), status = parsed, 206
             headers = {**headers, "Content-Range": f"bytes {start}-{end}/{size}"}
+        if self.server.hub.drip_seconds > 0 and not head:
+            return self._drip_file(repo, path, status, {**headers, "Content-Type": "application/octet-stream",
+                                                        "Content-Length": str(end - start + 1),
+                                                        "Connection": "close"}, start, end)
         self.send_response(status)
         for k, v in {**headers, "Content-Type": "application/octet-stream",
                      "Content-Length": str(end - start + 1)}.items():

@@ -49,7 +49,19 @@ def log_in_staff(pg, live_server) -> None:
     pg.wait_for_url(f"{live_server.url}/")
 
 
-def test_add_a_note_find_it_record_a_deployment_and_see_it_observed(page, live_server, pair, server):
+def test_add_a_note_find_it_record_a_deployment_and_see_it_observed(page, live_server, pair, server, monkeypatch):
+    from runner.tasks import scrape_deployment
+
+    queued: list[list] = []  # "scrape now" queues for the telemetry worker; this test plays that worker
+    monkeypatch.setattr(scrape_deployment, "apply_async", lambda args, queue: queued.append(args))
+
+    def scrape_now() -> None:
+        page.click("#scrape")
+        page.wait_for_selector("#scrape-state")  # queued: the page says so, it did not fetch
+        while queued:
+            scrape_deployment.run(*queued.pop(0))
+        page.reload()
+
     run = run_of(pair)
     log_in_staff(page, live_server)
 
@@ -82,11 +94,11 @@ def test_add_a_note_find_it_record_a_deployment_and_see_it_observed(page, live_s
     page.wait_for_selector("#deployment-facts")
     assert "gpu-01" in page.inner_text("#deployment-facts")
 
-    page.click("#scrape")  # the first sample: counters as they stand
+    scrape_now()  # the first sample: counters as they stand
     page.wait_for_selector("#samples")
     for _ in range(2):
         server.complete()
-    page.click("#scrape")
+    scrape_now()
     page.wait_for_selector("#samples tbody tr:nth-child(2)")
     acceptance = page.inner_text("#observed-acceptance")
     assert acceptance.endswith("%") and int(acceptance.rstrip("%")) > 0

@@ -245,7 +245,7 @@ def test_figures_for_the_same_cell_from_two_installations_are_both_kept(kb_a, tm
 def manage(data_dir: Path, *args: str, script: str | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SPECREG_INSTALLATION_ID", "CACHE_URL")}
     env.update(SPECREG_DATA_DIR=str(data_dir), DJANGO_SETTINGS_MODULE="registry.settings")
-    cmd = [sys.executable, "manage.py", *args] if script is None else [sys.executable, "-c", script]
+    cmd = [sys.executable, "manage.py", *args] if script is None else [sys.executable, "-c", script, *args]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
 
 
@@ -455,3 +455,119 @@ def test_import_kb_reports_what_it_did(kb_a, tmp_path, settings):
     assert lines[-1] == (f"imported {tmp_path / 'kb.json'} from installation {HERE}: 4 files added, 2 runs added, "
                          "4 measured results added, 1 reported results added, 3 notes added, 1 deployments added, "
                          "3 observed samples added")
+
+
+# --- Issue 23: import_kb streams its input and takes only what the forms take -------------------------------
+
+def _renamed(doc: dict, old: str, new: str) -> bytes:
+    return json.dumps(doc).replace(json.dumps(old), json.dumps(new)).encode()
+
+
+def test_a_local_path_source_is_refused_in_one_line_unless_the_operator_allows_it(kb_a, tmp_path, settings):
+    doc = a_doc(kb_a)
+    kb = tmp_path / "passwd.json"
+    kb.write_bytes(_renamed(doc, "hf://org/qwen05/qwen05.gguf", "/etc/passwd"))
+    empty_installation(settings, "installation-b")
+    before = counts()
+    with pytest.raises(KBError) as err:
+        import_kb(kb)
+    message = str(err.value)
+    assert message.startswith("file /etc/passwd: a local path;") and "--allow-local-paths" in message
+    assert "\n" not in message and counts() == before
+    # The command says it in one line, exit status 2; with the option the name is taken (nothing is read there).
+    out = manage(tmp_path / "c", "migrate", "--noinput", "-v", "0")
+    assert out.returncode == 0, out.stderr
+    out = manage(tmp_path / "c", "import_kb", str(kb))
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1 and "/etc/passwd: a local path" in out.stderr
+    report = import_kb(kb, allow_local_paths=True)
+    assert report.counts["files added"] == 4 and GGUFFile.objects.filter(source="/etc/passwd").exists()
+    # Other names that are neither hf:// nor registered here are refused even so.
+    for source in ("relative/x.gguf", "http://10.0.0.1/x.gguf", "hf://datasets/x/y.gguf", "hf://a/b/../c.gguf",
+                   "/tmp/x\n.gguf"):
+        (tmp_path / "other.json").write_bytes(_renamed(doc, "hf://org/qwen15/qwen15.gguf", source))
+        with pytest.raises(KBError, match=r"^file ") as err:
+            import_kb(tmp_path / "other.json", allow_local_paths=True)
+        assert "\n" not in str(err.value), source
+
+
+def test_unknown_methods_and_figures_the_forms_refuse_are_refused(kb_a, tmp_path, settings):
+    doc = a_doc(kb_a)
+    empty_installation(settings, "installation-b")
+    before = counts()
+
+    def refused(mutate, expected: str) -> None:
+        d = json.loads(json.dumps(doc))
+        mutate(d)
+        (tmp_path / "kb.json").write_text(json.dumps(d))
+        with pytest.raises(KBError, match=expected):
+            import_kb(tmp_path / "kb.json")
+        assert counts() == before
+
+    dep = lambda d: d["sections"]["deployments"][0]  # noqa: E731
+    refused(lambda d: dep(d).update(method="draft-telepathy"), r"deployment \d+ of installation-a: method 'draft-telepathy'")
+    refused(lambda d: dep(d).update(k=0), "K=0: expected 1 to 1024")
+    refused(lambda d: dep(d).update(draft=None), "needs a draft")
+    refused(lambda d: dep(d).update(command="x" * 9000), "at most 8,000 characters")
+    refused(lambda d: d["runs"][0]["results"][0].update(method="draft-telepathy"),
+            r"runs\.0\.results\.0\.method: Value error, method must be one of")
+    refused(lambda d: d["reported"][0].update(acceptance=70.8), r"reported\.0\.acceptance: .*between 0 and 1")
+    refused(lambda d: d["reported"][0].update(speedup=0), r"reported\.0\.speedup: .*above 0")
+
+
+KB_MEMORY_PROBE = """
+import json, resource, sys
+import django
+django.setup()
+from registry.kb.importer import import_kb
+import registry.team.kb_sections  # everything an import loads, loaded before the baseline
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+report = import_kb(sys.argv[1])
+print(json.dumps({"peak_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024,
+                  "counts": report.counts}))
+"""
+
+
+def large_kb(doc: dict, path: Path, megabytes: float, *, shape: str = "summaries") -> int:
+    """``doc`` with benchmark runs added until the file is about ``megabytes`` long, returning how many.
+
+    shape "summaries": each run's summary holds 600 small per-cell records (the many small objects that
+    made the old import take many times the file in memory; stored with the run, read back by nothing
+    the import does). "divergences": each run has 4 results with 250 divergences each, which the pair's
+    best-result refresh at the end reads back all at once (registry.results.figures_for).
+    Written as it is produced (every run shares one summary or results list), so this process stays small."""
+    run = next(r for r in doc["runs"] if r["results"])
+    if shape == "divergences":
+        extra = {"results": [{**run["results"][0], "k": k,
+                              "divergences": [{"prompt": i % 7, "position": i} for i in range(250)]} for k in (2, 4, 8, 16)]}
+    else:
+        extra = {"summary": {"cells": [{"k": 1 + i % 16, "prompt": i % 50, "tps": 10.5 + i % 9, "accepted": i}
+                                       for i in range(600)]}}
+    per_run = len(json.dumps({**run, **extra}))
+    n = int(megabytes * 1e6 / per_run)
+    base = max(r["id"] for r in doc["runs"])
+    head = json.dumps({**doc, "runs": []})
+    cut = head.index('"runs": []') + len('"runs": [')
+    with open(path, "w") as out:
+        out.write(head[:cut])
+        for row in doc["runs"]:
+            out.write(json.dumps(row) + ",")
+        for i in range(n):
+            out.write(("," if i else "") + json.dumps({**run, "id": base + 1 + i, **extra}))
+        out.write(head[cut:])
+    return n
+
+
+def test_a_large_file_is_imported_in_bounded_memory(kb_a, tmp_path):
+    """A 50 MB file: the old import parsed it whole, then copied it twice (json_safe, pydantic), 460 MB over
+    its baseline for this one (2.6 GB for the file of issue 23); streamed, it takes about one record."""
+    kb = tmp_path / "large.json"
+    export_kb(tmp_path / "kb.json")
+    n = large_kb(json.loads((tmp_path / "kb.json").read_text()), kb, 50)
+    assert kb.stat().st_size > 45e6
+    b_dir = tmp_path / "b"
+    assert manage(b_dir, "migrate", "--noinput", "-v", "0").returncode == 0
+    out = manage(b_dir, str(kb), script=KB_MEMORY_PROBE)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout)
+    assert got["counts"]["runs added"] == n + 2
+    assert got["peak_mb"] < 150, got

@@ -220,10 +220,13 @@ def test_an_anonymous_check_that_reads_the_hub_is_queued_not_read_in_the_request
     r = client.get("/api/check", {"target": "hf://../x/m.gguf", "draft": pair["draft"]})
     assert r.status_code == 400 and HubJob.objects.count() == jobs
     r = client.get("/api/check", {"target": "/etc/passwd", "draft": pair["draft"]})
-    assert r.status_code == 400 and "not a registered file" in r.json()["error"] and HubJob.objects.count() == jobs
+    assert r.status_code == 400 and "server paths are not taken" in r.json()["error"] and HubJob.objects.count() == jobs
 
 
 def test_check_a_pair_never_reads_server_paths(client, smollm2_path):
+    response = client.get("/check/", {"target": str(smollm2_path), "draft": "/etc/passwd"})
+    assert response.status_code == 400 and "server paths are not taken" in response.content.decode()
+    client.force_login(User.objects.create_user("ann", password="x" * 12))  # signed in: paths, but registered only
     response = client.get("/check/", {"target": str(smollm2_path), "draft": "/etc/passwd"})
     assert response.status_code == 400 and "not a registered file" in response.content.decode()
 
@@ -446,3 +449,19 @@ def test_a_method_the_pinned_build_lacks_is_said_not_crashed_on(client, qwen_pai
     ReportedResult.objects.create(pair=qwen_pair, k=8, speedup=2.0, method="draft-future", citation="elsewhere")
     data = client.get(f"/api/pairs/{qwen_pair.pk}").json()["recommendation"]
     assert not data["use_draft"] and "draft-future" in data["basis"] and "-md" not in data["command"].split()
+
+
+def test_a_model_renamed_in_the_admin_shows_renamed_in_the_table(client, qwen_pair):
+    from django.core.cache import cache
+
+    staff = User.objects.create_user("staff", password="x" * 12, is_staff=True, is_superuser=True)
+    client.force_login(staff)
+    m = qwen_pair.draft.model
+    form = {"repo": m.repo, "name": "Tiny Coder Draft", "family": m.family_id or "", "architecture": m.architecture,
+            "parameter_count": m.parameter_count}
+    r = client.post(f"/admin/registry/model/{m.pk}/change/", form)
+    assert r.status_code == 302, r.content[-2000:]
+    cache.clear()
+    client.logout()
+    assert "Tiny Coder Draft" in client.get("/").content.decode()
+    assert client.get("/api/pairs", {"q": "tiny coder draft"}).json()["count"] == 1

@@ -148,7 +148,7 @@ def test_filters_narrow_the_streams_too(pairs, client):
                                               for r in data["results"])
 
 
-def test_registration_fills_the_search_column_and_refresh_table_columns_follows_a_renamed_family(pairs, client):
+def test_registration_fills_the_search_column_and_a_renamed_family_or_model_follows(pairs, client):
     from registry.models import GGUFFile
     from registry.table import refresh_table_columns
 
@@ -156,8 +156,11 @@ def test_registration_fills_the_search_column_and_refresh_table_columns_follows_
     f = GGUFFile.objects.select_related("model__family").get(source="/models/m3.gguf")
     assert count("/MODELS/M3.GGUF") == 11 and count(f.model.family.name.upper()) == 66  # any case
     f.model.family.name = "Renamed Family"
-    f.model.family.save()
+    f.model.family.save()  # every pair of the family's files follows at once
     cache.clear()
-    assert count("renamed") == 0  # the copied text is stale until refreshed
-    assert refresh_table_columns([f.pk]) == 11
-    assert count("renamed family") == 11
+    assert count("renamed family") == 66
+    f.model.name = "Renamed Model"
+    f.model.save()
+    cache.clear()
+    assert count("renamed model") == 11
+    assert refresh_table_columns([f.pk]) == 11  # idempotent

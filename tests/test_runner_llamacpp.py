@@ -9,6 +9,7 @@ import pytest
 from tests.needs import missing
 
 from inspector.llama_flags import pinned_server_capabilities
+from inspector.spec_flags import Setting
 from runner import llamacpp
 from runner.llamacpp import Capabilities, GenParams
 
@@ -113,13 +114,13 @@ def test_old_build_falls_back_to_draft_max():
     assert caps.draft_max_flag == "--draft-max" and caps.draft_min_flag == "--draft-min"
     assert caps.p_min_flag == "--draft-p-min" and caps.model_draft_flag == "-md"
     assert not caps.spec_type_draft
-    argv = llamacpp.speculative_argv(caps, "t.gguf", "d.gguf", "hi", GenParams(16), 8)
+    argv = llamacpp.method_argv(caps, "t.gguf", "d.gguf", "hi", GenParams(16), Setting("draft-simple", 8))
     assert argv[argv.index("--draft-max") + 1] == "8" and "--spec-type" not in argv
 
 
-def test_speculative_argv_on_real_build(spec_caps):
-    argv = llamacpp.speculative_argv(spec_caps, "/m/t.gguf", "/m/d.gguf", "say hi", GenParams(32, threads=2), 6,
-                                     p_min=0.5)
+def test_draft_model_argv_on_real_build(spec_caps):
+    argv = llamacpp.method_argv(spec_caps, "/m/t.gguf", "/m/d.gguf", "say hi", GenParams(32, threads=2),
+                                Setting("draft-simple", 6, 0.5))
     assert argv[0] == str(spec_caps.binary)
     assert argv[argv.index("-m") + 1] == "/m/t.gguf" and argv[argv.index("-md") + 1] == "/m/d.gguf"
     assert argv[argv.index("--spec-draft-n-max") + 1] == "6"

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
+from django.utils import timezone
 
 from inspector.management.base import UserError
 from registry.team.models import Deployment, TelemetrySample
@@ -198,8 +199,8 @@ def test_an_unreachable_server_is_a_gap_with_its_error_and_the_beat_goes_on(serv
     assert s.ok and s.reset and s.tokens_predicted >= 16  # a new process: counters below the last good sample's
     assert observed(d).gaps == 2
     page = Client().get(d.get_absolute_url()).content.decode()
-    assert "gap: connection refused" in page and gap.error == "connection refused"
-    # The error is shown to everyone; the URL is for signed-in users only, so it is not in the error.
+    assert "gap: telemetry unavailable" in page and gap.error == "connection refused"
+    assert "connection refused" not in page  # the reason is staff's; everyone else reads one message
     assert server.url not in page and "127.0.0.1" not in page
     # A retired deployment is not scraped any more, and stays on record.
     call_command("deployment", "retire", str(d.pk), stdout=io.StringIO())
@@ -208,10 +209,30 @@ def test_an_unreachable_server_is_a_gap_with_its_error_and_the_beat_goes_on(serv
     assert d.retired_at is not None and Deployment.objects.count() == 1
 
 
+SECRET_BODY = b"admin_password hunter2\n"  # what an internal service might answer on the port a deployment names
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     mode = "huge"
 
     def do_GET(self):  # noqa: N802 - http.server's name
+        if self.mode == "drip":
+            # Status line and headers one byte at a time, each well within urllib3's per-read timeout:
+            # without a watchdog the scrape lasts as long as the drip (here 40 s; a real one need never end).
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + b"X-Pad: " + b"x" * 200 + b"\r\n"
+            try:
+                for byte in head:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(40 / len(head))
+                self.wfile.write(b"\r\nllamacpp:tokens_predicted_total 1\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
+            return
+        if self.mode == "silent":
+            time.sleep(30)  # accepts, never answers
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.end_headers()
@@ -227,6 +248,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     time.sleep(0.25)
             elif self.mode == "other":
                 self.wfile.write(b"# TYPE go_gc_total counter\ngo_gc_total 3\n")
+            elif self.mode == "secret":
+                self.wfile.write(SECRET_BODY)
             else:
                 self.wfile.write(b"<html>not metrics</html>\n")
         except (BrokenPipeError, ConnectionResetError):
@@ -342,16 +365,21 @@ def test_a_gap_keeps_the_servers_address_out_of_everything_anonymous_visitors_se
         scrape_cmd(d)
     assert d.samples.get().error == "connection refused"
     page = Client().get(d.get_absolute_url()).content.decode()
-    assert "gap: connection refused" in page and "scrape failed: connection refused" in page  # table and plot
+    assert "gap: telemetry unavailable" in page and "UTC: telemetry unavailable" in page  # table and plot
     assert d.url not in page and "127.0.0.1" not in page
     assert "127.0.0.1" not in Client().get(f"/api/deployments/{d.pk}").content.decode()
-    # Messages urllib3 writes with the host in them lose it too.
+    staff = User.objects.create_user("sam", password="x-sam-123456", is_staff=True)
+    c = Client()
+    c.force_login(staff)
+    page = c.get(d.get_absolute_url()).content.decode()
+    assert "gap: connection refused" in page and "scrape failed: connection refused" in page  # staff read why
+    # Messages urllib3 writes with the host (or the certificate's names) in them are ours instead.
     import urllib3
 
     from registry.team.telemetry import _reason
 
     exc = urllib3.exceptions.SSLError("hostname 'GPU-7.internal' doesn't match 'other'")
-    assert _reason(exc, "https://gpu-7.internal:8443/metrics") == "hostname '(the server)' doesn't match 'other'"
+    assert _reason(exc) == "TLS error: the certificate is for another host"
 
 
 def test_errors_stored_with_the_url_before_lose_it_in_the_migration(smollm2_path):
@@ -360,12 +388,18 @@ def test_errors_stored_with_the_url_before_lose_it_in_the_migration(smollm2_path
     from django.apps import apps
 
     d = add_deployment(smollm2_path, "http://10.1.2.3:8080")
-    record(d, counters=None, error="http://10.1.2.3:8080/metrics: connection refused")
-    record(d, counters=None, error="http://10.1.2.3:8080/metrics: Failed to resolve 'gpu-7' ([Errno -2])")
-    record(d, counters=None, error="not Prometheus text: x: y")
+    now = timezone.now()
+    for error in ("http://10.1.2.3:8080/metrics: connection refused",  # rows as the old code stored them
+                  "http://10.1.2.3:8080/metrics: Failed to resolve 'gpu-7' ([Errno -2])",
+                  "not Prometheus text: could not convert string to float: 'hunter2'"):
+        TelemetrySample.objects.create(deployment=d, scraped_at=now, ok=False, error=error)
     importlib.import_module("registry.team.migrations.0002_scrape_errors_without_url").scrub(apps, None)
     assert list(d.samples.order_by("pk").values_list("error", flat=True)) == [
-        "connection refused", "host name not found", "not Prometheus text: x: y"]
+        "connection refused", "host name not found", "not Prometheus text: could not convert string to float: 'hunter2'"]
+    # 0003 keeps only the known reason: the parser's message quoted the body of whatever answered.
+    importlib.import_module("registry.team.migrations.0003_scrape_queue_and_errors_trimmed").trim(apps, None)
+    assert list(d.samples.order_by("pk").values_list("error", flat=True)) == [
+        "connection refused", "host name not found", "not Prometheus text"]
 
 
 def _observed_in_python(d: Deployment) -> dict:
@@ -404,3 +438,156 @@ def test_observed_sums_in_one_query_and_answers_as_before(smollm2_path, django_a
     assert "SUM(" in queries.captured_queries[0]["sql"].upper()  # summed by the database, not row by row
     assert o.to_dict() == pytest.approx(_observed_in_python(d))
     assert o.gaps == 5 and o.resets == 1 and o.since == t0 + timedelta(minutes=1)
+
+
+# --- Issue 23: a slow /metrics must not stall anything; failures must not leak what answered ---------------------
+
+def test_a_server_dripping_its_headers_is_cut_at_the_deadline_and_recorded_as_a_gap(settings, smollm2_path):
+    """urllib3's read timeout is per read: headers sent a byte every 0.16 s held a scrape for the whole
+    drip (40 s here). The watchdog shuts the socket at the deadline."""
+    settings.SPECREG_TELEMETRY_TIMEOUT_SECONDS = 2
+    with fake_metrics("drip") as url:
+        d = add_deployment(smollm2_path, url)
+        started = time.monotonic()
+        with pytest.raises(UserError, match="recorded as a gap: no complete answer within 2 s"):
+            scrape_cmd(d)
+        took = time.monotonic() - started
+        assert took < 2 + 2, f"the scrape took {took:.1f} s"
+        s = d.samples.get()
+        assert not s.ok and s.error == "no complete answer within 2 s"
+
+        # The beat's round: three dripping servers are read in parallel, so the round too ends at one deadline.
+        for _ in range(2):
+            Deployment.objects.create(target=d.target, draft=d.draft, method="draft-simple", k=4, command="x",
+                                      url=url, author_name="t", deployed_at=timezone.now())
+        from registry.team.telemetry import scrape_active
+
+        started = time.monotonic()
+        samples = scrape_active()
+        took = time.monotonic() - started
+    assert len(samples) == 3 and not any(s.ok for s in samples) and took < 2 + 2, f"the round took {took:.1f} s"
+
+
+def test_scrape_now_is_queued_for_the_telemetry_worker_and_the_page_shows_it(settings, smollm2_path, monkeypatch):
+    """Staff's "scrape now" fetched inside the web request (a dripping server held it for as long as it
+    liked); now it is queued on the telemetry queue and the page says it is waiting, then running."""
+    settings.SPECREG_TELEMETRY_TIMEOUT_SECONDS = 2
+    from runner.queues import telemetry_queue
+    from runner.tasks import scrape_deployment
+
+    sent: list[tuple] = []
+    monkeypatch.setattr(scrape_deployment, "apply_async", lambda args, queue: sent.append((args, queue)))
+    staff = User.objects.create_user("sam", password="x-sam-123456", is_staff=True)
+    c = Client()
+    c.force_login(staff)
+    with fake_metrics("drip") as url:
+        d = add_deployment(smollm2_path, url)
+        started = time.monotonic()
+        r = c.post(f"/deployments/{d.pk}/scrape")
+        assert r.status_code == 302 and time.monotonic() - started < 1  # nothing fetched in the request
+        assert sent == [([d.pk], telemetry_queue())] and telemetry_queue() != settings.CELERY_TASK_DEFAULT_QUEUE
+        page = c.get(d.get_absolute_url()).content.decode()
+        assert 'id="scrape-state"' in page and "waiting for the telemetry worker" in page
+        assert 'id="scrape-no-worker"' in page  # no worker listens on the queue in this test
+        c.post(f"/deployments/{d.pk}/scrape")  # a second click while one waits queues nothing more
+        assert len(sent) == 1
+        # What the telemetry worker runs: the gap is stored, and the page no longer says it is waiting.
+        started = time.monotonic()
+        assert scrape_deployment.run(d.pk) == "gap"
+        assert time.monotonic() - started < 2 + 2
+    d.refresh_from_db()
+    assert d.scrape_queued_at is None and d.samples.get().error == "no complete answer within 2 s"
+    page = c.get(d.get_absolute_url()).content.decode()
+    assert 'id="scrape-state"' not in page and "gap: no complete answer within 2 s" in page
+    # Only staff may ask.
+    user = User.objects.create_user("ann", password="x-ann-123456")
+    c.force_login(user)
+    assert c.post(f"/deployments/{d.pk}/scrape").status_code == 403 and len(sent) == 1
+
+
+def test_scrapes_have_a_queue_and_a_worker_of_their_own(settings, monkeypatch):
+    """A queued check (a Hub job on the general queue) never waits behind a scrape: scrapes are routed to the
+    telemetry queue, and serve starts a worker for it beside the general and the benchmark ones."""
+    from runner.celery import app
+    from runner.management.commands import serve
+    from runner.queues import telemetry_queue
+
+    for task in ("runner.tasks.scrape_deployments", "runner.tasks.scrape_deployment"):
+        assert app.amqp.router.route({}, task)["queue"].name == telemetry_queue()
+    assert app.amqp.router.route({}, "runner.tasks.hub_job")["queue"].name == settings.CELERY_TASK_DEFAULT_QUEUE
+
+    started: list[list[str]] = []
+
+    class Child:
+        pid = 0
+
+        def __init__(self, argv, **kwargs):
+            started.append(argv)
+
+        def poll(self):
+            return 0  # "exited": serve stops at once
+
+    monkeypatch.setattr(serve.subprocess, "Popen", Child)
+    monkeypatch.setattr(serve.signal, "signal", lambda *a: None)
+    monkeypatch.setattr(serve, "stop_all", lambda procs: None)
+    call_command("serve", "--port", "1", stdout=io.StringIO(), stderr=io.StringIO())
+    workers = {argv[argv.index("-n") + 1]: argv[argv.index("-Q") + 1] for argv in started if "-Q" in argv}
+    assert workers == {"general@%h": settings.CELERY_TASK_DEFAULT_QUEUE, "telemetry@%h": telemetry_queue(),
+                       "bench@%h": workers["bench@%h"]}
+
+
+def test_anonymous_visitors_read_one_message_for_every_failure_and_nobody_reads_what_answered(settings, smollm2_path):
+    """A refused port, a time-out and an internal service answering with a secret look the same to everyone
+    but staff (pages, the JSON API, export_kb); staff read the reason, never the body, which is not stored."""
+    settings.SPECREG_TELEMETRY_TIMEOUT_SECONDS = 1
+    with fake_metrics("secret") as secret_url, fake_metrics("silent") as silent_url:
+        urls = {"secret": secret_url, "refused": f"http://127.0.0.1:{free_port()}", "silent": silent_url}
+        ds = {}
+        for kind, url in urls.items():
+            d = ds[kind] = Deployment.objects.create(
+                target=add_target(smollm2_path), method="none", command="llama-server", url=url, author_name="t",
+                deployed_at=timezone.now())
+            with pytest.raises(UserError):
+                scrape_cmd(d)
+    errors = {kind: d.samples.get().error for kind, d in ds.items()}
+    assert errors["silent"] in ("timed out", "no complete answer within 1 s")  # the socket's timeout or the watchdog
+    assert {**errors, "silent": "-"} == {"secret": "not Prometheus text", "refused": "connection refused", "silent": "-"}
+
+    reasons = ("not Prometheus", "refused", "timed out", "no complete answer", "scrape failed")
+    ann = User.objects.create_user("ann", password="x-ann-123456")  # signed in, not staff
+    staff = User.objects.create_user("sam", password="x-sam-123456", is_staff=True)
+    clients = {"anonymous": Client(), "user": Client(), "staff": Client()}
+    clients["user"].force_login(ann)
+    clients["staff"].force_login(staff)
+    for who, c in clients.items():
+        for kind, d in ds.items():
+            page = c.get(d.get_absolute_url()).content.decode()
+            one = c.get(f"/api/deployments/{d.pk}").json()
+            listed = next(r for r in c.get("/api/deployments").json()["results"] if r["id"] == d.pk)
+            assert "hunter2" not in page and "hunter2" not in json.dumps(one)
+            assert one["telemetry"]["available"] is False and one["telemetry"]["at"] and listed == one
+            if who == "staff":
+                assert f"gap: {errors[kind]}" in page and one["telemetry"]["message"] == errors[kind]
+            else:
+                assert one["telemetry"]["message"] == "telemetry unavailable" and "gap: telemetry unavailable" in page
+                assert not any(r in page for r in reasons), (who, kind)
+    # The export goes to people outside staff: one message for every gap there too.
+    from registry.kb.export import knowledge_base
+
+    exported = [s for dep in knowledge_base()["sections"]["deployments"] for s in dep["samples"]]
+    assert [s["error"] for s in exported] == ["telemetry unavailable"] * 3
+    # Errors are trimmed when recorded, whoever passes them (a file imported from elsewhere included).
+    record(ds["secret"], counters=None, error="not Prometheus text: could not convert string to float: 'hunter2'")
+    record(ds["secret"], counters=None, error="SECRET hunter2")
+    assert list(ds["secret"].samples.order_by("pk").values_list("error", flat=True))[1:] == [
+        "not Prometheus text", "scrape failed"]
+
+
+def add_target(model: Path):
+    from registry.models import GGUFFile
+
+    f = GGUFFile.objects.filter(source=str(model)).first()
+    if f is None:
+        call_command("register_gguf", str(model), stdout=io.StringIO())
+        f = GGUFFile.objects.get(source=str(model))
+    return f

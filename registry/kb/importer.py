@@ -1,7 +1,13 @@
 """Merging a knowledge base from another installation (or from this one) into this installation.
 
-Everything happens in one transaction: a file that is malformed anywhere, even in its last record,
-changes nothing and is refused with one line naming what is wrong. Files are registered through the
+The file is streamed (ijson), never held whole: one pass checks its JSON and its outline (header,
+nesting depth, how many records each list holds), then one pass per list reads, checks and stores its
+records one at a time, in the order they depend on each other (token tables, files, pairs, runs,
+reported results, other apps' sections), so memory stays at about one record (plus the token tables
+files need) whatever the file's size. Everything happens in one transaction: a file that is malformed
+anywhere, even in its last record, changes nothing and is refused with one line naming what is wrong.
+Sources must be hf:// names or names registered here (a local path only when the operator says so),
+methods llama.cpp's known ones, and figures within the forms' bounds. Files are registered through the
 same code as ours (``registration.register``), so pairs and verdicts follow this installation's
 pinned rules; runs and reported results are kept with the installation and id they came with, which
 is how a second import of the same file finds them and adds nothing. Figures that disagree with ours
@@ -11,20 +17,26 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import json
 import os
+import re
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+import ijson
 from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils import timezone
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from inspector.hub_names import hf_source
 from inspector.info import ModelInfo
+from inspector.remote import parse_hf_spec
+from inspector.sources import SourceError
 from inspector.tokens import TokenTable as Tokens
 from inspector.tokens import vocab_key
 
@@ -37,9 +49,23 @@ from ..results import refresh_best
 from . import schema
 from .sections import ImportContext, load_sections
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Fields of a stored inspection that say how it was read, not what the file holds.
 _HOW_READ = ("source", "bytes_fetched")
+# Deeper than any real knowledge base (a deployment's samples sit 6 levels down, a stored inspection
+# about as deep), shallow enough that checking and storing a record never recurses far.
+MAX_DEPTH = 100
+# The top-level lists in the order their records depend on each other, with their record schema and bound.
+LISTS: dict[str, tuple[type[BaseModel], int]] = {
+    "token_tables": (schema.TokenTableIn, schema.MAX_FILES), "files": (schema.FileIn, schema.MAX_FILES),
+    "pairs": (schema.PairIn, schema.MAX_PAIRS), "runs": (schema.RunIn, schema.MAX_RUNS),
+    "reported": (schema.ReportedIn, schema.MAX_REPORTED),
+}
+MAX_SECTIONS = 64
+_HEADER_EVENTS = 10_000  # the installation object is a few strings: more events than this is not one
+_READ_BYTES = 64 * 1024
+_NUL = b"\\u0000"
+# A second inspection kept beside another under a changed name (_Importer._other_name): SOURCE#INSTALLATION.
+_BESIDE = re.compile(r"#[A-Za-z0-9._-]{1,64}$")
 
 
 class KBError(Exception):
@@ -53,68 +79,192 @@ class ImportReport:
     messages: list[str] = field(default_factory=list)  # conflicts and verdicts that differ, one line each
 
 
-def _reject_constant(name: str) -> Any:
-    raise KBError(f"the file holds {name}, which is not a JSON number")
+class _Capped:
+    """The file as ijson reads it: at most SPECREG_KB_MAX_BYTES (a file growing meanwhile is still capped),
+    and, when ``check_utf8``, refused at the first byte that is not UTF-8 (yajl would only say "invalid char")."""
+
+    def __init__(self, f: IO[bytes], cap: int, *, check_utf8: bool) -> None:
+        self.f, self.cap, self.read_so_far = f, cap, 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")() if check_utf8 else None
+        self.has_nul, self._tail = False, b""
+
+    def read(self, n: int = -1) -> bytes:
+        chunk = self.f.read(_READ_BYTES if n is None or n < 0 else n)
+        if self.decoder is not None:
+            try:
+                self.decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as exc:
+                raise KBError(f"not UTF-8 text (byte {self.read_so_far + exc.start - len(exc.object) + len(chunk)})") from None
+            # A string can hold NUL only through the escape \u0000 (yajl refuses raw control characters):
+            # a file without one needs no json_safe copy of every record (the costliest step of an import).
+            if not self.has_nul:
+                seen = self._tail + chunk
+                self.has_nul = _NUL in seen
+                self._tail = seen[-(len(_NUL) - 1):]
+        self.read_so_far += len(chunk)
+        if self.read_so_far > self.cap:
+            raise KBError(f"more than SPECREG_KB_MAX_BYTES ({self.cap:,})")
+        return chunk
 
 
-def parse(raw: bytes) -> dict[str, Any]:
-    """The file's JSON, checked for its format and major version before anything else."""
+def _json_error(exc: Exception) -> KBError:
+    """One line for yajl's multi-line message (which quotes the file around the error)."""
+    text = exc.args[0] if exc.args else str(exc)
+    text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+    lines = text.splitlines() or [""]
+    if "integer overflow" in lines[0]:
+        return KBError("an integer in the file does not fit in 64 bits")
+    if "invalid char" in lines[0] and len(lines) >= 3:
+        # The third line's caret points into the second, a copy of the text around the error.
+        at = len(lines[2]) - 1
+        near = lines[1][max(at - 1, 0):at + 9]
+        for name in ("-Infinity", "Infinity", "NaN"):
+            if name in near:
+                return KBError(f"the file holds {name}, which is not a JSON number")
+    return KBError(f"not valid JSON: {lines[0].strip()[:200]}")
+
+
+@dataclass
+class Outline:
+    """What the first pass found: the header's values, and how many records each list and section holds."""
+
+    header: dict[str, Any] = field(default_factory=dict)
+    kinds: dict[str, str] = field(default_factory=dict)  # top-level key → "list", "object" or "value"
+    counts: dict[str, int] = field(default_factory=dict)  # top-level list → records
+    sections: dict[str, int] = field(default_factory=dict)  # section → records, in the file's order
+    section_kinds: dict[str, str] = field(default_factory=dict)
+    is_object: bool = True
+    has_nul: bool = False  # some string holds NUL: records go through json_safe
+
+
+def outline(f: IO[bytes], cap: int) -> Outline:
+    """One streaming pass over the whole file: valid UTF-8 JSON, no deeper than MAX_DEPTH, no key twice at
+    the top or among the sections; the header's values (small) and the lists' lengths. Nothing is built
+    but the header, so a refusal costs one read and no memory."""
+    out = Outline()
+    depth, top, sec = 0, "", ""
+    building: ijson.common.ObjectBuilder | None = None
+    built_events = 0
+    kinds, counts, sections, section_kinds = out.kinds, out.counts, out.sections, out.section_kinds
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-    except UnicodeDecodeError as exc:
-        raise KBError(f"not UTF-8 text (byte {exc.start})") from None
-    except RecursionError:
-        raise KBError("not a knowledge base: JSON nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError, and integers too long to convert
-        raise KBError(f"not valid JSON: {str(exc).splitlines()[0][:200]}") from None
-    if not isinstance(data, dict) or data.get("format") != schema.FORMAT:
+        reader = _Capped(f, cap, check_utf8=True)
+        for event, value in ijson.basic_parse(reader, use_float=True):
+            # The level of an event: how many containers enclose it (a container's start and end count at
+            # its parent's level). Only levels 0-3 (the top object, its values, records, their fields) matter.
+            if event == "start_map" or event == "start_array":
+                level = depth
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise KBError("not a knowledge base: JSON nested too deeply")
+            elif event == "end_map" or event == "end_array":
+                depth -= 1
+                level = depth
+            else:
+                level = depth
+            if level > 3:
+                continue
+            if building is not None:
+                building.event(event, value)
+                built_events += 1
+                if built_events > _HEADER_EVENTS:
+                    building, out.header[top] = None, None  # not a header value: the schema refuses it
+            if event == "start_map" or event == "start_array":
+                if level == 0:
+                    out.is_object = event == "start_map"
+                elif level == 1:
+                    kinds[top] = "list" if event == "start_array" else "object"
+                    if top in schema.HEADER and building is None:
+                        building, built_events = ijson.common.ObjectBuilder(), 0
+                        building.event(event, value)
+                elif level == 2:
+                    if top in counts:
+                        counts[top] += 1
+                    elif top == "sections" and sec:
+                        section_kinds[sec] = "list" if event == "start_array" else "object"
+                elif level == 3 and top == "sections" and section_kinds.get(sec) == "list":
+                    sections[sec] += 1
+            elif event == "end_map" or event == "end_array":
+                if level == 1 and building is not None:
+                    out.header[top], building = building.value, None
+            elif event == "map_key":
+                if level == 1:
+                    if value in kinds:
+                        raise KBError(f"the key {value[:64]!r} appears twice at the top of the file")
+                    top, sec = value, ""
+                    kinds[top] = "value"
+                    if top in LISTS:
+                        counts[top] = 0
+                elif level == 2 and top == "sections":
+                    if value in sections:
+                        raise KBError(f"sections: {value[:64]!r} appears twice")
+                    sec = value
+                    sections[sec], section_kinds[sec] = 0, "value"
+            elif level == 1:
+                if top in schema.HEADER:
+                    out.header[top] = value
+            elif level == 2:
+                if top in counts and kinds[top] == "list":
+                    counts[top] += 1
+            elif level == 3 and top == "sections" and section_kinds.get(sec) == "list":
+                sections[sec] += 1
+    except ijson.JSONError as exc:
+        raise _json_error(exc) from None
+    out.has_nul = reader.has_nul
+    return out
+
+
+def check_outline(o: Outline) -> schema.Header:
+    """The format and major version before anything else (a newer major may mean anything), then the header
+    and the lists' shapes and bounds, with the wording pydantic gives a record."""
+    h = o.header
+    if not o.is_object or h.get("format") != schema.FORMAT:
         raise KBError(f"not a specreg knowledge base (no \"format\": \"{schema.FORMAT}\")")
-    major = schema.major_of(data.get("schema_version"))
+    major = schema.major_of(h.get("schema_version"))
     if major is None:
         raise KBError("schema_version must be a string MAJOR.MINOR, such as \"1.0\"")
     if major != schema.SCHEMA_MAJOR:
-        raise KBError(f"schema version {data['schema_version'][:20]} is not supported: this specreg reads "
+        raise KBError(f"schema version {h['schema_version'][:20]} is not supported: this specreg reads "
                       f"{schema.SCHEMA_MAJOR}.x (export it with a specreg that writes {schema.SCHEMA_MAJOR}.x)")
-    _check_integers(data)
-    return json_safe(data)  # PostgreSQL refuses NUL inside text
+    header = _validated(schema.Header, h, "")
+    for key, (_, bound) in LISTS.items():
+        if o.kinds.get(key, "list") != "list":
+            raise KBError(f"{key}: Input should be a valid list")
+        if o.counts.get(key, 0) > bound:
+            raise KBError(f"{key}: List should have at most {bound} items, not {o.counts[key]:,}")
+    if o.kinds.get("sections", "object") != "object":
+        raise KBError("sections: Input should be a valid dictionary")
+    if len(o.sections) > MAX_SECTIONS:
+        raise KBError(f"sections: Dictionary should have at most {MAX_SECTIONS} items, not {len(o.sections)}")
+    for name, kind in o.section_kinds.items():
+        if len(name) > 64:
+            raise KBError(f"sections.{name[:64]}…: a section's name is at most 64 characters")
+        if kind != "list":
+            raise KBError(f"sections.{name}: Input should be a valid list")
+    return header
 
 
-def _check_integers(data: Any) -> None:
-    # Every integer must fit the database's 64-bit columns and JSON's; iterative, as files nest.
-    stack = [data]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-        elif isinstance(v, int) and not isinstance(v, bool) and not INT64_MIN <= v <= INT64_MAX:
-            raise KBError(f"the integer {str(v)[:30]}… does not fit in 64 bits")
-
-
-def validate(data: dict[str, Any]) -> schema.Document:
+def _validated(model: type[BaseModel], value: Any, where: str) -> Any:
     try:
-        return schema.Document.model_validate(data)
+        return model.model_validate(value)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
+        loc = ".".join(str(p) for p in (*((where,) if where else ()), *err["loc"]))
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-        raise KBError(f"{where[:200]}: {err['msg'][:200]}{more}") from None
+        raise KBError(f"{loc[:200]}: {err['msg'][:200]}{more}") from None
 
 
-def read(path: str | os.PathLike) -> schema.Document:
-    p = Path(path)
+def records(f: IO[bytes], cap: int, prefix: str, bound: int, *, nul: bool = True) -> Iterator[Any]:
+    """The values of the list at ``prefix`` ("runs", "sections.notes"), one at a time, as PostgreSQL's jsonb
+    takes them (no NUL in strings; ``nul`` False: the outline found none). The file was checked by
+    ``outline``; it is read again from the start."""
+    f.seek(0)
     try:
-        size = p.stat().st_size
-        if size > settings.SPECREG_KB_MAX_BYTES:
-            raise KBError(f"{p}: {size:,} bytes, more than SPECREG_KB_MAX_BYTES ({settings.SPECREG_KB_MAX_BYTES:,})")
-        with p.open("rb") as f:
-            raw = f.read(settings.SPECREG_KB_MAX_BYTES + 1)  # a file growing meanwhile is still capped
-    except OSError as exc:
-        raise KBError(f"{p}: {exc.strerror or exc}") from None
-    if len(raw) > settings.SPECREG_KB_MAX_BYTES:
-        raise KBError(f"{p}: more than SPECREG_KB_MAX_BYTES ({settings.SPECREG_KB_MAX_BYTES:,})")
-    return validate(parse(raw))
+        for i, item in enumerate(ijson.items(_Capped(f, cap, check_utf8=False), f"{prefix}.item", use_float=True)):
+            if i >= bound:  # the file changed since the first pass
+                raise KBError(f"{prefix}: List should have at most {bound} items")
+            yield json_safe(item) if nul else item
+    except ijson.JSONError as exc:
+        raise _json_error(exc) from None
 
 
 def _tokens(t: schema.TokenTableIn) -> Tokens:
@@ -158,52 +308,113 @@ def _comparable(info: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in info.items() if k not in _HOW_READ}, sort_keys=True)
 
 
+_CACHED = 1_000  # files and pairs kept at hand between records; the rest are read back by id when named
+
+
 class _Importer:
-    def __init__(self, doc: schema.Document) -> None:
-        self.doc = doc
+    def __init__(self, f: IO[bytes], cap: int, o: Outline, header: schema.Header, *, allow_local_paths: bool) -> None:
+        self.f, self.cap, self.outline = f, cap, o
+        self.allow_local_paths = allow_local_paths
+        self.source_installation = header.installation.id
         self.here = settings.SPECREG_INSTALLATION_ID
         self.now = timezone.now()
-        self.files: dict[str, GGUFFile] = {}  # exported source → file here
+        # Exported source → id of the file here. Ids only: a stored inspection can be large, so files are
+        # kept at hand a few at a time, without it (read back when a pair is checked).
+        self.file_ids: dict[str, int] = {}
+        self._files: dict[int, GGUFFile] = {}
         self.pairs: dict[tuple[str, str], Pair] = {}
         self.touched: set[int] = set()  # pairs whose best result may have changed
-        self.ctx = ImportContext(self.here, doc.installation.id, self.now, self.file, self.pair)
+        self.ctx = ImportContext(self.here, self.source_installation, self.now, self.file, self.pair)
 
     def file(self, source: str) -> GGUFFile:
-        f = self.files.get(source)
-        if f is None:
+        pk = self.file_ids.get(source)
+        if pk is None:
             raise KBError(f"{source[:200]}: not among the file's files")
+        f = self._files.get(pk)
+        if f is None:
+            if len(self._files) >= _CACHED:
+                self._files.clear()
+            f = self._files[pk] = GGUFFile.objects.defer("info").get(pk=pk)
         return f
 
     def pair(self, target: str, draft: str) -> Pair:
         key = (target, draft)
         if key not in self.pairs:
+            if len(self.pairs) >= _CACHED:
+                self.pairs.clear()
             self.pairs[key] = pair_for(self.file(target), self.file(draft))
         return self.pairs[key]
 
+    def _each(self, key: str) -> Iterator[Any]:
+        """The list's records, each checked against its schema as it is read."""
+        model = LISTS[key][0]
+        for i, item in enumerate(self._stream(key, self.outline.counts.get(key, 0))):
+            yield _validated(model, item, f"{key}.{i}")
+
+    def _stream(self, prefix: str, expected: int) -> Iterator[Any]:
+        """The list's records; the pass stops at its last one (the outline counted them), so lists before a
+        big one cost a read of the file's beginning, not of all of it."""
+        if expected == 0:
+            return
+        n = 0
+        items = records(self.f, self.cap, prefix, expected, nul=self.outline.has_nul)
+        try:
+            for item in items:
+                n += 1
+                yield item
+                if n == expected:
+                    return
+        finally:
+            items.close()
+        raise KBError(f"{prefix}: the file changed while it was read")
+
+    def check_source(self, source: str) -> None:
+        """As the forms take a source: an hf:// name (kept beside another as NAME#INSTALLATION), or one
+        registered here; a local path only when the operator said so (--allow-local-paths), since pages and
+        benchmarks then treat it as a file on this server."""
+        if any(ord(c) < 32 or c == "\x7f" for c in source):
+            raise KBError(f"file {source[:200]!r}: a source holds no control characters")
+        name = _BESIDE.sub("", source)
+        if name.startswith("hf://"):
+            try:
+                parse_hf_spec(name)
+            except SourceError as exc:
+                raise KBError(f"file {str(exc)[:300]}") from None
+            return
+        if self.allow_local_paths and os.path.isabs(name) and "://" not in name:
+            return
+        if GGUFFile.objects.filter(source=source).exists():
+            return
+        what = "a local path" if os.path.isabs(name) else "neither an hf:// name nor a file registered here"
+        raise KBError(f"file {source[:200]}: {what}; import_kb takes hf:// sources and names registered here "
+                      "(--allow-local-paths also takes local paths)")
+
     def run(self) -> ImportReport:
-        tables = {t.sha256: _tokens(t) for t in self.doc.token_tables}
-        for f in self.doc.files:
+        tables = {t.sha256: _tokens(t) for t in self._each("token_tables")}
+        for f in self._each("files"):
+            self.check_source(f.source)
             if f.token_table is not None and f.token_table not in tables:
                 raise KBError(f"file {f.source[:200]}: token table {f.token_table[:12]} is not in the file")
             self._file(f, _info(f, tables.get(f.token_table) if f.token_table else None))
-        for p in self.doc.pairs:
+        del tables
+        for p in self._each("pairs"):
             self._pair(p)
-        for r in self.doc.runs:
+        for r in self._each("runs"):
             self._run(r)
-        for r in self.doc.reported:
+        for r in self._each("reported"):
             self._reported(r)
         sections = load_sections()
-        for name, items in self.doc.sections.items():
+        for name, count in self.outline.sections.items():
             section = sections.get(name)
             if section is None:
                 self.ctx.messages.append(f"section {name[:64]!r} skipped: this installation does not keep such records")
                 continue
-            section.import_records(self.ctx, items)
+            section.import_records(self.ctx, self._stream(f"sections.{name}", count))
         for pk in sorted(self.touched):
             refresh_best(Pair.objects.get(pk=pk))
         bump_generation()
         transaction.on_commit(bump_generation)
-        return ImportReport(self.doc.installation.id, self.ctx.counts, self.ctx.messages)
+        return ImportReport(self.source_installation, self.ctx.counts, self.ctx.messages)
 
     def _file(self, f: schema.FileIn, info: ModelInfo) -> None:
         theirs = _comparable(f.info)
@@ -213,7 +424,7 @@ class _Importer:
             if here is None:
                 break
             if _comparable(here.info) == theirs:
-                self.files[f.source] = here
+                self.file_ids[f.source] = here.pk
                 self.ctx.count("files already here")
                 return
             # The same name with another inspection (another revision, another file at that path):
@@ -229,7 +440,7 @@ class _Importer:
                        etag=f.etag, size=f.size)
         origin = "" if f.installation == self.here else f.installation
         GGUFFile.objects.filter(pk=reg.file.pk).update(inspected_at=f.inspected_at, origin_installation=origin)
-        self.files[f.source] = reg.file
+        self.file_ids[f.source] = reg.file.pk
         self.ctx.count("files added")
 
     def _other_name(self, f: schema.FileIn, attempt: int) -> str:
@@ -292,14 +503,23 @@ class _Importer:
         self.ctx.count("reported results added")
 
 
-def import_document(doc: schema.Document) -> ImportReport:
+def import_kb(path: str | os.PathLike, *, allow_local_paths: bool = False) -> ImportReport:
+    """Read, check and merge the knowledge base at ``path``; nothing changes unless all of it goes in.
+
+    ``allow_local_paths``: also take files whose source is a local path (the operator vouches for the file)."""
+    p = Path(path)
+    cap = settings.SPECREG_KB_MAX_BYTES
     try:
-        with transaction.atomic():
-            return _Importer(doc).run()
-    except DatabaseError as exc:
-        raise KBError(f"the database refused a record: {str(exc).splitlines()[0][:200]}") from None
-
-
-def import_kb(path: str | os.PathLike) -> ImportReport:
-    """Read, check and merge the knowledge base at ``path``; nothing changes unless all of it goes in."""
-    return import_document(read(path))
+        with p.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > cap:
+                raise KBError(f"{p}: {size:,} bytes, more than SPECREG_KB_MAX_BYTES ({cap:,})")
+            o = outline(f, cap)
+            header = check_outline(o)
+            try:
+                with transaction.atomic():
+                    return _Importer(f, cap, o, header, allow_local_paths=allow_local_paths).run()
+            except DatabaseError as exc:
+                raise KBError(f"the database refused a record: {str(exc).splitlines()[0][:200]}") from None
+    except OSError as exc:
+        raise KBError(f"{p}: {exc.strerror or exc}") from None

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, create_model, field_validator
 
 from inspector.info import ModelInfo
+from inspector.speculative import SPEC_TYPES
 
 FORMAT = "specreg-knowledge-base"
 SCHEMA_MAJOR = 1
@@ -113,6 +114,14 @@ class ResultIn(Figures):
     other_cpu_share: OptFloat
     via: Literal["cli", "server"] = "cli"  # how the exporting installation measured it
 
+    @field_validator("method")
+    @classmethod
+    def _known_method(cls, v: str) -> str:
+        # Pages and recommendations build llama.cpp options from it: only llama.cpp's own --spec-type names.
+        if v and v not in SPEC_TYPES:
+            raise ValueError(f"method must be one of {', '.join(SPEC_TYPES)}")
+        return v
+
 
 class RunIn(Base):
     installation: InstallationId
@@ -154,8 +163,37 @@ class ReportedIn(Figures):
             raise ValueError("source_url must be an http(s) address")
         return v
 
+    # The bounds of the reported-result form (registry.forms, registry.reporting), which every other way in uses.
+    @field_validator("acceptance")
+    @classmethod
+    def _fraction(cls, v: float | None) -> float | None:
+        if v is not None and not 0 <= v <= 1:
+            raise ValueError("acceptance must be a fraction between 0 and 1")
+        return v
+
+    @field_validator("speedup", "tokens_per_second", "baseline_tokens_per_second")
+    @classmethod
+    def _above_zero(cls, v: float | None) -> float | None:
+        if v is not None and not v > 0:
+            raise ValueError("must be above 0")
+        return v
+
+
+HEADER = ("format", "schema_version", "exported_at", "installation")
+
+
+class Header(Base):
+    """The file's own fields; the importer reads them in a first pass, and each list's records one at a time."""
+
+    format: Literal["specreg-knowledge-base"]
+    schema_version: str
+    exported_at: AwareDatetime
+    installation: Installation
+
 
 class Document(Base):
+    """The whole format at once, as the exporter writes it (the importer streams it: see ``Header``)."""
+
     format: Literal["specreg-knowledge-base"]
     schema_version: str
     exported_at: AwareDatetime

@@ -9,7 +9,7 @@ records from elsewhere beside local ones and find what an earlier import brought
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -56,7 +56,8 @@ class ImportContext:
 class Section:
     name: str
     export: Callable[[ExportContext], list[dict[str, Any]]]
-    import_records: Callable[[ImportContext, list[Any]], None]  # raise KBError on a bad record
+    # Its records as the importer streams them (an iterable, read once); raise KBError on a bad record.
+    import_records: Callable[[ImportContext, Iterable[Any]], None]
 
 
 SECTIONS: dict[str, Section] = {}

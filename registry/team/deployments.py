@@ -12,7 +12,8 @@ from inspector.spec_flags import NGRAM_CACHE_DRAFT, NGRAM_SWEEP, uses_draft_file
 from inspector.speculative import NGRAM_METHODS, SPEC_TYPES
 from registry.models import BenchmarkRun, GGUFFile, Pair
 from registry.results import Figure, figures_for
-from registry.sources import SourceRegistrationError, register_source
+from registry import sources
+from registry.sources import SourceRegistrationError
 
 from .models import Deployment
 from .telemetry import ScrapeError, validate_url
@@ -39,18 +40,9 @@ def may_retire(user, d: Deployment) -> bool:
 
 
 def resolve_file(spec: str) -> GGUFFile:
-    """A registered file by id, or a source (path or hf://…) registered now if it is new."""
-    spec = spec.strip()
-    if spec.isdigit():
-        f = GGUFFile.objects.filter(pk=int(spec)).first()
-        if f is None:
-            raise DeploymentError(f"no registered file with id {spec}")
-        return f
-    existing = GGUFFile.objects.filter(source=spec).first()
-    if existing is not None:
-        return existing
+    """A registered file by id, or a source registered now if it is new (registry.sources.resolve_file)."""
     try:
-        return register_source(spec).file
+        return sources.resolve_file(spec)
     except SourceRegistrationError as exc:
         raise DeploymentError(str(exc)) from None
 

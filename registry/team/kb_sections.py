@@ -9,6 +9,7 @@ with them instead).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Annotated, Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
@@ -18,7 +19,9 @@ from registry.kb.schema import INT32, INT64, InstallationId, Source, text
 from registry.kb.sections import ExportContext, ImportContext, Section, register_section
 from registry.models import BenchmarkRun, Model
 
+from . import deployments as deps
 from .models import NOTE_MAX_CHARS, Deployment, Note, NoteVersion, TelemetrySample
+from .telemetry import PUBLIC_GAP, reason_to_store
 
 MAX_NOTES = 1_000_000
 MAX_VERSIONS = 1_000
@@ -100,18 +103,18 @@ class DeploymentIn(_Base):
     samples: Annotated[list[SampleIn], Field(max_length=MAX_SAMPLES)] = []
 
 
-def _records(schema: type[_Base], items: list[Any], section: str, bound: int) -> list[Any]:
-    if len(items) > bound:
-        raise KBError(f"sections.{section}: more than {bound:,} records")
-    out = []
+def _records(schema: type[_Base], items: Iterable[Any], section: str, bound: int) -> Iterator[Any]:
+    """Each record checked as it comes: the importer streams a section, one record in memory at a time
+    (a refusal anywhere still changes nothing: the import is one transaction)."""
     for i, item in enumerate(items):
+        if i >= bound:
+            raise KBError(f"sections.{section}: more than {bound:,} records")
         try:
-            out.append(schema.model_validate(item))
+            yield schema.model_validate(item)
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in (i, *err["loc"]))
             raise KBError(f"sections.{section}: {where[:200]}: {err['msg'][:200]}") from None
-    return out
 
 
 def _run_ref(ctx: ExportContext, run: BenchmarkRun | None) -> dict[str, Any] | None:
@@ -153,7 +156,7 @@ def export_notes(ctx: ExportContext) -> list[dict[str, Any]]:
     return out
 
 
-def import_notes(ctx: ImportContext, items: list[Any]) -> None:
+def import_notes(ctx: ImportContext, items: Iterable[Any]) -> None:
     for r in _records(NoteIn, items, "notes", MAX_NOTES):
         if ctx.already_here(Note, r.installation, r.id):
             ctx.count("notes already here")
@@ -196,27 +199,36 @@ def export_deployments(ctx: ExportContext) -> list[dict[str, Any]]:
             "run": _run_ref(ctx, d.run), "method": d.method, "k": d.k, "flags": d.flags, "command": d.command,
             "host": d.host, "deployed_at": d.deployed_at.isoformat(),
             "retired_at": d.retired_at.isoformat() if d.retired_at else None,
-            # The URL stays home: it names a server inside this team's network.
-            "samples": [{"scraped_at": s.scraped_at.isoformat(), "ok": s.ok, "error": s.error, "reset": s.reset,
+            # The URL stays home: it names a server inside this team's network. So do the reasons scrapes
+            # failed: a file goes to people outside staff, who read one message for every gap.
+            "samples": [{"scraped_at": s.scraped_at.isoformat(), "ok": s.ok, "error": "" if s.ok else PUBLIC_GAP,
+                         "reset": s.reset,
                          **{c: getattr(s, c) for c in COUNTERS}} for s in d.samples.all()],
         })
     return out
 
 
-def import_deployments(ctx: ImportContext, items: list[Any]) -> None:
+def import_deployments(ctx: ImportContext, items: Iterable[Any]) -> None:
     for r in _records(DeploymentIn, items, "deployments", MAX_DEPLOYMENTS):
         if ctx.already_here(Deployment, r.installation, r.id):
             ctx.count("deployments already here")
             continue
         target = ctx.file(r.target)
         draft = ctx.file(r.draft) if r.draft else None
+        try:  # the rules of the form and the API: a known method, a draft where it needs one, K 1–1024, …
+            deps.check_spec(deps.DeploymentSpec(target=target, draft=draft, method=r.method, command=r.command,
+                                                k=r.k, flags=r.flags, host=r.host))
+        except deps.DeploymentError as exc:
+            raise KBError(f"sections.deployments: deployment {r.id} of {r.installation}: {str(exc)[:200]}") from None
         d = Deployment.objects.create(
             target=target, draft=draft, pair=ctx.pair(r.target, r.draft) if r.draft else None,
             run=_local_run(ctx, r.run), method=r.method, k=r.k, flags=r.flags, command=r.command, host=r.host,
             url="", author_name=r.author or "someone", deployed_at=r.deployed_at, retired_at=r.retired_at,
             origin_installation=r.installation, origin_id=r.id, origin_author=r.author, imported_at=ctx.now)
+        # Errors as record() keeps them: a known reason, never text a server (or the file) made up.
         TelemetrySample.objects.bulk_create(
-            [TelemetrySample(deployment=d, **s.model_dump()) for s in r.samples], batch_size=1000)
+            [TelemetrySample(deployment=d, **{**s.model_dump(), "error": "" if s.ok else reason_to_store(s.error)})
+             for s in r.samples], batch_size=1000)
         ctx.count("deployments added")
         ctx.count("observed samples added", len(r.samples))
 

@@ -96,6 +96,10 @@ class Deployment(Provenance):
     deployed_at = models.DateTimeField()
     retired_at = models.DateTimeField(null=True, blank=True)  # retired deployments are kept, with this date
     created_at = models.DateTimeField(auto_now_add=True)
+    # A "scrape now" queued for the telemetry worker (telemetry.queue_scrape), and when that worker took it:
+    # the page shows it waiting or running; both are cleared when its sample is stored.
+    scrape_queued_at = models.DateTimeField(null=True, blank=True)
+    scrape_started_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-deployed_at", "-pk"]

@@ -29,6 +29,18 @@ class NoteError(ValueError):
     """A note that cannot be saved, or a change the user may not make; one line."""
 
 
+def _link_filter(element: str, attribute: str, value: str) -> str | None:
+    """Links go to absolute http(s) URLs, mailto: or a path on this site; a protocol-relative ``//host``
+    (or ``\\host``, which browsers read the same way) would leave the site while looking relative."""
+    if element == "a" and attribute == "href":
+        v = value.strip()
+        if v.lower().startswith(("http://", "https://", "mailto:")):
+            return value
+        if v.startswith(("//", "\\", "/\\")) or ":" in v.split("/", 1)[0]:
+            return None
+    return value
+
+
 def render(body: str) -> SafeString:
     """Markdown to HTML, then sanitised: raw HTML typed into a note shows as text, never as markup."""
     # Python-Markdown passes raw HTML through by default; without its two HTML readers, "<" in a
@@ -38,7 +50,8 @@ def render(body: str) -> SafeString:
     md.preprocessors.deregister("html_block")
     md.inlinePatterns.deregister("html")
     clean = nh3.clean(md.convert(body), tags=ALLOWED_TAGS, attributes=ALLOWED_ATTRIBUTES,
-                      url_schemes={"http", "https", "mailto"}, link_rel="noopener noreferrer nofollow")
+                      url_schemes={"http", "https", "mailto"}, link_rel="noopener noreferrer nofollow",
+                      attribute_filter=_link_filter)
     return mark_safe(clean)  # noqa: S308 - sanitised by nh3 just above
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from .telemetry import Point
+from .telemetry import PUBLIC_GAP, Point
 
 W, H = 640, 280
 LEFT, RIGHT, TOP, BOTTOM = 56, 56, 20, 56
@@ -64,7 +64,7 @@ def observed_svg(points: list[Point], *, measured_tps: float | None = None,
         when = p.at.strftime("%Y-%m-%d %H:%M:%S")
         if p.gap:
             parts.append(f'<line x1="{x(p):.1f}" x2="{x(p):.1f}" y1="{TOP + ph - 10}" y2="{TOP + ph}" stroke="{GAP}" stroke-width="2">'
-                         f'<title>{escape(when + " UTC: scrape failed: " + p.gap)}</title></line>')
+                         f'<title>{escape(when + " UTC: " + _gap_label(p.gap))}</title></line>')
             continue
         if p.reset:
             parts.append(f'<line x1="{x(p):.1f}" x2="{x(p):.1f}" y1="{TOP}" y2="{TOP + ph}" stroke="{MEASURED}" stroke-dasharray="1 3">'
@@ -85,6 +85,11 @@ def observed_svg(points: list[Point], *, measured_tps: float | None = None,
         lx += 26 + 6.5 * len(text)
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 - every interpolated text above went through escape()
+
+
+def _gap_label(gap: str) -> str:
+    # The reason (staff's plots) reads as a failed scrape; everyone else's says only that it was unavailable.
+    return gap if gap == PUBLIC_GAP else "scrape failed: " + gap
 
 
 def _runs(points: list[Point], attr: str) -> list[list[Point]]:

@@ -15,7 +15,7 @@ from . import notes as notes_mod
 from .forms import DeploymentForm, NoteForm
 from .models import Deployment, Note
 from .plot import observed_svg
-from .telemetry import observed, scrape, series
+from .telemetry import may_see_reasons, observed, queue_scrape, series, shown_error, telemetry_state
 
 SUBJECTS = {"model": Model, "file": GGUFFile, "pair": Pair, "run": BenchmarkRun}
 
@@ -138,14 +138,29 @@ def deployment(request: HttpRequest, pk: int) -> HttpResponse:
     d = get_object_or_404(Deployment.objects.select_related("target__model", "draft__model", "pair", "run"), pk=pk)
     ref = deps.measured_reference(d)
     obs = observed(d)
+    staff = may_see_reasons(request.user)
     samples = list(d.samples.order_by("-scraped_at", "-pk")[:50])
+    for s in samples:
+        s.shown_error = shown_error(s.error, staff=staff)  # staff read why; everyone else "telemetry unavailable"
     return render(request, "team/deployment.html", {
-        "d": d, "observed": obs, "measured": ref, "samples": samples,
-        "plot": observed_svg(series(d), measured_tps=ref.tokens_per_second if ref else None,
+        "d": d, "observed": obs, "measured": ref, "samples": samples, "telemetry": telemetry_state(d, obs, request.user),
+        "plot": observed_svg(series(d, staff=staff), measured_tps=ref.tokens_per_second if ref else None,
                              measured_acceptance=ref.acceptance if ref else None,
                              title=f"Observed on deployment {d.pk}"),
         "may_retire": deps.may_retire(request.user, d), "may_scrape": deps.may_set_url(request.user),
-        "show_url": may_see_paths(request.user)})
+        "show_url": may_see_paths(request.user), "scrape_no_worker": staff and _nobody_scrapes(d)})
+
+
+def _nobody_scrapes(d: Deployment) -> str:
+    """The telemetry queue's name when a scrape waits on it and no worker listens there (for staff)."""
+    if d.scrape_queued_at is None or d.scrape_started_at is not None:
+        return ""
+    # The runner's state; registry never imports the runner at load time.
+    from runner.models import workers_on
+    from runner.queues import telemetry_queue
+
+    queue = telemetry_queue()
+    return "" if workers_on(queue) else queue
 
 
 @login_required
@@ -166,19 +181,23 @@ def deployment_retire(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def deployment_scrape(request: HttpRequest, pk: int) -> HttpResponse:
-    """Scrape now (staff: the server makes the request), rather than waiting for the beat."""
+    """Scrape now (staff: the server makes the request), rather than waiting for the beat. Queued for the
+    telemetry worker: the request answers at once, however slowly the server would."""
     d = get_object_or_404(Deployment, pk=pk)
     if not deps.may_set_url(request.user):
         return _forbidden("Only staff may make the server scrape a deployment.")
     if not d.url:
         messages.error(request, "This deployment has no URL to scrape.")
         return redirect(d)
-    s = scrape(d)
-    if s.ok:
-        messages.success(request, "Scraped: " + ("first sample (traffic counts from the next one)"
-                                                  if s.tokens_predicted is None else f"{s.tokens_predicted:.0f} tokens since the last scrape"))
+    try:
+        queued = queue_scrape(d)
+    except Exception:  # noqa: BLE001 - the broker is away (its message may hold its URL and password)
+        messages.error(request, "Scrape not queued: the task broker did not take it; try again later.")
+        return redirect(d)
+    if queued:
+        messages.info(request, "Scrape queued: the telemetry worker reads /metrics; its result shows below once stored.")
     else:
-        messages.error(request, f"Scrape failed (recorded as a gap): {s.error}")
+        messages.info(request, "A scrape of this deployment is already queued or running.")
     return redirect(d)
 
 
@@ -186,6 +205,7 @@ def deployment_json(d: Deployment, user, figures: dict | None = None) -> dict:
     """A deployment as JSON; its URL and host only for signed-in users (server paths go the same way).
     ``figures``: its pair's figures_for, when a list has read them for every row at once."""
     private = may_see_paths(user)
+    obs = observed(d)
     return {
         "id": d.pk, "target": {"id": d.target_id, "source": d.target.source, "model": d.target.model.name},
         "draft": {"id": d.draft_id, "source": d.draft.source, "model": d.draft.model.name} if d.draft else None,
@@ -194,7 +214,9 @@ def deployment_json(d: Deployment, user, figures: dict | None = None) -> dict:
         "author": d.author_name, "deployed_at": d.deployed_at.isoformat(),
         "retired_at": d.retired_at.isoformat() if d.retired_at else None, "active": d.active,
         "origin": d.origin_installation or "",
-        "observed": observed(d).to_dict(),  # production traffic; "measured" below is specreg's runner
+        "observed": obs.to_dict(),  # production traffic; "measured" below is specreg's runner
+        # Whether the latest scrape worked and when; why not for staff only, one message for everyone else.
+        "telemetry": telemetry_state(d, obs, user),
         "measured": (lambda f: f.to_dict() if f else None)(deps.measured_reference(d, figures)),
     }
 

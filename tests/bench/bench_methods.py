@@ -3,6 +3,7 @@
 Usage: python tests/bench/bench_methods.py [--types code,edit,prose] [--n-predict 128] [--repeats 3]
        [--full]  (every setting run_benchmark sweeps; default: one setting per method, see quick_settings)
        [--via cli|server]  (the command-line tools, or two llama-servers started with the deployed flags)
+       [--quick]  (SmolLM2 drafting for itself and ngram-mod, one code prompt, 8 tokens: checks the script runs)
 Qwen2.5-Coder-1.5B-Instruct Q4_K_M is the target and its 0.5B sibling the draft (tests/data/model-wheels.txt).
 Plain and speculative runs alternate per prompt and repeat (A B A B), as in every benchmark; the table
 gives medians, acceptance, and the share of the CPU other work used meanwhile (a noisy machine shows).
@@ -10,11 +11,17 @@ gives medians, acceptance, and the share of the CPU other work used meanwhile (a
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+# --via server builds the deployed command through registry.deploy, which reads Django's settings and models
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "registry.settings")
+import django  # noqa: E402
+
+django.setup()
 
 from inspector.spec_flags import NGRAM_SWEEP, Setting  # noqa: E402
 from runner import hardware, llamacpp  # noqa: E402
@@ -64,10 +71,15 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=1, help="prompts per content type")
     parser.add_argument("--full", action="store_true", help="every setting run_benchmark sweeps by default")
     parser.add_argument("--via", choices=("cli", "server"), default="cli", help="how to measure (run_benchmark --via)")
+    parser.add_argument("--quick", action="store_true", help="SmolLM2, two settings, one code prompt, 8 tokens")
     args = parser.parse_args()
 
     target, draft = model_path("qwen15"), model_path("qwen05")
     settings = quick_settings()
+    if args.quick:
+        target = draft = model_path("smollm2")
+        settings = [Setting("draft-simple", 2, 0.0), Setting("ngram-mod", 16, None)]
+        args.types, args.n_predict, args.repeats, args.prompts = "code", 8, 1, 1
     if args.full:
         settings = [s for m in ("draft-simple", *NGRAM_SWEEP, "ngram-cache")
                     for s in settings_for(m, [4, 8, 16], [0.0, 0.75])]
@@ -75,7 +87,8 @@ def main() -> None:
                          extend=False, prompts_per_type=args.prompts, n_predict=args.n_predict,
                          repeats=args.repeats, settings=tuple(settings), via=args.via)
     hw = hardware.detect()
-    print(f"hardware: {hw['hardware_class']} ({hw['cpu_model']}); llama.cpp {llamacpp.build_info().label}")
+    build = llamacpp.build_info()
+    print(f"hardware: {hw['hardware_class']} ({hw['cpu_model']}); llama.cpp {build.label} built for {build.isa or '?'}")
     print(f"target {target.name}, draft {draft.name}, {len(settings)} settings, {config.n_predict} tokens, "
           f"{config.repeats} repeat(s), {config.prompts_per_type} prompt(s) per type {config.content_types}, "
           f"measured via {config.via}")

@@ -14,7 +14,7 @@ from .. import deployments as deps
 from .. import notes as notes_mod
 from ..forms import NoteForm
 from ..plot import observed_svg
-from ..telemetry import observed, series
+from ..telemetry import may_see_reasons, observed, series
 
 register = template.Library()
 PLOTS_PER_PAGE = 3  # deployments drawn inline on a pair page; the rest link to their own pages
@@ -43,7 +43,7 @@ def team_deployments(context, pair=None, files=None):
         obs = observed(d)
         plot = ""
         if pair is not None and i < PLOTS_PER_PAGE and obs.samples + obs.gaps:
-            plot = observed_svg(series(d, limit=500), measured_tps=ref.tokens_per_second if ref else None,
+            plot = observed_svg(series(d, limit=500, staff=may_see_reasons(request.user)), measured_tps=ref.tokens_per_second if ref else None,
                                 measured_acceptance=ref.acceptance if ref else None,
                                 title=f"Observed on deployment {d.pk}")
         rows.append({"d": d, "observed": obs, "measured": ref, "plot": plot})

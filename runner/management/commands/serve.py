@@ -1,8 +1,10 @@
-"""serve: run the web server (gunicorn) and two Celery workers, one with the beat, until SIGTERM or Ctrl-C.
+"""serve: run the web server (gunicorn) and three Celery workers, one with the beat, until SIGTERM or Ctrl-C.
 
 Benchmarks take one worker (``--pool solo``: one run at a time, as the measurements need) and may run
-for hours; everything else (Hub imports and searches, queued checks, telemetry scrapes, the sweep)
-goes to the general queue, whose own worker keeps its beat on time while a benchmark runs.
+for hours; Hub imports and searches, queued checks and the sweep go to the general queue, whose own
+worker keeps its beat on time while a benchmark runs. Telemetry scrapes have a queue and a worker of
+their own: a scrape may wait on a slow /metrics for its whole deadline, and a visitor's queued check
+must not wait behind it. That worker sleeps on sockets, so the 2 cores stay with the other two.
 
 Stopping behaves the way systemd, Docker and Kubernetes expect: on SIGTERM or SIGINT both children
 get SIGTERM at once (the worker then kills the running benchmark's llama.cpp processes and records
@@ -21,7 +23,7 @@ from django.conf import settings
 
 from inspector.management.base import SpecregCommand
 from inspector.remote import header_deadline_seconds
-from runner.queues import bench_queue, local_hardware_class
+from runner.queues import bench_queue, local_hardware_class, telemetry_queue
 
 STOP_GRACE_S = 7.0
 
@@ -35,8 +37,8 @@ def web_timeout_s() -> int:
 
 
 class Command(SpecregCommand):
-    help = ("Start the web server, a benchmark worker and a general worker (with the periodic tasks) on the "
-            "configured database and broker.")
+    help = ("Start the web server, a benchmark worker, a telemetry worker and a general worker (with the periodic "
+            "tasks) on the configured database and broker.")
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
@@ -62,6 +64,9 @@ class Command(SpecregCommand):
             ], start_new_session=True))
             procs.append(subprocess.Popen(celery + [
                 "-n", "bench@%h", "-Q", bench_queue(local_hardware_class()),
+            ], start_new_session=True))
+            procs.append(subprocess.Popen(celery + [
+                "-n", "telemetry@%h", "-Q", telemetry_queue(),
             ], start_new_session=True))
         procs.append(subprocess.Popen([
             os.path.join(bin_dir, "gunicorn"), "registry.wsgi", "--bind", f"{host}:{port}",

@@ -1,0 +1,81 @@
+"""Every page, logged out and logged in as staff, in headless Chromium: no console error, no failed request."""
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from inspector.info import inspect_source
+from registry.models import HubJob, Pair
+from registry.registration import register
+from registry.team.models import Deployment, Note
+from tests.browser import shot
+from tests.test_team_deployments import run_of
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+PASSWORD = "correct horse battery staple"
+Q05 = "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"
+Q15 = "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"
+
+
+@pytest.fixture
+def site(qwen05_header_path, qwen15_header_path) -> dict[str, int]:
+    for path, repo, name in ((qwen05_header_path, Q05, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+                             (qwen15_header_path, Q15, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")):
+        register(inspect_source(str(path)), source=f"hf://{repo}/{name}", repo=repo, path=name, etag=name, size=1)
+    pair = Pair.objects.get()
+    run = run_of(pair)
+    job = HubJob.objects.create(kind=HubJob.IMPORT_REPO, params={"repo": Q05}, queue="specreg", status=HubJob.DONE)
+    Note.objects.create(pair=pair, body="K=4 held up.", author_name="sam")
+    dep = Deployment.objects.create(target=pair.target, draft=pair.draft, pair=pair, method="draft-simple", k=4,
+                                    command="llama-server -m t.gguf -md d.gguf", author_name="sam",
+                                    deployed_at=timezone.now())
+    return {"pair": pair.pk, "model": pair.target.model_id, "run": run.pk, "job": job.pk, "deployment": dep.pk,
+            "note": Note.objects.get().pk}
+
+
+def pages(ids: dict[str, int], staff: bool) -> list[str]:
+    out = ["/", "/check/", "/local/", "/accounts/login/", f"/pairs/{ids['pair']}/", f"/models/{ids['model']}/",
+           f"/runs/{ids['run']}/", f"/jobs/{ids['job']}/", f"/deployments/{ids['deployment']}/", "/api/docs/"]
+    if staff:
+        out += ["/import/", f"/pairs/{ids['pair']}/benchmark", f"/deployments/new?pair={ids['pair']}", "/accounts/tokens/",
+                f"/notes/{ids['note']}/", "/admin/", "/admin/registry/pair/", f"/admin/registry/pair/{ids['pair']}/change/"]
+    return out
+
+
+def visit_all(page, base: str, urls: list[str], label: str) -> list[str]:
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} ({r.failure})"))
+    page.on("response", lambda r: problems.append(f"{r.status} for {r.url}") if r.status >= 400 else None)
+    for url in urls:
+        before = len(problems)
+        page.goto(base + url, wait_until="networkidle")
+        problems[before:] = [f"{url}: {p}" for p in problems[before:]]
+    shot(page, f"every-page-{label}")
+    return problems
+
+
+def test_every_page_loads_without_console_errors_or_failed_requests(page, live_server, site):
+    assert visit_all(page, live_server.url, pages(site, staff=False), "anonymous") == []
+    User.objects.create_user("sam", password=PASSWORD, is_staff=True, is_superuser=True)
+    page.goto(f"{live_server.url}/accounts/login/?next=/")
+    page.fill("input[name=username]", "sam")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("main button")
+    page.wait_for_url(f"{live_server.url}/")
+    assert visit_all(page, live_server.url, pages(site, staff=True), "staff") == []
+
+
+def test_the_benchmark_form_puts_each_tick_beside_its_own_label(page, live_server, site):
+    User.objects.create_user("sam", password=PASSWORD, is_staff=True)
+    page.goto(f"{live_server.url}/accounts/login/?next=/pairs/{site['pair']}/benchmark")
+    page.fill("input[name=username]", "sam")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("main button")
+    page.wait_for_selector("#benchmark-form fieldset.checks")
+    for label in page.locator("#benchmark-form fieldset.checks label.check").all():
+        box, tick = label.bounding_box(), label.locator("input").bounding_box()
+        assert box and tick and abs((tick["y"] + tick["height"] / 2) - (box["y"] + box["height"] / 2)) < 4
+        assert tick["x"] < box["x"] + 8  # the tick first, then its text on the same line
+    shot(page, "benchmark-form")
