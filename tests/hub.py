@@ -475,6 +475,23 @@ class _Handler(BaseHTTPRequestHandler):
                 remaining -= len(chunk)
 
 
+def sockets_to(url: str) -> int:
+    """This process's open sockets connected to ``url``'s port (its fds matched with the kernel's TCP table):
+    what a read that gave up at its deadline may have left open."""
+    port = urlsplit(url).port
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    rows = [row.split() for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6") if Path(table).exists()
+            for row in Path(table).read_text().splitlines()[1:]]
+    return sum(1 for cols in rows if int(cols[2].rsplit(":", 1)[1], 16) == port and cols[9] in inodes)
+
+
 @pytest.fixture
 def fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     """A running FakeHub with HF_ENDPOINT pointing at it and huggingface_hub cut off from any real cache or token."""

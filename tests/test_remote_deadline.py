@@ -9,9 +9,7 @@ deadline + 2 s with one line, the web answers 504, and no socket to the dripping
 """
 from __future__ import annotations
 
-import os
 import time
-import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from inspector import cli
 from inspector.info import InspectError, InspectTimeout, inspect_source
 from registry.checking import CheckTimeout, check_sources
 from tests.ggufgen import vocab, write_gguf
+from tests.hub import sockets_to
 
 DEADLINE = 4.0
 TARGET, DRAFT = "hf://owner/target/m.gguf", "hf://owner/draft/m.gguf"
@@ -43,27 +42,6 @@ def _target_read_in_time(hub) -> None:
     hub.drip_seconds = 0.02
 
 
-def _sockets_to(url: str) -> int:
-    """This process's open sockets connected to ``url``'s port (its fds matched with the kernel's TCP table)."""
-    port = urllib.parse.urlsplit(url).port
-    inodes = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[len("socket:["):-1])
-    count = 0
-    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
-        if Path(table).exists():
-            for row in Path(table).read_text().splitlines()[1:]:
-                cols = row.split()
-                if int(cols[2].rsplit(":", 1)[1], 16) == port and cols[9] in inodes:
-                    count += 1
-    return count
-
-
 def _settles(condition, seconds: float = 3.0) -> bool:
     end = time.monotonic() + seconds
     while not condition():
@@ -84,7 +62,7 @@ def test_one_read_of_a_dripping_body_ends_at_its_deadline(dripping_hub):
     took = time.monotonic() - started
     assert DEADLINE - 0.2 < took < DEADLINE + 2  # was: 7 s, the read ended only when its next byte came
     assert isinstance(exc.value, InspectTimeout) and str(exc.value) == f"{TARGET}: {MESSAGE}"
-    assert _sockets_to(dripping_hub.cdn_url) == 0
+    assert sockets_to(dripping_hub.cdn_url) == 0
 
 
 @needs_proc
@@ -95,7 +73,7 @@ def test_a_dripping_status_line_leaves_no_socket_behind(dripping_hub):
         inspect_source(TARGET)
     assert time.monotonic() - started < DEADLINE + 2
     # was: the thread waiting for the answer read on, a byte every 0.5 s, long after the read gave up
-    assert _settles(lambda: _sockets_to(dripping_hub.cdn_url) == 0, 1.0)
+    assert _settles(lambda: sockets_to(dripping_hub.cdn_url) == 0, 1.0)
     assert _settles(lambda: dripping_hub.dripping == 0)  # the server saw the client go
     assert isinstance(exc.value, InspectTimeout)
 
@@ -132,4 +110,4 @@ def test_the_web_answers_504_with_one_line(dripping_hub, client):
     page = client.get("/check/", {"target": TARGET, "draft": DRAFT})
     assert time.monotonic() - started < DEADLINE + 2
     assert page.status_code == 504 and MESSAGE in page.content.decode()
-    assert _sockets_to(dripping_hub.cdn_url) == 0
+    assert sockets_to(dripping_hub.cdn_url) == 0

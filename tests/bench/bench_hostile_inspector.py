@@ -87,28 +87,13 @@ def bench_tables() -> None:
               f"({'equal' if found is None else found.token_id})")
 
 
-def sockets_to(port: int) -> int:
-    """This process's open sockets connected to ``port`` (its fds matched with the kernel's TCP table)."""
-    inodes = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[len("socket:["):-1])
-    rows = [row.split() for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6") if Path(table).exists()
-            for row in Path(table).read_text().splitlines()[1:]]
-    return sum(1 for cols in rows if int(cols[2].rsplit(":", 1)[1], 16) == port and cols[9] in inodes)
-
-
 def bench_drip() -> None:
     from huggingface_hub.utils import close_session
 
     from inspector import cli
     from inspector.info import InspectError, inspect_source
     from tests.ggufgen import vocab, write_gguf
-    from tests.hub import FakeHub
+    from tests.hub import FakeHub, sockets_to
 
     deadline = 5.0
     os.environ.update({"SPECREG_HEADER_DEADLINE_SECONDS": f"{deadline:g}", "NO_PROXY": "127.0.0.1",
@@ -137,7 +122,7 @@ def bench_drip() -> None:
             except (InspectError, cli.UserError) as exc:
                 outcome = str(exc)
             took = time.monotonic() - start
-            left_open = sockets_to(int(hub.cdn_url.rsplit(":", 1)[1]))
+            left_open = sockets_to(hub.cdn_url)
             print(f"  {label:64} ended {took:5.2f} s ({took - deadline:+.2f} s past the deadline), "
                   f"{left_open} socket(s) to the server left open")
             print(f"    {outcome}")
