@@ -53,9 +53,9 @@ def hit(key: str, limit: int, now: float | None = None, *, amount: int = 1) -> t
 def current(key: str, now: float | None = None) -> tuple[int, int]:
     """The count for ``key`` in the current window without counting: (count, seconds until the window ends)."""
     now = time.time() if now is None else now
-    window = int(now // WINDOW_S) * WINDOW_S
+    window, length = _window(key, now)
     count = RateCount.objects.filter(key=key, window=window).values_list("count", flat=True).first() or 0
-    return count, window + WINDOW_S - int(now)
+    return count, window + length - int(now)
 
 
 def check_rate(request: HttpRequest, scope: str = "check") -> None:
