@@ -6,7 +6,7 @@ PORT ?= 8000
 BIN := $(VENV)/bin
 export LLAMA_CPP_BUILD_JOBS ?= 2
 
-.PHONY: install install-test llama start test test-fast models chromium
+.PHONY: install install-test llama start test test-fast lint models chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,3 +47,12 @@ test: install-test chromium models
 test-fast: $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
 	$(BIN)/python -m pytest -q -m "not llama and not browser and not slow"
+
+# The layers (import-linter's contracts in pyproject.toml), ruff's rules and formatter, and mypy (strict on
+# inspector/, default strictness on registry/ and runner/).
+lint: $(BIN)/python
+	$(BIN)/pip install -q -e '.[lint]'
+	$(BIN)/lint-imports
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy

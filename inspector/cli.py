@@ -13,7 +13,7 @@ import json
 import os
 import re
 import sys
-from typing import TextIO
+from typing import NoReturn, Protocol
 
 from .compat import PairCheck, check_pair, token_label
 from .info import InspectError, ModelInfo, inspect_source, shared_deadline
@@ -34,6 +34,12 @@ class UserError(Exception):
 terminal_safe = escape_controls  # control characters (ESC, CR, newlines inside a value, …) as visible escapes
 
 
+
+class Writer(Protocol):
+    """Where a command prints: sys.stdout, or a management command's OutputWrapper."""
+
+    def write(self, s: str, /) -> object: ...
+
 def json_text(data: object) -> str:
     """Indented JSON for a terminal: UTF-8 kept, every control character escaped (still the same JSON)."""
     # These characters occur only inside strings, where \uXXXX means the same character.
@@ -49,7 +55,7 @@ def max_header_bytes() -> int:
         raise UserError(f"SPECREG_MAX_HEADER_BYTES: expected an integer, got {value!r}") from None
 
 
-def inspect(source: str, *, as_json: bool = False, tokens: int = 0, out: TextIO) -> int:
+def inspect(source: str, *, as_json: bool = False, tokens: int = 0, out: Writer) -> int:
     if tokens < 0:
         raise UserError("--tokens must be 0 or more")
     try:
@@ -66,7 +72,7 @@ def inspect(source: str, *, as_json: bool = False, tokens: int = 0, out: TextIO)
     return 0
 
 
-def check(target: str, draft: str | None, *, as_json: bool = False, out: TextIO) -> int:
+def check(target: str, draft: str | None, *, as_json: bool = False, out: Writer) -> int:
     """Exit status 0 compatible, 1 incompatible (an answer, not an error: no error line)."""
     if not draft:
         return draftless(target, as_json=as_json, out=out)
@@ -81,7 +87,7 @@ def check(target: str, draft: str | None, *, as_json: bool = False, out: TextIO)
     return 0 if result.compatible else 1
 
 
-def draftless(target: str, *, as_json: bool = False, out: TextIO) -> int:
+def draftless(target: str, *, as_json: bool = False, out: Writer) -> int:
     """The methods TARGET can use with no second model; exit 1 when there are none."""
     try:
         t = inspect_source(target, max_header_bytes())
@@ -194,7 +200,7 @@ def _parser(command: str) -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--traceback", action="store_true", help="show the traceback of an unexpected error")
 
-    def one_line_error(message: str) -> None:
+    def one_line_error(message: str) -> NoReturn:
         raise UserError(f"{message} (see --help)")
 
     p.error = one_line_error  # type: ignore[method-assign]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .info import ModelInfo
+from .info import ModelInfo, TokenizerInfo
 from .llama_rules import LLAMA_CPP_BUILD, RS_ROLLBACK_ARCHS, VOCAB_TYPE_LABELS
 from .speculative import check_method
 from .tokens import CHECK_START_ID, MAX_SIZE_DIFFERENCE, first_text_mismatch, quoted, readable
@@ -124,10 +124,19 @@ def _missing(target: ModelInfo, draft: ModelInfo, need_table: bool) -> str | Non
     return None
 
 
+def _both(target: ModelInfo, draft: ModelInfo) -> tuple[TokenizerInfo, TokenizerInfo]:
+    """The two tokenizers, once ``_missing`` has found both present."""
+    t, d = target.tokenizer, draft.tokenizer
+    if t is None or d is None:
+        raise ValueError("a tokenizer rule ran without both tokenizers")
+    return t, d
+
+
 def _vocab_type(target: ModelInfo, draft: ModelInfo) -> Check:
     if why := _missing(target, draft, need_table=False):
         return Check("vocab_type", None, why)
-    a, b = target.tokenizer.vocab_type, draft.tokenizer.vocab_type
+    tt, dt = _both(target, draft)
+    a, b = tt.vocab_type, dt.vocab_type
     la, lb = VOCAB_TYPE_LABELS.get(a, a), VOCAB_TYPE_LABELS.get(b, b)
     if a == b:
         return Check("vocab_type", True, f"Both use a {la} vocabulary.")
@@ -138,7 +147,7 @@ def _vocab_type(target: ModelInfo, draft: ModelInfo) -> Check:
 def _special(rule: str, target: ModelInfo, draft: ModelInfo) -> Check:
     if why := _missing(target, draft, need_table=False):
         return Check(rule, None, why)
-    tt, dt = target.tokenizer, draft.tokenizer
+    tt, dt = _both(target, draft)
     name = rule.upper()
     add_t, add_d = (tt.add_bos, dt.add_bos) if rule == "bos" else (tt.add_eos, dt.add_eos)
     id_t, id_d = (tt.bos_id, dt.bos_id) if rule == "bos" else (tt.eos_id, dt.eos_id)
@@ -157,7 +166,8 @@ def _special(rule: str, target: ModelInfo, draft: ModelInfo) -> Check:
 def _vocab_size(target: ModelInfo, draft: ModelInfo) -> Check:
     if why := _missing(target, draft, need_table=True):
         return Check("vocab_size", None, why)
-    nt, nd = target.tokenizer.n_tokens, draft.tokenizer.n_tokens
+    tt, dt = _both(target, draft)
+    nt, nd = tt.n_tokens, dt.n_tokens
     diff = abs(nt - nd)
     if diff <= MAX_SIZE_DIFFERENCE:
         same = "the same size" if diff == 0 else f"sizes within {MAX_SIZE_DIFFERENCE} (difference {diff})"

@@ -65,6 +65,7 @@ TYPE_TRAITS: dict[int, TypeTraits] = {
     41: TypeTraits('q1_0', 128, 18),
     42: TypeTraits('q2_0', 64, 18),
 }
-assert len(TYPE_TRAITS) == GGML_TYPE_COUNT
+if len(TYPE_TRAITS) != GGML_TYPE_COUNT:  # a table copied from another build: refuse to load rather than misread sizes
+    raise ImportError(f"TYPE_TRAITS has {len(TYPE_TRAITS)} types, the pinned ggml {GGML_TYPE_COUNT}")
 
 __all__ = ["GGML_MAX_DIMS", "GGML_MAX_NAME", "GGML_TYPE_COUNT", "TYPE_TRAITS", "TypeTraits"]

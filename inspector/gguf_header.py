@@ -77,7 +77,7 @@ class ArrayRef:
     count: int
     start: int  # offset of the first element
     end: int  # offset just past the last element
-    offsets: array | None = None  # string arrays: start of each element (its length prefix)
+    offsets: array[int] | None = None  # string arrays: start of each element (its length prefix)
 
     def describe(self) -> str:
         return f"[{self.count} × {T(self.type).name.lower()}]"
@@ -115,13 +115,6 @@ class Header:
     bytes_fetched: int = 0
     data_end: int = 0  # just past the last tensor's data (data_offset when there are no tensors)
     data_complete: bool | None = True  # every tensor's data inside the file; None: the file's size is unknown
-
-    def string_at(self, ref: ArrayRef, i: int) -> bytes:
-        """Raw bytes of element ``i`` of a string array."""
-        assert ref.offsets is not None
-        o = ref.offsets[i]
-        (n,) = struct.unpack_from(self.byteorder + "Q", self.buf, o)
-        return self.buf[o + 8 : o + 8 + n]
 
 
 class _Cursor:
@@ -403,7 +396,7 @@ def _read(c: _Cursor, src: Source, want_tensors: bool) -> Header:
     )
 
 
-def _tensor_infos(c: _Cursor, n_tensors: int, nbytes: array) -> list[TensorInfo]:
+def _tensor_infos(c: _Cursor, n_tensors: int, nbytes: array[int]) -> list[TensorInfo]:
     """The tensor infos, each checked as gguf.cpp checks it, in its order; their sizes go to ``nbytes``."""
     c.check_count(n_tensors, MIN_TENSOR_INFO, "tensor count")
     infos: list[TensorInfo] = []
@@ -417,13 +410,16 @@ def _tensor_infos(c: _Cursor, n_tensors: int, nbytes: array) -> list[TensorInfo]
                             f"('{_shown(raw)}')")
         try:
             name = raw.decode("utf-8")
-            seen, group = name in names, names
+            seen = name in names
+            if not seen:
+                names.add(name)
         except UnicodeDecodeError:
             name = raw.decode("utf-8", errors="replace")
-            seen, group = raw in odd_names, odd_names
+            seen = raw in odd_names
+            if not seen:
+                odd_names.add(raw)
         if seen:
             raise GGUFError(f"tensor name '{_shown(raw)}' appears twice (tensor #{i}); llama.cpp refuses duplicate names")
-        group.add(name if group is names else raw)
         n_dims = c.unpack("I", f"tensor {name} dimensions")
         if n_dims > GGML_MAX_DIMS:
             raise GGUFError(f"tensor '{_shown(name)}' has {n_dims:,} dimensions; ggml allows at most {GGML_MAX_DIMS}")
@@ -461,12 +457,12 @@ def _tensor_infos(c: _Cursor, n_tensors: int, nbytes: array) -> list[TensorInfo]
     return infos
 
 
-def _check_offsets(infos: list[TensorInfo], sizes: array, alignment: int) -> int:
+def _check_offsets(infos: list[TensorInfo], sizes: array[int], alignment: int) -> int:
     """gguf.cpp's layout rule: each tensor's data follows the last one's, padded to the alignment.
     Returns where the last tensor's data ends, from the start of the data section."""
     size = 0
     end = 0
-    for t, t_nbytes in zip(infos, sizes):
+    for t, t_nbytes in zip(infos, sizes, strict=True):
         if t.offset != size:
             raise GGUFError(f"tensor '{_shown(t.name)}' has data offset {t.offset:,}, expected {size:,} (each tensor's data "
                             f"must follow the previous one's, padded to {alignment} bytes)")

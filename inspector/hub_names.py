@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from urllib.parse import quote
 
-from .sources import SourceError
+from .errors import SourceError
 
 # Split files as llama.cpp's gguf-split names them: NAME-00001-of-00003.gguf (the width may vary).
 SHARD = re.compile(r"(?P<stem>.*)-(?P<part>\d+)-of-(?P<total>\d+)\.gguf")

@@ -268,7 +268,7 @@ def shared_deadline(*specs: object) -> Iterator[Deadline | None]:
             deadline.close()
 
 
-def inspect_source(spec: str | os.PathLike | BinaryIO, max_header_bytes: int | None = None, *,
+def inspect_source(spec: str | os.PathLike[str] | BinaryIO, max_header_bytes: int | None = None, *,
                    deadline: Deadline | None = None) -> ModelInfo:
     """Inspect a path, file object, URL or hf:// source; split files are followed to every shard.
 
@@ -277,9 +277,9 @@ def inspect_source(spec: str | os.PathLike | BinaryIO, max_header_bytes: int | N
     cap = max_header_bytes or DEFAULT_MAX_HEADER
     name = spec if isinstance(spec, str) else getattr(spec, "name", "<file object>")
     try:
-        shards = [spec]
+        shards: list[str | os.PathLike[str] | BinaryIO] = [spec]
         if isinstance(spec, (str, os.PathLike)):
-            shards = shard_names(os.fspath(spec))
+            shards = list(shard_names(os.fspath(spec)))
         # One deadline for every shard: SPECREG_HEADER_DEADLINE_SECONDS bounds the whole inspection
         # (a web check waits for it), not each of up to MAX_SHARDS reads.
         with shared_deadline(spec if deadline is None else None) as own:

@@ -8,6 +8,8 @@ a binary at hand; the runner uses the binary it actually runs.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -42,7 +44,7 @@ class HelpOption:
 def parse_help(text: str) -> list[HelpOption]:
     """Options of a llama.cpp ``--help`` page with their (possibly multi-line) descriptions."""
     options: list[HelpOption] = []
-    current: list = []
+    current: list[Any] = []
     for line in text.splitlines():
         m = _OPTION_LINE.match(line)
         if m:
@@ -110,7 +112,9 @@ class Capabilities:
 
 
 def capabilities_from_help(binary: Path, text: str) -> Capabilities:
-    options, removed, spec_types = set(), set(), ()
+    options: set[str] = set()
+    removed: set[str] = set()
+    spec_types: tuple[str, ...] = ()
     for opt in parse_help(text):
         options.update(opt.names)
         if opt.removed:

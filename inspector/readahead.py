@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
+from typing import Any
 
 FIRST_READ = 64 * 1024  # holds the general.* keys and the first few thousand tokens of every file seen
 MIN_FOLLOW_UP = 16 * 1024  # a re-estimate that was short: never ask for crumbs
@@ -123,7 +125,7 @@ def estimate_end(buf: bytes | bytearray) -> tuple[int, int] | None:
         return None  # the vocabulary has not even started: nothing to scale from
     unseen = n_kv - done
     if unseen > 0 and n_tokens:
-        big = [("tokenizer.ggml.token_type", 4 * n_tokens)]
+        big: list[tuple[str, float]] = [("tokenizer.ggml.token_type", 4 * n_tokens)]
         if model in WITH_SCORES:
             big.append(("tokenizer.ggml.scores", 4 * n_tokens))
         if model in WITH_MERGES:
@@ -139,7 +141,8 @@ def estimate_end(buf: bytes | bytearray) -> tuple[int, int] | None:
     return pos, int(guessed)
 
 
-def _walk_strings(buf: bytes | bytearray, pos: int, count: int, u64) -> tuple[int, int, float, list[int]]:
+def _walk_strings(buf: bytes | bytearray, pos: int, count: int,
+                  u64: Callable[[bytes | bytearray, int], tuple[Any, ...]]) -> tuple[int, int, float, list[int]]:
     """Follow length prefixes as far as ``buf`` goes: (position reached, elements left, average length,
     the position of every 1024th element).
 

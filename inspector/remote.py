@@ -29,7 +29,7 @@ from huggingface_hub.utils._http import hf_request_event_hook  # what the shared
 
 from .hub_names import NON_MODEL_PREFIXES, hf_source, hub_token, token_withheld
 from .readahead import FIRST_READ
-from .sources import DeadlineExceeded, SourceError, Unreachable
+from .errors import DeadlineExceeded, SourceError, Unreachable
 
 # huggingface_hub's shared client has no timeout at all; a dead host must fail fast, a slow CDN may take a while.
 READ_TIMEOUT, CONNECT_TIMEOUT = 30.0, 10.0
@@ -624,7 +624,7 @@ def _base_models(tags: list[str]) -> list[str]:
     return out
 
 
-def search_models(*, limit: int = 100, **kwargs: object) -> list[dict]:
+def search_models(*, limit: int = 100, **kwargs: Any) -> list[dict[str, Any]]:
     """``HfApi.list_models(**kwargs)`` as plain dicts (id, tags, downloads, gguf, base_models, gated)."""
     # A limit always: without one list_models pages through the whole Hub.
     try:

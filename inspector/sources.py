@@ -11,25 +11,13 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
+# Re-exported: callers name the errors of reading a source where they open one.
+from .errors import DeadlineExceeded as DeadlineExceeded
+from .errors import SourceError as SourceError
+from .errors import Unreachable as Unreachable
+
 if TYPE_CHECKING:
     from .remote import Deadline  # remote imports huggingface_hub: local reads must not
-
-
-class SourceError(Exception):
-    """A source could not be opened or read; the message is one line naming source and problem."""
-
-
-class Unreachable(SourceError):
-    """The server could not be reached at all (no connection, no answer in time, offline mode).
-
-    A type of its own so that callers (an import of ten repositories) can stop asking the same
-    dead server without matching words in the message.
-    """
-
-
-class DeadlineExceeded(Unreachable):
-    """The remote reads of one request or job ran past SPECREG_HEADER_DEADLINE_SECONDS (a web check
-    answers it with 504)."""
 
 
 class Source(Protocol):
@@ -63,7 +51,7 @@ class FileSource:
                 raise SourceError(f"{name}: not a seekable file ({exc})") from None
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> FileSource:
+    def open(cls, path: str | os.PathLike[str]) -> FileSource:
         p = Path(path)
         try:
             # Checked before opening: opening a FIFO blocks until a writer appears, and reading a
@@ -126,7 +114,7 @@ def is_remote(spec: str) -> bool:
     return spec.startswith(("hf://", "http://", "https://"))
 
 
-def open_source(spec: str | os.PathLike | BinaryIO, *, deadline: Deadline | None = None) -> Source:
+def open_source(spec: str | os.PathLike[str] | BinaryIO, *, deadline: Deadline | None = None) -> Source:
     """Open a path, a file object, an ``http(s)://`` URL or an ``hf://OWNER/REPO[@REV]/PATH``.
 
     ``deadline``: shared by several remote reads (the shards of one file); a remote read gets its own

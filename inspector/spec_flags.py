@@ -9,6 +9,8 @@ drafts a fixed 8 tokens and has no option for it.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 
 from .llama_flags import Capabilities, LlamaCppError, k_flags
@@ -47,12 +49,12 @@ class Setting:
         parts += [f"{flag.removeprefix('--spec-')}={value}" for flag, value in self.options]
         return " ".join(parts)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "k": self.k, "p_min": self.p_min,
                 "options": [list(o) for o in self.options]}
 
     @staticmethod
-    def from_dict(d: dict) -> Setting:
+    def from_dict(d: dict[str, Any]) -> Setting:
         return Setting(d["method"], int(d["k"]), d.get("p_min"), tuple((str(f), str(v)) for f, v in d.get("options", ())))
 
 

@@ -96,7 +96,7 @@ def detect(arch: str, arch_kind: str, kv: dict[str, Any], tensor_names: set[str]
     head = f"blk.{blocks - 1}.nextn.eh_proj.weight" if blocks else None
     if head is not None and head in tensor_names:
         nextn = _int(kv.get(f"{arch}.nextn_predict_layers"))
-        if nextn is None:
+        if nextn is None and blocks is not None:
             nextn = sum(1 for i in range(blocks) if f"blk.{i}.nextn.eh_proj.weight" in tensor_names)
         auto = head in first_shard_names
         return SpeculativeFacts("draft-mtp", auto, "" if auto else "--spec-type draft-mtp",
@@ -137,7 +137,7 @@ def target_layer_count(target: Any) -> int | None:
     if target.block_count is None:
         return None
     nextn = _int((target.metadata or {}).get(f"{target.architecture}.nextn_predict_layers")) or 0
-    return target.block_count - nextn
+    return int(target.block_count) - nextn
 
 
 def _embd_out(info: Any) -> int | None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # numpy is imported where it is used: reading a small local file never loads it
     import numpy as np
+    from typing_extensions import Buffer
 
 # llama.cpp compares token texts from this id on (SPEC_VOCAB_CHECK_START_TOKEN_ID).
 CHECK_START_ID = 5
@@ -39,7 +40,7 @@ class TokenTable:
     bytes instead of copying them.
     """
 
-    def __init__(self, blob: bytes, count: int, byteorder: str = "<", offsets: array | None = None,
+    def __init__(self, blob: bytes, count: int, byteorder: str = "<", offsets: array[int] | None = None,
                  start: int = 0, end: int | None = None) -> None:
         self.buf = blob
         self.count = count
@@ -53,7 +54,7 @@ class TokenTable:
         self._sha256: str | None = None
 
     @classmethod
-    def from_header(cls, buf: bytes, start: int, end: int, count: int, offsets: array, byteorder: str) -> TokenTable:
+    def from_header(cls, buf: bytes, start: int, end: int, count: int, offsets: array[int], byteorder: str) -> TokenTable:
         return cls(buf, count, byteorder, offsets, start, end)
 
     @property
@@ -145,7 +146,7 @@ class TokenTable:
         s = self._pos(lo)
         return np.frombuffer(self.buf, np.uint8, count=self._pos(hi) - s, offset=s)
 
-    def _little_endian(self, lo: int, hi: int) -> memoryview | np.ndarray:
+    def _little_endian(self, lo: int, hi: int) -> Buffer:
         """Elements [lo, hi) with little-endian length prefixes: the bytes themselves, or a swapped copy."""
         if self.byteorder == "<":
             return memoryview(self.buf)[self._pos(lo) : self._pos(hi)]
@@ -154,7 +155,7 @@ class TokenTable:
         out = self._bytes(lo, hi).copy()
         prefix = (self._starts()[lo:hi] - self._pos(lo)).astype(np.intp)[:, None] + np.arange(8)
         out[prefix] = out[prefix[:, ::-1]]  # the right side is gathered (a copy) before the store
-        return out
+        return out.data  # a memoryview of the swapped copy
 
     def _texts(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """For elements [lo, hi): their raw bytes, each text's start in them, its stored length, and the
@@ -174,6 +175,7 @@ class TokenTable:
 @functools.cache
 def _powers_of_ten() -> np.ndarray:
     import numpy as np
+    from typing_extensions import Buffer
 
     return 10 ** np.arange(19, dtype=np.int64)
 
@@ -181,6 +183,7 @@ def _powers_of_ten() -> np.ndarray:
 def _spans(src: np.ndarray, dst: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Index arrays that copy ``lengths[i]`` bytes from ``src[i]`` to ``dst[i]``, for every i at once."""
     import numpy as np
+    from typing_extensions import Buffer
 
     total = int(lengths.sum())
     step = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
@@ -193,6 +196,7 @@ def _empty_texts(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ``ids`` ascend, so ids of one digit count are one run: each run is one (n, 8 + digits) matrix.
     """
     import numpy as np
+    from typing_extensions import Buffer
 
     digits = np.searchsorted(_powers_of_ten(), np.maximum(ids, 1), side="right")  # id 0 has one digit
     parts = []
@@ -206,7 +210,7 @@ def _empty_texts(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (np.concatenate(parts) if parts else np.zeros(0, np.uint8)), 8 + digits
 
 
-def walk_offsets(blob: bytes, count: int, byteorder: str = "<", *, start: int = 0, end: int | None = None) -> array:
+def walk_offsets(blob: bytes, count: int, byteorder: str = "<", *, start: int = 0, end: int | None = None) -> array[int]:
     """Start offset of each element of a stored string array in ``blob[start:end]``, as positions in ``blob``.
 
     Each offset follows from the previous element's length, so this one loop stays sequential; it does
@@ -300,6 +304,7 @@ def _same_bytes(a: TokenTable, b: TokenTable, lo: int, hi: int) -> bool:
 def _first_differing_text(a: TokenTable, b: TokenTable, lo: int, hi: int) -> int | None:
     """Smallest i in [lo, hi) whose ``llama_text`` differs between the tables, all texts compared at once."""
     import numpy as np
+    from typing_extensions import Buffer
 
     ra, ta, sa, ea = a._texts(lo, hi)
     rb, tb, sb, eb = b._texts(lo, hi)
@@ -322,6 +327,7 @@ def _first_differing_text(a: TokenTable, b: TokenTable, lo: int, hi: int) -> int
 def _reads_empty(raw: np.ndarray, text: np.ndarray, length: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Which of these texts (at ``text`` in ``raw``, ``length`` bytes as compared) read b"[EMPTY_<id>]"."""
     import numpy as np
+    from typing_extensions import Buffer
 
     literal, want = _empty_texts(ids)
     fits = length == want
@@ -338,6 +344,7 @@ def _mark(flags: np.ndarray, ids: np.ndarray, lengths: np.ndarray, byte_hits: np
     """Set ``flags[ids[k]] = value`` for each k whose run of ``lengths[k]`` bytes (runs laid end to end, as
     ``_spans`` lays them) holds a True in ``byte_hits``."""
     import numpy as np
+    from typing_extensions import Buffer
 
     hits = np.flatnonzero(byte_hits)
     if len(hits):  # a byte's run: the first one ending past it
@@ -359,7 +366,7 @@ def escape_controls(text: str) -> str:
     return _CONTROL.sub(_escape, text)
 
 
-def _escape(m: re.Match) -> str:
+def _escape(m: re.Match[str]) -> str:
     c = ord(m.group())
     return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 

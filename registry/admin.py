@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from .models import Family, GGUFFile, Model, Pair, ReportedResult, TokenTable
-from .results import refresh_best
+from registry.models import Family, GGUFFile, Model, Pair, ReportedResult, TokenTable
+from registry.results.figures import refresh_best
 
 
 @admin.register(GGUFFile)

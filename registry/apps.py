@@ -10,8 +10,9 @@ class RegistryConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib.auth.signals import user_login_failed
 
-        from . import renames
-        from .login_throttle import count_failure
+        from registry.catalog import renames
+        from registry.access.login_throttle import count_failure
 
         user_login_failed.connect(count_failure, dispatch_uid="specreg-login-throttle")
         renames.connect()
+        import registry.celery  # noqa: F401  (the configured Celery app becomes current: tasks are sent through it)

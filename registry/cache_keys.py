@@ -30,7 +30,7 @@ def cached(name: str, key: str, compute: Callable[[], T], ttl: int | None = None
     ttl = TTL if ttl is None else ttl
     if ttl <= 0:
         return compute()
-    digest = hashlib.sha1(key.encode()).hexdigest()  # any text (searches, spaces) makes a safe key
+    digest = hashlib.sha1(key.encode(), usedforsecurity=False).hexdigest()  # any text (searches, spaces) makes a safe key
     full = f"registry:{name}:{cache.get(GENERATION_KEY, 0)}:{digest}"
     value = cache.get(full)
     if value is None:

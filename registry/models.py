@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from .sort_keys import sort_key_indexes
+from registry.sort_keys import sort_key_indexes
 
 
 class TokenTable(models.Model):
@@ -131,7 +131,7 @@ class Pair(models.Model):
 
     Pairs are computed at registration, one per two files, the bigger model as target. The best
     result (measured first, reported otherwise) is copied here so the table sorts without joins;
-    ``registry.results.refresh_best`` keeps it current.
+    ``registry.results.figures.refresh_best`` keeps it current.
     """
 
     KIND_MEASURED = "measured"
@@ -157,12 +157,12 @@ class Pair(models.Model):
     # the target's own pair (target = draft) shows as the draft column's "none (n-gram)"/"own MTP heads".
     best_method = models.CharField(max_length=32, blank=True, default="")
     # What the search box matches (both files' source, model, architecture and family, lower-case),
-    # set by registry.table.table_columns; PostgreSQL indexes it with trigrams (migration 0005).
+    # set by registry.catalog.columns.table_columns; PostgreSQL indexes it with trigrams (migration 0005).
     search_text = models.TextField(blank=True, default="")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["target", "draft"], name="pair_target_draft_unique")]
-        # One index per order the table offers (registry.keyset), so any page, deep or not, is an
+        # One index per order the table offers (registry.table.keyset), so any page, deep or not, is an
         # index range read from a cursor rather than a sort or an OFFSET.
         indexes = [models.Index(fields=["draft", "target"], name="pair_draft_target"),
                    *sort_key_indexes()]
@@ -184,6 +184,9 @@ class PairCheckResult(models.Model):
 
     pair = models.OneToOneField(Pair, on_delete=models.CASCADE, primary_key=True, related_name="check_result")
     result = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"check of pair {self.pair_id}"
 
 
 class ResultFigures(models.Model):
@@ -252,6 +255,9 @@ class RegistrationLock(models.Model):
     """One row locked by every registration, so two imports never miss the pair between their files."""
 
     name = models.CharField(max_length=32, unique=True)
+
+    def __str__(self) -> str:
+        return self.name
 
 class BenchmarkRun(Provenance):
     """One benchmark of a pair: queued → running → done / failed / cancelled.
@@ -336,13 +342,6 @@ class BenchmarkResult(ResultFigures):
     # llama-servers started with the deployed flags, figures from each response's timings).
     via = models.CharField(max_length=8, default="cli")
 
-    @property
-    def setting_label(self) -> str:
-        """The setting as the sweep names it: method, K, p-min and the method's other options."""
-        from inspector.spec_flags import Setting
-
-        return Setting(self.method, self.k, self.p_min, tuple(tuple(o) for o in self.options or ())).label
-
     class Meta:
         db_table = "runner_benchmarkresult"
         ordering = ["content_type", "temperature", "k"]
@@ -350,6 +349,13 @@ class BenchmarkResult(ResultFigures):
 
     def __str__(self) -> str:
         return f"{self.pair} K={self.k} {self.content_type} (measured)"
+
+    @property
+    def setting_label(self) -> str:
+        """The setting as the sweep names it: method, K, p-min and the method's other options."""
+        from inspector.spec_flags import Setting
+
+        return Setting(self.method, self.k, self.p_min, tuple(tuple(o) for o in self.options or ())).label
 
 
 class HubJob(models.Model):
@@ -409,3 +415,6 @@ class RateCount(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["key", "window"], name="ratecount_key_window_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.key} @ {self.window}: {self.count}"

@@ -96,7 +96,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "axes",
-    "rest_framework",  # the JSON API (registry.api_views)
+    "rest_framework",  # the JSON API (registry.web.api_views)
     "knox",  # API tokens, stored as SHA-512 digests only
     "drf_spectacular",  # OpenAPI schema at /api/schema/
     "drf_spectacular_sidecar",  # Swagger UI's files served from here, no CDN
@@ -114,9 +114,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "registry.login_throttle.LoginThrottleMiddleware",  # per-address failed-login throttle (429)
-    "registry.login_required.LoginRequiredMiddleware",  # needs request.user; off unless SPECREG_LOGIN_REQUIRED
-    "registry.redact.HideServerPathsMiddleware",  # needs request.user
+    "registry.access.login_throttle.LoginThrottleMiddleware",  # per-address failed-login throttle (429)
+    "registry.access.login_required.LoginRequiredMiddleware",  # needs request.user; off unless SPECREG_LOGIN_REQUIRED
+    "registry.access.redact.HideServerPathsMiddleware",  # needs request.user
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -174,14 +174,14 @@ AUTH_PASSWORD_VALIDATORS = [
 
 # Failed logins: django-axes locks a username *from one address* (the pair, so a stranger cannot lock a
 # user out, nor one address every account behind an office NAT); an address that fails many logins
-# is throttled instead (registry.login_throttle). Both counts live in the database.
+# is throttled instead (registry.access.login_throttle). Both counts live in the database.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = envint("SPECREG_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=envint("SPECREG_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 SPECREG_LOGIN_FAILURES_PER_ADDRESS_PER_MINUTE = envint("SPECREG_LOGIN_FAILURES_PER_ADDRESS_PER_MINUTE", 30)
 AXES_RESET_ON_SUCCESS = True
-AXES_CLIENT_IP_CALLABLE = "registry.client.client_ip"
+AXES_CLIENT_IP_CALLABLE = "registry.access.client.client_ip"
 # Proxies whose X-Forwarded-For is believed (comma-separated addresses); from anyone else the
 # header is ignored, so a client cannot choose the address it is counted under.
 SPECREG_TRUSTED_PROXIES = [a.strip() for a in os.environ.get("SPECREG_TRUSTED_PROXIES", "").split(",") if a.strip()]
@@ -208,20 +208,20 @@ if envbool("SPECREG_HTTPS", "False"):
 # --- The JSON API (Django REST Framework) --------------------------------------------------
 # A team's tools send "Authorization: Token …" (knox: only the SHA-512 digest is stored); the browser
 # keeps its session, with DRF's CSRF check on writes. Anonymous visitors read, never write: the
-# views then apply the site's own rules (registry.access, notes.may_write, deployments.may_set_url…).
+# views then apply the site's own rules (registry.access.policy, notes.may_write, deployments.may_set_url…).
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["knox.auth.TokenAuthentication",
                                        "rest_framework.authentication.SessionAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
     # JSON only: the browsable API's pages carry inline script, which the CSP above forbids.
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    # JSON with a nesting limit (registry.json_limits): a deeply nested body is a 400, not a RecursionError.
-    "DEFAULT_PARSER_CLASSES": ["registry.json_limits.BoundedJSONParser", "rest_framework.parsers.FormParser"],
-    "EXCEPTION_HANDLER": "registry.json_limits.api_exception_handler",
+    # JSON with a nesting limit (registry.access.json_limits): a deeply nested body is a 400, not a RecursionError.
+    "DEFAULT_PARSER_CLASSES": ["registry.access.json_limits.BoundedJSONParser", "rest_framework.parsers.FormParser"],
+    "EXCEPTION_HANDLER": "registry.access.json_limits.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
-KNOX_TOKEN_MODEL = "knox.AuthToken"  # knox's own model (its migrations read this setting)
+KNOX_TOKEN_MODEL = "knox.AuthToken"  # noqa: S105 - a model name, not a secret; knox's own model (its migrations read this setting)
 REST_KNOX = {
     "TOKEN_TTL": None,  # each token's expiry is chosen on the token page (registry.apitokens)
     "TOKEN_PREFIX": "specreg_",  # recognisable in a CI secret store or a leaked log
@@ -324,7 +324,10 @@ SPECREG_TELEMETRY_MAX_BYTES = envint("SPECREG_TELEMETRY_MAX_BYTES", 1024 * 1024)
 # Beside the sweep, in the one beat schedule (serve's worker runs --beat; see README "Scaling out").
 CELERY_BEAT_SCHEDULE["scrape-deployments"] = {"task": "runner.tasks.scrape_deployments",
                                               "schedule": float(max(10, SPECREG_TELEMETRY_INTERVAL_SECONDS))}
-# Scrapes have a queue of their own (runner.queues.telemetry_queue; serve gives it a worker), so a /metrics server
+# Who listens on a queue (a dotted path to a function of the queue name): the runner records its workers'
+# heartbeats. The registry reaches the runner only through this setting; empty means "unknown".
+SPECREG_WORKERS_ON = os.environ.get("SPECREG_WORKERS_ON", "runner.models.workers_on")
+# Scrapes have a queue of their own (registry.queues.telemetry_queue; serve gives it a worker), so a /metrics server
 # that answers slowly never delays a queued check or Hub job on the general queue.
 CELERY_TASK_ROUTES = {name: {"queue": f"{SPECREG_QUEUE_PREFIX}telemetry"}
                       for name in ("runner.tasks.scrape_deployments", "runner.tasks.scrape_deployment")}

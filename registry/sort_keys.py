@@ -23,7 +23,7 @@ class SortKey:
 
     name: str  # as in ?sort=, without the leading "-"
     descending: bool
-    expressions: tuple[models.Expression, ...]
+    expressions: tuple[models.Expression | F, ...]
     kinds: tuple[str, ...]  # "float", "int", "str" or "datetime", one per expression, then "int" for the id
 
     @property

@@ -7,7 +7,11 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from . import api_views, views, views_tools
+from registry.web import api_views
+
+from registry.web import views
+
+from registry.web import tools as views_tools
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -19,7 +23,7 @@ urlpatterns = [
     path("check/", views_tools.check, name="check"),
     path("local/", views_tools.local, name="local"),
     path("local/inspect", views_tools.local_inspect, name="local_inspect"),
-    # The JSON API (DRF views over registry.api; the same URLs, without trailing slashes, as always).
+    # The JSON API (DRF views over registry.web.api; the same URLs, without trailing slashes, as always).
     path("api/pairs", api_views.PairsView.as_view(), name="api_pairs"),
     path("api/pairs/<int:pk>", api_views.PairView.as_view(), name="api_pair"),
     path("api/pairs/<int:pk>/reported", api_views.ReportedView.as_view(), name="api_pair_reported"),

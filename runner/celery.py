@@ -1,14 +1,9 @@
-"""The Celery application; configuration comes from Django settings (CELERY_* names)."""
+"""The Celery application as workers start it (``celery -A runner.celery worker``): the registry's app
+(registry.celery) plus the runner's worker start/stop handlers."""
 from __future__ import annotations
 
-import os
+from registry.celery import app
 
-from celery import Celery
+from . import worker_signals  # noqa: F401  (connects the worker's start/stop handlers)
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "registry.settings")
-
-app = Celery("specreg")
-app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
-
-from . import worker_signals  # noqa: E402,F401  (connects the worker's start/stop handlers)
+__all__ = ["app"]

@@ -13,7 +13,7 @@ from django.utils import timezone
 from inspector.hub_names import hub_access
 from inspector.llama_flags import ALL_GPU_LAYERS
 from inspector.sources import is_remote
-from registry.access import may_use_server_token
+from registry.access.policy import may_use_server_token
 from registry.models import BenchmarkRun, GGUFFile
 
 from . import llamacpp, procs

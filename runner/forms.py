@@ -1,6 +1,8 @@
 """The "benchmark this pair" form: the sweep's knobs, checked by runner.params.normalize_params."""
 from __future__ import annotations
 
+from typing import cast
+
 from django import forms
 
 from inspector.speculative import SPEC_TYPES
@@ -41,7 +43,7 @@ class BenchmarkForm(forms.Form):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         types = load_task_set().content_types
-        self.fields["content_types"].choices = [(t, t) for t in types]
+        cast(forms.MultipleChoiceField, self.fields["content_types"]).choices = [(t, t) for t in types]
 
     def clean_ks(self):
         return _csv(int)(self.cleaned_data["ks"])

@@ -207,6 +207,7 @@ def plan(requested: str | None = None, flags: set[str] | None = None, amx: str |
     flags = cpu_flags() if flags is None else flags
     extra_args = tuple(shlex.split(os.environ.get(ENV_CMAKE_ARGS, "") if extra is None else extra))
     notes: tuple[str, ...] = ()
+    args: tuple[str, ...]
     amx_answer = ""
     if requested == "native":
         isa, args = "native", ("-DGGML_NATIVE=ON",)

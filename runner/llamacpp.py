@@ -89,6 +89,7 @@ _BUILT_WITH = re.compile(r"built with (.+?) for (.+?)\s*$", re.M)
 
 
 def parse_version(text: str, bin_dir: str = "") -> Build:
+    number: int | None
     if m := _VERSION_NEW.search(text):
         version, number, commit = m.group(1), int(m.group(2)), m.group(3)
     elif m := _VERSION_OLD.search(text):

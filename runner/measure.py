@@ -93,12 +93,12 @@ def measure_cell(
         spec_caps = spec_caps or llamacpp.capabilities(llamacpp.find_binary(llamacpp.SPECULATIVE))
     except (llamacpp.LlamaCppNotFound, llamacpp.LlamaCppError) as exc:
         return summarize(cell, [], "failed", str(exc), time.monotonic() - start)
-    caps = {"plain": plain_caps, "spec": spec_caps}
+    caps_of = {"plain": plain_caps, "spec": spec_caps}
     label = f"{cell.setting.label} t={cell.temperature:g}" + (f" {cell.content_type}" if cell.content_type else "")
 
     def run_one(kind: str, i: int, r: int) -> Run:
         try:
-            return (_run_plain if kind == "plain" else _run_spec)(cell, caps[kind], i, r, should_cancel)
+            return (_run_plain if kind == "plain" else _run_spec)(cell, caps_of[kind], i, r, should_cancel)
         except llamacpp.LlamaCppError as exc:  # this build lacks a needed option
             return Run(kind, i, r, "failed", 0.0, 0.0, error=str(exc))
 

@@ -162,9 +162,10 @@ def parse_speculative(rc: int | None, stdout: str, stderr: str, prompt: str) -> 
     if rc != 0:
         return explain_failure(tool, rc, stderr, stdout)
     decoded = _DECODED.search(stderr)
-    ints = {k: p.search(stderr) for k, p in _SPEC_INT.items()}
-    if decoded is None or any(m is None for m in ints.values()):
+    found = {k: p.search(stderr) for k, p in _SPEC_INT.items()}
+    if decoded is None or any(m is None for m in found.values()):
         return RunFailure(f"{tool} exited 0 but printed no speculation figures", rc, _tail(stderr))
+    ints = {k: m for k, m in found.items() if m is not None}
     encoded = _ENCODED.search(stderr)
     accept = _ACCEPT.search(stderr)
     n_drafted = int(ints["n_drafted"].group(1))

@@ -177,7 +177,8 @@ def run_process(
     for cap in (out, err):
         cap.thread.join(timeout=5.0)
     for pipe in (proc.stdout, proc.stderr):
-        pipe.close()
+        if pipe is not None:
+            pipe.close()
     return ProcResult(
         argv=argv, rc=proc.returncode, stdout=out.text(), stderr=err.text(), wall_s=wall,
         timed_out=timed_out, cancelled=cancelled, stderr_truncated=err.dropped > 0, pid=proc.pid,

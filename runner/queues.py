@@ -1,20 +1,17 @@
-"""Celery queue names: one general queue, one for telemetry scrapes, and one benchmark queue per hardware class."""
+"""Celery queue names: one general queue, one for telemetry scrapes (registry.queues), and one benchmark queue per
+hardware class."""
 from __future__ import annotations
 
 import os
 
 from django.conf import settings
 
+from registry.queues import telemetry_queue
+
 
 def bench_queue(hardware_class: str) -> str:
     """The queue benchmarks for a hardware class go to, e.g. ``bench.cpu-2c`` or ``bench.gpu-nvidia-h100``."""
     return f"{settings.SPECREG_QUEUE_PREFIX}bench.{hardware_class}"
-
-
-def telemetry_queue() -> str:
-    """The queue of deployment scrapes (``runner.tasks.scrape_deployment[s]``): a worker of its own, so a
-    /metrics server answering slowly delays other scrapes at most, never a queued check or Hub job."""
-    return f"{settings.SPECREG_QUEUE_PREFIX}telemetry"
 
 
 def local_hardware_class() -> str:

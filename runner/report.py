@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from registry.deploy import Deployment
+from registry.results.deploy import Deployment
 
 from . import llamacpp
 from .measure import BUSY_SHARE, CellResult
@@ -87,8 +87,8 @@ def markdown_report(result: SweepResult, *, hardware: dict[str, Any], build: lla
                 + (f" **Caveat:** {rec.caveat}." if rec.caveat else ""), ""]
         busy = [c for c in cells if (c.other_cpu_share or 0) > BUSY_SHARE]
         if busy:
-            worst = max(busy, key=lambda c: c.other_cpu_share)
-            out += [f"- Warning: other work used up to {100 * worst.other_cpu_share:.0f}% of the CPU while "
+            worst = max(busy, key=lambda c: c.other_cpu_share or 0)  # every busy cell has a share
+            out += [f"- Warning: other work used up to {100 * (worst.other_cpu_share or 0):.0f}% of the CPU while "
                     f"K={', '.join(str(c.cell.k) for c in busy)} ran; those speeds understate both sides, "
                     "speculation most.", ""]
         diverged = [c for c in cells if c.identical is False]

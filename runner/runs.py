@@ -1,4 +1,5 @@
-"""Benchmark runs as database records: queue, claim, cancel, log, and sweep runs whose worker died.
+"""Benchmark runs as database records: claim, cancel, log, and sweep runs whose worker died (queueing one:
+runner.submit).
 
 Views, Celery tasks and management commands all call these functions; the tasks only pass ids.
 """
@@ -26,52 +27,6 @@ LOG_LIMIT = 200_000  # characters of log kept per run
 
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def queue_benchmark(pair: Pair, params: dict[str, Any], *, user=None, hardware: str | None = None,
-                    send: bool = True, target_alone: bool = False) -> BenchmarkRun:
-    """Record a queued run and (``send``) hand its task to the broker once the transaction commits.
-
-    ``target_alone``: the run measures the target's draftless methods (n-gram, its own MTP heads); it is
-    recorded on the target's own pair (the target paired with itself), whose table row then shows the
-    method instead of a draft."""
-    if target_alone:
-        params = {**params, "target_alone": True}
-    if not pair.compatible:
-        raise BenchmarkError(f"{pair.draft.source} cannot draft for {pair.target.source}: rule "
-                             f"'{pair.failed_rule}' fails ({_rule_detail(pair)})")
-    params = normalize_params(params)
-    hw = check_hardware_class(hardware or local_hardware_class())
-    with transaction.atomic():
-        if getattr(user, "is_authenticated", False):
-            # Count and create under the user's row lock (PostgreSQL; SQLite's IMMEDIATE transactions
-            # serialize writers anyway), so requests sent at once cannot all pass the count.
-            get_user_model().objects.select_for_update().filter(pk=user.pk).first()
-            active = BenchmarkRun.objects.filter(requested_by=user,
-                                                 status__in=(BenchmarkRun.QUEUED, BenchmarkRun.RUNNING))
-            limit = settings.SPECREG_MAX_ACTIVE_RUNS_PER_USER
-            if active.count() >= limit:
-                raise BenchmarkError(f"you already have {limit} benchmark(s) queued or running, the most allowed "
-                                     "(SPECREG_MAX_ACTIVE_RUNS_PER_USER); cancel one or wait for it to finish")
-        run = BenchmarkRun.objects.create(pair=pair, params=params, queue=bench_queue(hw), hardware_class=hw,
-                                          requested_by=user if getattr(user, "is_authenticated", False) else None)
-        if send:
-            transaction.on_commit(lambda: _send(run))
-    return run
-
-
-def _rule_detail(pair: Pair) -> str:
-    for c in pair.result.get("checks", []):
-        if c["rule"] == pair.failed_rule:
-            return c["detail"].rstrip(".")
-    return "see the pair page"
-
-
-def _send(run: BenchmarkRun) -> None:
-    # Imported here: only queueing pays for loading Celery, not every command and page.
-    from .tasks import run_benchmark
-
-    run_benchmark.apply_async(args=[run.pk], queue=run.queue)
 
 
 def cancel(run_id: int) -> str:

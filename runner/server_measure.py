@@ -22,20 +22,32 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict
 
 from inspector.llama_flags import Capabilities, LlamaCppError
 from inspector.spec_flags import Setting, uses_draft_file
-from registry.deploy import deployment
+from registry.results.deploy import deployment
 
 from . import procs
 from .cells import Cancel, Cell, CellResult, Progress, Run, context_size, interleave, summarize
 from .parse import RunFailure, parse_server_completion
+
+if TYPE_CHECKING:
+    import subprocess
 
 # Loading a model is the slow part of a start; a server that has not answered health by then is stuck.
 START_TIMEOUT_S = 300.0
 # Never send requests for localhost through a proxy from the environment.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 MAX_RESPONSE = 16 * 1024 * 1024  # a completion of a few thousand tokens is far smaller
+
+
+class _ServerSize(TypedDict):
+    """The keywords both servers of a cell share."""
+
+    ctx_size: int
+    threads: int | None
+    gpu_layers: int | None
 
 
 @dataclass(frozen=True)
@@ -61,7 +73,7 @@ def free_port() -> int:
 
 def _deployed_argv(caps: Capabilities, target: str, draft: str | None, setting: Setting | None, port: int, *,
                    ctx_size: int, threads: int | None, gpu_layers: int | None) -> list[str]:
-    """The command the deployment builder writes (``registry.deploy``, the one builder), run by this binary
+    """The command the deployment builder writes (``registry.results.deploy``, the one builder), run by this binary
     on a loopback port. A GPU cell offloads everything, as the deployed command does."""
     if setting is not None and uses_draft_file(setting.method) and not draft:
         raise LlamaCppError(f"{setting.method} needs a draft file (-md)")
@@ -100,7 +112,7 @@ class Server:
     def __init__(self, argv: list[str], port: int) -> None:
         self.argv, self.port = argv, port
         self.base = f"http://127.0.0.1:{port}"
-        self.proc = None
+        self.proc: subprocess.Popen | None = None
         self.err: procs.Capture | None = None
 
     def start(self, *, should_cancel=None, timeout_s: float = START_TIMEOUT_S) -> str | None:
@@ -145,7 +157,7 @@ class Server:
                                      headers={"Content-Type": "application/json"})
         t0 = time.monotonic()
         try:
-            with _OPENER.open(req, timeout=timeout_s) as r:
+            with _OPENER.open(req, timeout=timeout_s) as r:  # noqa: S310 - http:// to the server we started
                 data = json.loads(r.read(MAX_RESPONSE + 1)[:MAX_RESPONSE])
         except TimeoutError:
             return Completion(wall_s=time.monotonic() - t0, state="timeout",
@@ -180,7 +192,7 @@ def measure_via_server(cell: Cell, caps: Capabilities, *, progress: Progress | N
     llama-server, so a repeated prompt would draft its own earlier answer."""
     start = time.monotonic()
     ctx = context_size(cell)
-    kw = dict(ctx_size=ctx, threads=cell.threads, gpu_layers=cell.gpu_layers)
+    kw = _ServerSize(ctx_size=ctx, threads=cell.threads, gpu_layers=cell.gpu_layers)
     p_port, s_port = free_port(), free_port()
     try:
         plain = Server(plain_server_argv(caps, cell.target, p_port, **kw), p_port)

@@ -5,9 +5,9 @@ from dataclasses import asdict
 
 from django.db import transaction
 
-from registry.deploy import deployment, model_path
+from registry.results.deploy import deployment, model_path
 from registry.models import BenchmarkResult, BenchmarkRun
-from registry.results import refresh_best
+from registry.results.figures import refresh_best
 
 from . import llamacpp
 from .report import markdown_report

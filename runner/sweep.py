@@ -117,15 +117,15 @@ def recommend(content_type: str, temperature: float, cells: Sequence[CellResult]
         else:
             reason = "nothing measured"
         return Recommendation(content_type, temperature, None, None, None, reason)
-    best = max(usable, key=lambda c: c.speedup)
+    best = max(usable, key=lambda c: c.speedup or 0.0)  # every usable cell has a speedup
     busy = [c for c in cells if (c.other_cpu_share or 0) > BUSY_SHARE]
     caveat = None
     if busy:
-        worst = max(c.other_cpu_share for c in busy)
+        worst = max(c.other_cpu_share or 0 for c in busy)  # every busy cell has a share
         caveat = (f"other work used up to {100 * worst:.0f}% of the CPU during "
                   f"{', '.join(c.cell.setting.label for c in busy)}; re-run on a quiet machine before relying on it")
     s = best.cell.setting
-    if best.speedup > 1.0:
+    if best.speedup is not None and best.speedup > 1.0:
         return Recommendation(content_type, temperature, s.k, best.speedup, best.acceptance_rate,
                               f"{s.label} was fastest: {best.speedup:.2f}x the target alone", caveat,
                               s.method, s.p_min, s.options)

@@ -7,13 +7,13 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from registry.forms import ImportForm
-from registry.job_limits import JobLimit
+from registry.web.forms import ImportForm
+from registry.access.job_limits import JobLimit
 from registry.models import GGUFFile, HubJob, Pair
-from registry.pages import explained_checks
+from registry.web.pages import explained_checks
 
-from . import runs
-from .jobs import queue_job
+from . import runs, submit
+from registry.hub.queue import queue_job
 from .models import workers_on
 from .params import BenchmarkError
 from .forms import BenchmarkForm
@@ -57,7 +57,7 @@ def benchmark(request: HttpRequest, pk: int) -> HttpResponse:
     form = BenchmarkForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         try:
-            r = runs.queue_benchmark(pair, form.params(), user=request.user,
+            r = submit.queue_benchmark(pair, form.params(), user=request.user,
                                         hardware=form.cleaned_data["hardware"] or None)
         except BenchmarkError as exc:
             form.add_error(None, str(exc))

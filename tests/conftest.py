@@ -1,6 +1,8 @@
 """Shared fixtures: the real small models (fetched once per machine) and the local test Hub."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.models import model_path
@@ -34,3 +36,17 @@ def _fresh_cache():
     from django.core.cache import cache
 
     cache.clear()
+
+
+@pytest.fixture
+def still_clock(monkeypatch):
+    """Rate-limit windows are fixed minutes and hours: a test that fills one must not straddle a
+    boundary (its count would start again half-way). The limits' clock stands still here, a
+    second into an hour."""
+    import types
+
+    from registry.access import rate_limits
+
+    now = (time.time() // 3600) * 3600 + 1
+    monkeypatch.setattr(rate_limits, "time", types.SimpleNamespace(time=lambda: now))
+    return now

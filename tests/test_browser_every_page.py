@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from inspector.info import inspect_source
 from registry.models import HubJob, Pair
-from registry.registration import register
+from registry.catalog.registration import register
 from registry.team.models import Deployment, Note
 from tests.browser import shot
 from tests.test_team_deployments import run_of

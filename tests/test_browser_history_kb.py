@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_the_pair_page_shows_build_changes_verdict_changes_and_provenance(page, live_server, settings,  # noqa: F811
                                                                           qwen05_header_path, qwen15_header_path,
                                                                           tmp_path):
-    from registry.registration import register
+    from registry.catalog.registration import register
 
     for name, path in (("qwen05", qwen05_header_path), ("qwen15", qwen15_header_path)):
         register(inspect_source(str(path)), source=f"hf://org/{name}/{name}.gguf", repo=f"org/{name}",

@@ -5,9 +5,9 @@ import pytest
 from django.contrib.auth.models import User
 
 from inspector.info import inspect_source
-from registry.hub_jobs import execute_job
+from registry.hub.jobs import execute_job
 from registry.models import Pair
-from registry.reporting import add_reported
+from registry.results.reporting import add_reported
 from tests.browser import shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -105,8 +105,8 @@ def test_check_a_pair_explains_a_failing_rule(page, live_server, hub):
 
 
 def test_the_local_header_page_sends_only_the_header(page, live_server, hub, smollm2_path, monkeypatch):
-    from registry import views_tools
-    from registry.hub_import import import_hf
+    from registry.web import tools as views_tools
+    from registry.hub.importing import import_hf
 
     import_hf(SMOL)  # so the local file has a registered partner
     header_size = inspect_source(str(smollm2_path)).header_size

@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 
 from inspector.info import inspect_source
 from registry.models import Pair
-from registry.registration import register
+from registry.catalog.registration import register
 from registry.team.models import Note
 from tests.browser import shot
 from tests.test_team_deployments import run_of
@@ -50,7 +50,7 @@ def log_in_staff(pg, live_server) -> None:
 
 
 def test_add_a_note_find_it_record_a_deployment_and_see_it_observed(page, live_server, pair, server, monkeypatch):
-    from runner.tasks import scrape_deployment
+    from registry.team.tasks import scrape_deployment
 
     queued: list[list] = []  # "scrape now" queues for the telemetry worker; this test plays that worker
     monkeypatch.setattr(scrape_deployment, "apply_async", lambda args, queue: queued.append(args))

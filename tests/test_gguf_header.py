@@ -239,7 +239,7 @@ def test_a_source_of_unknown_size_leaves_data_complete_open(smollm2_path):
 def test_the_model_page_shows_whether_the_data_is_complete(tmp_path, complete, words):
     from django.template.loader import render_to_string
 
-    from registry.pages import inspection_context
+    from registry.web.pages import inspection_context
 
     d = inspect_source(write_gguf(tmp_path / "m.gguf", tokens=vocab(64))).to_dict()
     d["data_complete"] = complete

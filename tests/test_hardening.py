@@ -15,7 +15,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from registry.models import GGUFFile, HubJob
-from registry.sources import register_source
+from registry.hub.sources import register_source
 from registry.team.notes import render
 
 pytestmark = pytest.mark.db_service  # CI runs these again on PostgreSQL
@@ -68,7 +68,7 @@ def test_deeply_nested_json_is_a_400_not_a_500(user_client):
 # --- H: lock-outs --------------------------------------------------------------------------------
 
 
-def test_one_address_failing_many_logins_is_throttled_without_locking_anyone_out(db, settings):
+def test_one_address_failing_many_logins_is_throttled_without_locking_anyone_out(db, settings, still_clock):
     settings.SPECREG_LOGIN_FAILURES_PER_ADDRESS_PER_MINUTE = 8
     User.objects.create_user("bob", password="correct horse battery staple")
     office = Client(REMOTE_ADDR="192.0.2.10")
@@ -112,7 +112,7 @@ def test_anonymous_checks_take_names_and_hub_specs_never_server_paths(client, db
 def test_csv_cells_that_start_like_formulas_are_text(client, db, smollm2_path, monkeypatch):
     f = register_source(str(smollm2_path)).file
     GGUFFile.objects.filter(pk=f.pk).update(source="=HYPERLINK(\"http://evil.example\",\"x\")")
-    from registry.pairing import pair_for
+    from registry.catalog.pairing import pair_for
 
     pair_for(GGUFFile.objects.get(pk=f.pk), GGUFFile.objects.get(pk=f.pk))
     client.force_login(User.objects.create_user("ann", password="x" * 12))

@@ -44,7 +44,7 @@ def test_the_49_byte_nested_array_post_is_refused_at_once(client):
 
 def test_a_sent_prefix_is_never_padded_with_zeros():
     """An array of 8M strings declared in 49 bytes: ask for the bytes, allocate nothing for them."""
-    from registry.header_upload import NeedMore, inspect_prefix
+    from registry.web.header_upload import NeedMore, inspect_prefix
 
     count = 8_000_000
     body = hostile.string_array_body(count)
@@ -54,7 +54,7 @@ def test_a_sent_prefix_is_never_padded_with_zeros():
 
 
 def test_a_prefix_that_holds_the_header_needs_nothing_more(tmp_path):
-    from registry.header_upload import inspect_prefix
+    from registry.web.header_upload import inspect_prefix
 
     path = hostile.many_keys(tmp_path / "k.gguf", 100)
     data = path.read_bytes()

@@ -18,9 +18,9 @@ from django.test import Client, RequestFactory
 
 from inspector import tokens
 from inspector.tokens import TokenTable, first_text_mismatch
-from registry.header_upload import inspect_prefix
+from registry.web.header_upload import inspect_prefix
 from registry.models import RateCount
-from registry.rate_limits import RateLimited, check_upload, hit
+from registry.access.rate_limits import RateLimited, check_upload, hit
 from tests import hostile
 
 
@@ -147,7 +147,7 @@ def _post(c: Client, body: bytes):
 
 
 @pytest.mark.db_service
-def test_anonymous_uploads_are_limited_in_number_per_address(client, db, settings):
+def test_anonymous_uploads_are_limited_in_number_per_address(client, db, settings, still_clock):
     settings.SPECREG_ANON_CHECKS_PER_MINUTE = 100
     settings.SPECREG_UPLOADS_PER_MINUTE = 3
     body = hostile.tiny_tokens_header(size=20_000)
@@ -161,7 +161,7 @@ def test_anonymous_uploads_are_limited_in_number_per_address(client, db, setting
 
 
 @pytest.mark.db_service
-def test_anonymous_uploads_are_weighed_per_address_and_hour(client, db, settings):
+def test_anonymous_uploads_are_weighed_per_address_and_hour(client, db, settings, still_clock):
     settings.SPECREG_ANON_CHECKS_PER_MINUTE = 100
     settings.SPECREG_UPLOADS_PER_MINUTE = 100
     settings.SPECREG_UPLOAD_BYTES_PER_HOUR = 1024 * 1024

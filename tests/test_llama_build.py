@@ -208,7 +208,7 @@ def test_run_benchmark_here_reports_the_sigill_once_and_stops(tmp_path, smollm2_
 
 
 def test_builds_of_different_instruction_sets_are_different_hardware_classes():
-    from registry.history import hardware_class_of
+    from registry.results.history import hardware_class_of
     from registry.models import BenchmarkResult, BenchmarkRun
     from runner.hardware import measurement_class
 

@@ -10,10 +10,10 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from registry.hub_jobs import execute_job
+from registry.hub.jobs import execute_job
 from registry.models import BenchmarkRun, HubJob, RateCount
-from registry.rate_limits import hit
-from registry.registration import register
+from registry.access.rate_limits import hit
+from registry.catalog.registration import register
 from inspector.info import inspect_source
 from tests.models import model_path
 
@@ -81,7 +81,7 @@ def test_a_signed_in_user_needs_the_permission_for_the_server_token(hub_with_pri
     assert _check(c, private, private).status_code == 200
 
 
-def test_anonymous_checks_are_rate_limited_per_address_across_processes(client, hub_with_private, settings):
+def test_anonymous_checks_are_rate_limited_per_address_across_processes(client, hub_with_private, settings, still_clock):
     settings.SPECREG_ANON_CHECKS_PER_MINUTE = 3
     public = f"hf://{SMOL}/m.gguf"
     codes = [_check(client, public, public).status_code for _ in range(4)]

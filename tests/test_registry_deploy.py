@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from inspector.llama_flags import ALL_GPU_LAYERS, capabilities_from_help, pinned_server_capabilities
-from registry.deploy import deployment, systemd_unit
+from registry.results.deploy import deployment, systemd_unit
 from runner import llamacpp
 from runner.parse import ServerFigures, parse_server_completion
 from tests.needs import missing

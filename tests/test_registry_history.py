@@ -9,11 +9,11 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from inspector.info import inspect_source
-from registry.history import build_changes, build_number
+from registry.results.history import build_changes, build_number
 from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, Pair, VerdictChange
-from registry.pairing import pair_for
-from registry.registration import register
-from registry.results import refresh_best
+from registry.catalog.pairing import pair_for
+from registry.catalog.registration import register
+from registry.results.figures import refresh_best
 
 # db_service: CI runs these again on PostgreSQL.
 pytestmark = [pytest.mark.django_db, pytest.mark.db_service]

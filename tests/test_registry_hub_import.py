@@ -10,9 +10,9 @@ from django.core.management import call_command
 from django.db import connection
 
 from inspector.management.base import UserError
-from registry.drafts import family_stem, find_drafts, size_from_name
-from registry.hub_jobs import execute_job
-from registry.hub_import import HubImportError, HubUnreachable, import_hf
+from registry.hub.drafts import family_stem, find_drafts, size_from_name
+from registry.hub.jobs import execute_job
+from registry.hub.importing import HubImportError, HubUnreachable, import_hf
 from registry.models import GGUFFile, Pair, ReportedResult, TokenTable
 from tests.ggufgen import vocab, write_gguf
 from tests.models import MODELS
@@ -275,7 +275,7 @@ def test_one_hostile_file_is_recorded_and_the_files_after_it_are_imported(hub, t
 
 def test_an_unforeseen_failure_of_one_file_is_recorded_and_the_files_after_it_are_imported(hub, monkeypatch,
                                                                                               smollm2_path):
-    from registry import hub_import
+    from registry.hub import importing as hub_import
 
     real = hub_import.register
 

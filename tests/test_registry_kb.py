@@ -19,9 +19,9 @@ from registry.kb.export import export_kb, knowledge_base
 from registry.kb.importer import KBError, import_kb
 from registry.models import (BenchmarkResult, BenchmarkRun, Family, GGUFFile, Model, Pair, PairCheckResult,
                              ReportedResult, TokenTable)
-from registry.pairing import pair_for
-from registry.registration import register
-from registry.results import refresh_best
+from registry.catalog.pairing import pair_for
+from registry.catalog.registration import register
+from registry.results.figures import refresh_best
 
 # db_service: CI runs these again on PostgreSQL.
 pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
@@ -533,7 +533,7 @@ def large_kb(doc: dict, path: Path, megabytes: float, *, shape: str = "summaries
     shape "summaries": each run's summary holds 600 small per-cell records (the many small objects that
     made the old import take many times the file in memory; stored with the run, read back by nothing
     the import does). "divergences": each run has 4 results with 250 divergences each, which the pair's
-    best-result refresh at the end reads back all at once (registry.results.figures_for).
+    best-result refresh at the end reads back all at once (registry.results.figures.figures_for).
     Written as it is produced (every run shares one summary or results list), so this process stays small."""
     run = next(r for r in doc["runs"] if r["results"])
     if shape == "divergences":

@@ -11,11 +11,11 @@ from django.test import Client
 from django.urls import reverse
 
 from inspector.info import inspect_source
-from registry.header_upload import inspect_prefix, NeedMore
-from registry.hub_jobs import execute_job
+from registry.web.header_upload import inspect_prefix, NeedMore
+from registry.hub.jobs import execute_job
 from registry.models import GGUFFile, HubJob, Pair, ReportedResult
-from registry.registration import register
-from registry.results import refresh_best
+from registry.catalog.registration import register
+from registry.results.figures import refresh_best
 from tests.ggufgen import vocab, write_gguf
 
 # db_service: CI runs these again on PostgreSQL.
@@ -391,7 +391,7 @@ def test_measured_results_take_precedence_and_are_never_mixed_with_reported_ones
 
 
 def test_the_table_builds_pair_links_like_the_url_configuration():
-    from registry.table import PAIR_URL
+    from registry.table.query import PAIR_URL
 
     assert reverse("pair", args=[7]) == f"{PAIR_URL}7/"
 
@@ -410,7 +410,7 @@ def _server_command(html: str) -> str:
 
 def test_the_pair_page_recommends_the_best_results_method_not_a_draft_model(client, qwen_pair):
     from registry.models import BenchmarkResult, BenchmarkRun
-    from registry.pairing import pair_for
+    from registry.catalog.pairing import pair_for
 
     target = qwen_pair.target
     own = pair_for(target, target)  # draftless results live on the target's own pair
@@ -432,7 +432,7 @@ def test_an_untested_sidecar_pair_is_recommended_with_its_method(client, qwen_pa
     import numpy as np
     from gguf import GGUFValueType as T
 
-    from registry.pairing import pair_for
+    from registry.catalog.pairing import pair_for
 
     path = write_gguf(tmp_path / "e.gguf", arch="eagle3", tokens=None, model=None, pre=None, tensors={
         "w": np.zeros((4, 4), dtype=np.float32)}, kv={"eagle3.target_layers": ([2, 15, 30], T.ARRAY),

@@ -4,13 +4,13 @@ from __future__ import annotations
 import pytest
 
 from inspector.info import inspect_source
-from registry.examples import apply_reported_examples
+from registry.results.examples import apply_reported_examples
 from registry.models import Family, GGUFFile, Model, Pair, ReportedResult, TokenTable
 from registry.jsonsafe import json_safe
-from registry.pairing import candidates
-from registry.registration import register
-from registry.stored import load_info
-from registry.results import refresh_best
+from registry.catalog.pairing import candidates
+from registry.catalog.registration import register
+from registry.catalog.stored import load_info
+from registry.results.figures import refresh_best
 from tests.ggufgen import vocab, write_gguf
 
 # db_service: CI runs these again on PostgreSQL.

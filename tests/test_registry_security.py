@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client, RequestFactory
 
-from registry.client import client_ip
+from registry.access.client import client_ip
 
 ROOT = Path(__file__).resolve().parent.parent
 

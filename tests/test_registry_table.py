@@ -13,13 +13,13 @@ from django.core.cache import cache
 from django.http import QueryDict
 
 from inspector.info import inspect_source
-from registry import table_pages
+from registry.table import pages as table_pages
 from registry.models import Pair, ReportedResult
-from registry.registration import register
-from registry.results import refresh_best
+from registry.catalog.registration import register
+from registry.results.figures import refresh_best
 from registry.sort_keys import COLUMNS
-from registry.table import TableQuery
-from registry.table_pages import page_of
+from registry.table.query import TableQuery
+from registry.table.pages import page_of
 from tests.ggufgen import vocab, write_gguf
 
 # db_service: CI runs these again on PostgreSQL.
@@ -150,7 +150,7 @@ def test_filters_narrow_the_streams_too(pairs, client):
 
 def test_registration_fills_the_search_column_and_a_renamed_family_or_model_follows(pairs, client):
     from registry.models import GGUFFile
-    from registry.table import refresh_table_columns
+    from registry.catalog.columns import refresh_table_columns
 
     count = lambda q: client.get("/api/pairs", {"q": q}).json()["count"]  # noqa: E731
     f = GGUFFile.objects.select_related("model__family").get(source="/models/m3.gguf")

@@ -17,7 +17,7 @@ from django.contrib.auth.models import User
 
 from inspector import cli
 from inspector.info import InspectError, InspectTimeout, inspect_source
-from registry.checking import CheckTimeout, check_sources
+from registry.hub.checking import CheckTimeout, check_sources
 from tests.ggufgen import vocab, write_gguf
 from tests.hub import sockets_to
 

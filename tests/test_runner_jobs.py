@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from registry.models import GGUFFile, HubJob
-from runner.jobs import queue_job
+from registry.hub.queue import queue_job
 from runner.models import workers_on
 from tests.worker import wait_for
 

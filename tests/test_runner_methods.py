@@ -13,7 +13,7 @@ from django.core.management import call_command
 
 from inspector.llama_flags import PINNED_SERVER_HELP, parse_help, pinned_server_capabilities
 from inspector.spec_flags import NGRAM_SWEEP, Setting, spec_flags
-from registry.deploy import deployment
+from registry.results.deploy import deployment
 from registry.models import BenchmarkRun, Pair
 from runner import llamacpp
 from runner.methods import MAX_SETTINGS, default_methods, settings_for
@@ -163,9 +163,9 @@ def test_a_llama_server_with_an_ngram_method_drafts(smollm2_path, tmp_path):
 
 @pytest.mark.django_db
 def test_draftless_results_show_as_the_method_in_the_table_the_csv_and_the_model_page(client, smollm2_path):
-    from registry.pairing import pair_for
-    from registry.results import refresh_best
-    from registry.sources import register_source
+    from registry.catalog.pairing import pair_for
+    from registry.results.figures import refresh_best
+    from registry.hub.sources import register_source
     from registry.models import BenchmarkResult
 
     f = register_source(str(smollm2_path)).file

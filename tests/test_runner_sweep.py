@@ -6,7 +6,7 @@ import pytest
 
 from tests.needs import missing
 
-from registry.deploy import deployment
+from registry.results.deploy import deployment
 from runner import hardware, llamacpp
 from runner.report import markdown_report
 from runner.measure import Cell, CellResult, Spread

@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from registry.pairing import pair_for
+from registry.catalog.pairing import pair_for
 from registry.models import BenchmarkRun
-from registry.sources import register_source
-from runner import runs
+from registry.hub.sources import register_source
+from runner import runs, submit
 
 pytestmark = pytest.mark.db_service  # CI runs these again on PostgreSQL
 
@@ -133,7 +133,7 @@ def test_runs_queued_at_once_cannot_all_pass_the_per_user_limit(pair, settings):
     def queue() -> None:
         barrier.wait()
         try:
-            runs.queue_benchmark(pair, {}, user=user, send=False, hardware="cpu-race")
+            submit.queue_benchmark(pair, {}, user=user, send=False, hardware="cpu-race")
             outcomes.append("queued")
         except runs.BenchmarkError as exc:
             outcomes.append(str(exc))

@@ -5,14 +5,14 @@ import os
 
 import pytest
 
-from registry.recommend import recommend
-from registry.results import figures_for
+from registry.results.recommend import recommend
+from registry.results.figures import figures_for
 
-from registry.pairing import pair_for
-from runner import runs
+from registry.catalog.pairing import pair_for
+from runner import runs, submit
 from runner.execute import execute
 from registry.models import BenchmarkRun
-from registry.sources import register_source
+from registry.hub.sources import register_source
 from tests.worker import wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.llama]
@@ -23,7 +23,7 @@ QUICK = {"ks": [4], "extend": False, "content_types": ["json"], "repeats": 1, "n
 
 def queue(target, draft, **params):
     pair = pair_for(register_source(str(target)).file, register_source(str(draft)).file)
-    return runs.queue_benchmark(pair, {**QUICK, **params}, hardware="cpu-test")
+    return submit.queue_benchmark(pair, {**QUICK, **params}, hardware="cpu-test")
 
 
 def finished(run_id):

@@ -269,7 +269,7 @@ def test_sidecars_pass_through_the_cli(tmp_path):
 
 @pytest.mark.django_db
 def test_the_model_page_and_api_show_the_method(client, smollm2_path):
-    from registry.registration import register
+    from registry.catalog.registration import register
 
     reg = register(inspect_source(smollm2_path), source=str(smollm2_path))
     page = client.get(f"/models/{reg.file.model_id}/").content.decode()

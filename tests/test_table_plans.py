@@ -22,8 +22,9 @@ from django.utils import timezone
 
 from registry.models import GGUFFile, Model, Pair
 from registry.sort_keys import COLUMNS
-from registry.table import TableQuery, table_columns
-from registry.table_pages import page_of
+from registry.catalog.columns import table_columns
+from registry.table.query import TableQuery
+from registry.table.pages import page_of
 from tests.needs import missing
 
 # db_service: CI runs these again on PostgreSQL.

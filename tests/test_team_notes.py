@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from inspector.info import inspect_source
 from registry.models import BenchmarkRun, Pair
-from registry.registration import register
+from registry.catalog.registration import register
 from registry.team import notes
 from registry.team.models import Note, NoteVersion
 

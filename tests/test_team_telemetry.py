@@ -187,7 +187,7 @@ def test_an_unreachable_server_is_a_gap_with_its_error_and_the_beat_goes_on(serv
     gap = d.samples.order_by("-pk").first()
     assert not gap.ok and "connection refused" in gap.error and gap.draft_tokens is None
     # The beat's task scrapes every active deployment with a URL and records the gap; it does not raise.
-    from runner.tasks import scrape_deployments
+    from registry.team.tasks import scrape_deployments
 
     assert scrape_deployments.apply().get() == 1
     assert d.samples.filter(ok=False).count() == 2
@@ -472,8 +472,8 @@ def test_scrape_now_is_queued_for_the_telemetry_worker_and_the_page_shows_it(set
     """Staff's "scrape now" fetched inside the web request (a dripping server held it for as long as it
     liked); now it is queued on the telemetry queue and the page says it is waiting, then running."""
     settings.SPECREG_TELEMETRY_TIMEOUT_SECONDS = 2
-    from runner.queues import telemetry_queue
-    from runner.tasks import scrape_deployment
+    from registry.queues import telemetry_queue
+    from registry.team.tasks import scrape_deployment
 
     sent: list[tuple] = []
     monkeypatch.setattr(scrape_deployment, "apply_async", lambda args, queue: sent.append((args, queue)))
@@ -510,7 +510,7 @@ def test_scrapes_have_a_queue_and_a_worker_of_their_own(settings, monkeypatch):
     telemetry queue, and serve starts a worker for it beside the general and the benchmark ones."""
     from runner.celery import app
     from runner.management.commands import serve
-    from runner.queues import telemetry_queue
+    from registry.queues import telemetry_queue
 
     for task in ("runner.tasks.scrape_deployments", "runner.tasks.scrape_deployment"):
         assert app.amqp.router.route({}, task)["queue"].name == telemetry_queue()

@@ -6,8 +6,9 @@ traceback; Django's default prints "CommandError: …" and argparse prints its u
 from __future__ import annotations
 
 import sys
+from typing import Any, NoReturn
 
-from django.core.management.base import BaseCommand, CommandError, handle_default_options
+from django.core.management.base import BaseCommand, CommandError, CommandParser, handle_default_options
 from django.db import connections
 
 from inspector.cli import terminal_safe
@@ -24,10 +25,10 @@ class SpecregCommand(BaseCommand):
     # Set by run_from_argv: our own flag, so nothing here depends on Django's private attributes.
     from_command_line = False
 
-    def create_parser(self, prog_name: str, subcommand: str, **kwargs):
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
         parser = super().create_parser(prog_name, subcommand, **kwargs)
 
-        def one_line_error(message: str) -> None:
+        def one_line_error(message: str) -> NoReturn:
             if not self.from_command_line:
                 raise UserError(f"{subcommand}: {message}")
             sys.stderr.write(f"{subcommand}: {terminal_safe(message)} (see --help)\n")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import views
+from registry.apitokens import views
 
 urlpatterns = [
     path("tokens/", views.tokens, name="api_tokens"),

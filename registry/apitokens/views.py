@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from knox.models import AuthToken
 from knox.settings import knox_settings
 
-from .models import TokenName
+from registry.apitokens.models import TokenName
 
 MAX_TOKENS_PER_USER = 20  # enough for every CI a team runs; a bound on rows per account
 EXPIRY_CHOICES = [("30", "30 days"), ("90", "90 days"), ("365", "1 year"), ("never", "never")]

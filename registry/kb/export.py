@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from inspector.llama_rules import LLAMA_CPP_BUILD
 
-from ..models import BenchmarkRun, GGUFFile, Pair, ReportedResult, TokenTable
-from .schema import FORMAT, SCHEMA_VERSION, now_iso
-from .sections import ExportContext, load_sections
+from registry.models import BenchmarkRun, GGUFFile, Pair, ReportedResult, TokenTable
+from registry.kb.schema import FORMAT, SCHEMA_VERSION, now_iso
+from registry.kb.sections import ExportContext, load_sections
 
 FIGURES = ("k", "acceptance", "speedup", "tokens_per_second", "baseline_tokens_per_second", "content_type",
            "hardware", "llama_cpp_build")
@@ -50,7 +50,8 @@ def _figures(r: Any) -> dict[str, Any]:
 
 def _file(f: GGUFFile, here: str, tables: dict[int, str]) -> dict[str, Any]:
     return {"source": f.source, "repo": f.repo, "revision": f.revision, "path": f.path, "commit": f.commit,
-            "size": f.size, "etag": f.etag, "token_table": tables.get(f.token_table_id), "info": f.info,
+            "size": f.size, "etag": f.etag,
+            "token_table": tables.get(f.token_table_id) if f.token_table_id is not None else None, "info": f.info,
             "inspected_at": now_iso(f.inspected_at), "installation": f.origin_installation or here}
 
 

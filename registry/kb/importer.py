@@ -22,7 +22,7 @@ import json
 import os
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -40,14 +40,14 @@ from inspector.sources import SourceError
 from inspector.tokens import TokenTable as Tokens
 from inspector.tokens import vocab_key
 
-from ..cache_keys import bump_generation
-from ..jsonsafe import json_safe
-from ..models import BenchmarkResult, BenchmarkRun, GGUFFile, Pair, ReportedResult
-from ..pairing import pair_for
-from ..registration import register
-from ..results import refresh_best
-from . import schema
-from .sections import ImportContext, load_sections
+from registry.cache_keys import bump_generation
+from registry.jsonsafe import json_safe
+from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, Pair, ReportedResult
+from registry.catalog.pairing import pair_for
+from registry.catalog.registration import register
+from registry.results.figures import refresh_best
+from registry.kb import schema
+from registry.kb.sections import ImportContext, load_sections
 
 # Fields of a stored inspection that say how it was read, not what the file holds.
 _HOW_READ = ("source", "bytes_fetched")
@@ -253,7 +253,7 @@ def _validated(model: type[BaseModel], value: Any, where: str) -> Any:
         raise KBError(f"{loc[:200]}: {err['msg'][:200]}{more}") from None
 
 
-def records(f: IO[bytes], cap: int, prefix: str, bound: int, *, nul: bool = True) -> Iterator[Any]:
+def records(f: IO[bytes], cap: int, prefix: str, bound: int, *, nul: bool = True) -> Generator[Any, None, None]:
     """The values of the list at ``prefix`` ("runs", "sections.notes"), one at a time, as PostgreSQL's jsonb
     takes them (no NUL in strings; ``nul`` False: the outline found none). The file was checked by
     ``outline``; it is read again from the start."""

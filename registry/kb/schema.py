@@ -34,8 +34,18 @@ Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 Source = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 
 
-def text(n: int) -> Any:
-    return Annotated[str, StringConstraints(max_length=n)]
+# Bounded strings, one alias per bound (type checkers read aliases, not calls in annotations).
+Text16 = Annotated[str, StringConstraints(max_length=16)]
+Text32 = Annotated[str, StringConstraints(max_length=32)]
+Text64 = Annotated[str, StringConstraints(max_length=64)]
+Text150 = Annotated[str, StringConstraints(max_length=150)]
+Text200 = Annotated[str, StringConstraints(max_length=200)]
+Text255 = Annotated[str, StringConstraints(max_length=255)]
+Text500 = Annotated[str, StringConstraints(max_length=500)]
+Text1000 = Annotated[str, StringConstraints(max_length=1_000)]
+Text20K = Annotated[str, StringConstraints(max_length=20_000)]
+Text100K = Annotated[str, StringConstraints(max_length=100_000)]
+Text1M = Annotated[str, StringConstraints(max_length=1_000_000)]
 
 
 Count32 = Annotated[int, Field(ge=0, le=INT32)]
@@ -48,8 +58,8 @@ class Base(BaseModel):
 
 class Installation(Base):
     id: InstallationId
-    rules_from: text(32) = ""  # the llama.cpp build whose rules its verdicts follow
-    specreg_version: text(32) = ""
+    rules_from: Text32 = ""  # the llama.cpp build whose rules its verdicts follow
+    specreg_version: Text32 = ""
 
 
 class TokenTableIn(Base):
@@ -60,12 +70,12 @@ class TokenTableIn(Base):
 
 class FileIn(Base):
     source: Source
-    repo: text(200) = ""
-    revision: text(255) = ""
+    repo: Text200 = ""
+    revision: Text255 = ""
     path: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
-    commit: text(64) = ""
+    commit: Text64 = ""
     size: Annotated[int | None, Field(ge=0, le=INT64)] = None
-    etag: text(200) = ""
+    etag: Text200 = ""
     token_table: Sha256 | None = None
     info: dict[str, Any]
     inspected_at: AwareDatetime
@@ -76,8 +86,8 @@ class PairIn(Base):
     target: Source
     draft: Source
     compatible: bool
-    failed_rule: text(32) = ""
-    rules_from: text(32) = ""
+    failed_rule: Text32 = ""
+    rules_from: Text32 = ""
 
 
 class Figures(Base):
@@ -86,21 +96,21 @@ class Figures(Base):
     speedup: Annotated[float | None, Field(default=None, ge=0)]
     tokens_per_second: Annotated[float | None, Field(default=None, ge=0)]
     baseline_tokens_per_second: Annotated[float | None, Field(default=None, ge=0)]
-    content_type: text(32) = ""
-    hardware: text(200) = ""
-    llama_cpp_build: text(32) = ""
+    content_type: Text32 = ""
+    hardware: Text200 = ""
+    llama_cpp_build: Text32 = ""
     created_at: AwareDatetime | None = None
 
 
 class ResultIn(Figures):
-    method: text(32) = ""  # the speculation method, where the exporting installation records one
+    method: Text32 = ""  # the speculation method, where the exporting installation records one
     temperature: float = 0.0
     p_min: OptFloat
     n_predict: Count32
     repeats: Count32
     n_prompts: Count32
-    status: text(16)
-    error: text(20_000) = ""
+    status: Text16
+    error: Text20K = ""
     speculation_ran: bool = True
     baseline_min: OptFloat
     baseline_max: OptFloat
@@ -131,14 +141,14 @@ class RunIn(Base):
     status: Literal["done", "failed", "cancelled"]
     params: dict[str, Any] = {}
     hardware: dict[str, Any] = {}
-    hardware_class: text(64) = ""
+    hardware_class: Text64 = ""
     build: dict[str, Any] = {}
     summary: dict[str, Any] = {}
-    report_md: text(1_000_000) = ""
-    server_command: text(100_000) = ""
-    systemd_unit: text(100_000) = ""
-    error: text(20_000) = ""
-    author: text(150) = ""
+    report_md: Text1M = ""
+    server_command: Text100K = ""
+    systemd_unit: Text100K = ""
+    error: Text20K = ""
+    author: Text150 = ""
     created_at: AwareDatetime
     started_at: AwareDatetime | None = None
     finished_at: AwareDatetime | None = None
@@ -150,10 +160,10 @@ class ReportedIn(Figures):
     id: Annotated[int, Field(ge=1, le=INT64)]
     target: Source
     draft: Source
-    source_url: text(500) = ""
+    source_url: Text500 = ""
     citation: Annotated[str, StringConstraints(min_length=1, max_length=500)]
-    notes: text(100_000) = ""
-    author: text(150) = ""
+    notes: Text100K = ""
+    author: Text150 = ""
 
     @field_validator("source_url")
     @classmethod
@@ -163,7 +173,7 @@ class ReportedIn(Figures):
             raise ValueError("source_url must be an http(s) address")
         return v
 
-    # The bounds of the reported-result form (registry.forms, registry.reporting), which every other way in uses.
+    # The bounds of the reported-result form (registry.web.forms, registry.results.reporting), which every other way in uses.
     @field_validator("acceptance")
     @classmethod
     def _fraction(cls, v: float | None) -> float | None:
@@ -213,7 +223,8 @@ def _model_info_schema() -> type[BaseModel]:
     hints = typing.get_type_hints(ModelInfo)
     fields = {f.name: (hints[f.name], f.default if f.default is not dataclasses.MISSING else ...)
               for f in dataclasses.fields(ModelInfo) if f.name != "tokens"}
-    return create_model("ModelInfoIn", __config__=ConfigDict(extra="ignore", allow_inf_nan=False), **fields)
+    return create_model(  # type: ignore[call-overload]  # field types come from ModelInfo at run time
+        "ModelInfoIn", __config__=ConfigDict(extra="ignore", allow_inf_nan=False), **fields)
 
 
 ModelInfoIn = _model_info_schema()

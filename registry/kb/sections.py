@@ -47,9 +47,10 @@ class ImportContext:
         """Whether this record (made at ``installation`` with id ``origin_id``) is here already: ours
         when the installation is this one, or brought by an earlier import."""
         # One of ours carries no origin; if it was deleted, an import brings it back with one.
-        if installation == self.installation and model.objects.filter(pk=origin_id, origin_installation="").exists():
+        ours = model._default_manager.filter(pk=origin_id, origin_installation="")
+        if installation == self.installation and ours.exists():
             return True
-        return model.objects.filter(origin_installation=installation, origin_id=origin_id).exists()
+        return model._default_manager.filter(origin_installation=installation, origin_id=origin_id).exists()
 
 
 @dataclass

@@ -24,7 +24,7 @@ def copy_results_and_names(apps, schema_editor):
     Pair.objects.update(target_name=name_of("target_id"), draft_name=name_of("draft_id"))
 
 
-# One index per order the pairs table offers (registry.table: its sort keys), so a page is an index
+# One index per order the pairs table offers (registry.table.query: its sort keys), so a page is an index
 # range rather than a sort of 100,000 rows. The default order also has one without the verdict.
 SORT_COLUMNS = ["best_speedup", "best_acceptance", "best_k", "size_ratio", "checked_at", "target_name", "draft_name"]
 

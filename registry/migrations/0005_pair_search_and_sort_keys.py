@@ -20,7 +20,7 @@ def create_old_sort_indexes(apps, schema_editor):
 
 
 def fill_search_text(apps, schema_editor):
-    # Each file's text once (as registry.table.file_search_text: lower-cased by Python, like the
+    # Each file's text once (as registry.catalog.columns.file_search_text: lower-cased by Python, like the
     # search), then one UPDATE joining the two texts per pair: seconds for 100,000 pairs.
     GGUFFile = apps.get_model("registry", "GGUFFile")
     rows = [(pk, "\n".join((source, name, arch, family or "")).lower()) for pk, source, name, arch, family in

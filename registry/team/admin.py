@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from .models import Deployment, Note, NoteVersion, TelemetrySample
+from registry.team.models import Deployment, Note, NoteVersion, TelemetrySample
 
 
 class NoteVersionInline(admin.TabularInline):

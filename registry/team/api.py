@@ -4,6 +4,7 @@ a deployment's URL, since the server itself then fetches it)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from django.db.models import Q, QuerySet
 from django.http import HttpResponse, JsonResponse
@@ -13,14 +14,14 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from registry.api_views import JSON, NOT_FOUND, error
+from registry.web.api_views import JSON, NOT_FOUND, error
 from registry.models import BenchmarkRun, GGUFFile, Pair
-from registry.results import figures_for
+from registry.results.figures import figures_for
 
-from . import deployments as deps
-from . import notes as notes_mod
-from .models import Deployment, Note
-from .views import SUBJECTS, deployment_json
+from registry.team import deployments as deps
+from registry.team import notes as notes_mod
+from registry.team.models import Deployment, Note
+from registry.team.views import SUBJECTS, deployment_json
 
 
 def _json(data: dict, status: int = 200) -> JsonResponse:
@@ -211,7 +212,8 @@ class NotesView(APIView):
         s = NoteIn(data=request.data)
         if not s.is_valid():
             return error(_first_error(s.errors), 400)
-        subject = get_object_or_404(SUBJECTS[s.validated_data["subject"]], pk=s.validated_data["id"])
+        found = get_object_or_404(SUBJECTS[s.validated_data["subject"]], pk=s.validated_data["id"])
+        subject = cast(notes_mod.Subject, found)  # one of SUBJECTS' models
         try:
             note = notes_mod.add_note(subject, s.validated_data["body"], request.user)
         except notes_mod.NoteError as exc:

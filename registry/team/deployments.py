@@ -11,12 +11,12 @@ from django.utils import timezone
 from inspector.spec_flags import NGRAM_CACHE_DRAFT, NGRAM_SWEEP, uses_draft_file
 from inspector.speculative import NGRAM_METHODS, SPEC_TYPES
 from registry.models import BenchmarkRun, GGUFFile, Pair
-from registry.results import Figure, figures_for
-from registry import sources
-from registry.sources import SourceRegistrationError
+from registry.results.figures import Figure, figures_for
+from registry.hub import sources
+from registry.hub.sources import SourceRegistrationError
 
-from .models import Deployment
-from .telemetry import ScrapeError, validate_url
+from registry.team.models import Deployment
+from registry.team.telemetry import ScrapeError, validate_url
 
 COMMAND_MAX_CHARS = 8000
 DRAFTLESS = ("none", *NGRAM_METHODS)  # methods that need no second model (draft-mtp uses the target's heads)
@@ -40,7 +40,7 @@ def may_retire(user, d: Deployment) -> bool:
 
 
 def resolve_file(spec: str) -> GGUFFile:
-    """A registered file by id, or a source registered now if it is new (registry.sources.resolve_file)."""
+    """A registered file by id, or a source registered now if it is new (registry.hub.sources.resolve_file)."""
     try:
         return sources.resolve_file(spec)
     except SourceRegistrationError as exc:
@@ -213,4 +213,4 @@ def measured_reference(d: Deployment, figures: dict[int, dict[str, list[Figure]]
     measured = [f for f in figures[d.pair_id]["measured"] if f.k == d.k and f.speedup is not None]
     if d.run_id is not None:
         measured = [f for f in measured if f.obj.run_id == d.run_id] or measured
-    return max(measured, key=lambda f: f.speedup, default=None)
+    return max(measured, key=lambda f: f.speedup or 0.0, default=None)  # every one has a speedup

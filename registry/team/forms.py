@@ -5,7 +5,7 @@ from django import forms
 
 from inspector.speculative import SPEC_TYPES
 
-from .models import NOTE_MAX_CHARS
+from registry.team.models import NOTE_MAX_CHARS
 
 
 class NoteForm(forms.Form):

@@ -15,13 +15,13 @@ from typing import Annotated, Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from registry.kb.importer import KBError
-from registry.kb.schema import INT32, INT64, InstallationId, Source, text
+from registry.kb.schema import INT32, INT64, InstallationId, Source, Text150, Text200, Text255, Text500, Text1000
 from registry.kb.sections import ExportContext, ImportContext, Section, register_section
 from registry.models import BenchmarkRun, Model
 
-from . import deployments as deps
-from .models import NOTE_MAX_CHARS, Deployment, Note, NoteVersion, TelemetrySample
-from .telemetry import PUBLIC_GAP, reason_to_store
+from registry.team import deployments as deps
+from registry.team.models import NOTE_MAX_CHARS, Deployment, Note, NoteVersion, TelemetrySample
+from registry.team.telemetry import PUBLIC_GAP, reason_to_store
 
 MAX_NOTES = 1_000_000
 MAX_VERSIONS = 1_000
@@ -42,13 +42,16 @@ class RunRef(_Base):
 
 
 class ModelRef(_Base):
-    repo: text(200) = ""
+    repo: Text200 = ""
     name: Annotated[str, StringConstraints(min_length=1, max_length=300)]
 
 
+NoteBody = Annotated[str, StringConstraints(max_length=NOTE_MAX_CHARS)]
+
+
 class VersionIn(_Base):
-    body: text(NOTE_MAX_CHARS)
-    author_name: text(150) = ""
+    body: NoteBody
+    author_name: Text150 = ""
     written_at: AwareDatetime
     replaced_at: AwareDatetime | None = None
 
@@ -56,12 +59,12 @@ class VersionIn(_Base):
 class NoteIn(_Base):
     installation: InstallationId
     id: Annotated[int, Field(ge=1, le=INT64)]
-    author: text(150) = ""
+    author: Text150 = ""
     model: ModelRef | None = None
     file: Source | None = None
     pair: Annotated[list[Source], Field(min_length=2, max_length=2)] | None = None  # [target, draft]
     run: RunRef | None = None
-    body: text(NOTE_MAX_CHARS)
+    body: NoteBody
     created_at: AwareDatetime
     updated_at: AwareDatetime | None = None
     hidden: bool = False
@@ -72,7 +75,7 @@ class NoteIn(_Base):
 class SampleIn(_Base):
     scraped_at: AwareDatetime
     ok: bool
-    error: text(500) = ""
+    error: Text500 = ""
     reset: bool = False
     draft_tokens_total: float | None = None
     accepted_tokens_total: float | None = None
@@ -89,15 +92,15 @@ class SampleIn(_Base):
 class DeploymentIn(_Base):
     installation: InstallationId
     id: Annotated[int, Field(ge=1, le=INT64)]
-    author: text(150) = ""
+    author: Text150 = ""
     target: Source
     draft: Source | None = None
     run: RunRef | None = None
     method: Annotated[str, StringConstraints(min_length=1, max_length=32)]
     k: Annotated[int | None, Field(ge=0, le=INT32)] = None
-    flags: text(1000) = ""
+    flags: Text1000 = ""
     command: Annotated[str, StringConstraints(min_length=1, max_length=100_000)]
-    host: text(255) = ""
+    host: Text255 = ""
     deployed_at: AwareDatetime
     retired_at: AwareDatetime | None = None
     samples: Annotated[list[SampleIn], Field(max_length=MAX_SAMPLES)] = []
@@ -184,7 +187,7 @@ def import_notes(ctx: ImportContext, items: Iterable[Any]) -> None:
         versions = [NoteVersion(note=note, body=v.body, author_name=v.author_name, written_at=v.written_at)
                     for v in r.versions]
         NoteVersion.objects.bulk_create(versions)
-        for v, row in zip(r.versions, versions):
+        for v, row in zip(r.versions, versions, strict=True):
             if v.replaced_at:
                 NoteVersion.objects.filter(pk=row.pk).update(replaced_at=v.replaced_at)
         ctx.count("notes added")

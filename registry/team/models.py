@@ -6,6 +6,8 @@ Three kinds of figures stay apart in specreg: *measured* by the runner (registry
 """
 from __future__ import annotations
 
+from typing import cast
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -52,7 +54,8 @@ class Note(Provenance):
 
     @property
     def subject(self) -> Model | GGUFFile | Pair | BenchmarkRun:
-        return self.model or self.file or self.pair or self.run
+        # The note_on_exactly_one_thing constraint: a stored note is on one of the four.
+        return cast("Model | GGUFFile | Pair | BenchmarkRun", self.model or self.file or self.pair or self.run)
 
     def get_absolute_url(self) -> str:
         return reverse("note", args=[self.pk])
@@ -71,6 +74,9 @@ class NoteVersion(models.Model):
 
     class Meta:
         ordering = ["-replaced_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"note {self.note_id} as written by {self.author_name} at {self.written_at:%Y-%m-%d %H:%M}"
 
 
 class Deployment(Provenance):
@@ -156,9 +162,11 @@ class TelemetrySample(models.Model):
     @property
     def acceptance(self) -> float | None:
         """Accepted ÷ drafted tokens in this interval."""
-        return self.accepted_tokens / self.draft_tokens if self.draft_tokens else None
+        return (self.accepted_tokens / self.draft_tokens
+                if self.draft_tokens and self.accepted_tokens is not None else None)
 
     @property
     def tokens_per_second(self) -> float | None:
         """Generated tokens ÷ generation seconds in this interval (llama.cpp's own clock)."""
-        return self.tokens_predicted / self.tokens_predicted_seconds if self.tokens_predicted_seconds else None
+        return (self.tokens_predicted / self.tokens_predicted_seconds
+                if self.tokens_predicted_seconds and self.tokens_predicted is not None else None)

@@ -13,7 +13,7 @@ from django.utils.safestring import SafeString, mark_safe
 from registry.cache_keys import bump_generation
 from registry.models import BenchmarkRun, GGUFFile, Model, Pair
 
-from .models import NOTE_MAX_CHARS, Note, NoteVersion
+from registry.team.models import NOTE_MAX_CHARS, Note, NoteVersion
 
 # What a rendered note may contain: Markdown's own output, nothing a user could script with.
 # nh3 (Ammonia) removes every other tag and attribute, javascript: links and the like.

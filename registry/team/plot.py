@@ -1,14 +1,15 @@
 """An inline SVG of a deployment's observed tokens/s and acceptance over time (drawn server-side, like
-registry.plot's K plot), with failed scrapes as gaps and the measured figures as reference lines."""
+registry.web.plot's K plot), with failed scrapes as gaps and the measured figures as reference lines."""
 from __future__ import annotations
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from .telemetry import PUBLIC_GAP, Point
+from registry.team.telemetry import PUBLIC_GAP, Point
+from registry.web.svg import Frame, pts
 
-W, H = 640, 280
-LEFT, RIGHT, TOP, BOTTOM = 56, 56, 20, 56
+FRAME = Frame(640, 280)
+W, H, LEFT, TOP = FRAME.w, FRAME.h, FRAME.left, FRAME.top
 SPEED, ACC, GAP, MEASURED = "#2563eb", "#059669", "#dc2626", "#64748b"
 
 
@@ -21,31 +22,20 @@ def observed_svg(points: list[Point], *, measured_tps: float | None = None,
     span = max(t1 - t0, 1.0)
     speeds = [p.tokens_per_second for p in points if p.tokens_per_second is not None]
     top = max([1.0] + [s * 1.1 for s in speeds] + ([measured_tps * 1.1] if measured_tps else []))
-    pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
+    pw, ph = FRAME.pw, FRAME.ph
 
     def x(p: Point) -> float:
         return LEFT + (pw / 2 if t1 == t0 else pw * (p.at.timestamp() - t0) / span)
 
     def y_speed(v: float) -> float:
-        return TOP + ph * (1 - v / top)
+        return FRAME.y_scaled(v, top)
 
-    def y_acc(v: float) -> float:
-        return TOP + ph * (1 - min(max(v, 0.0), 1.0))
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" class="plot" role="img" '
-             f'aria-label="{escape(title)}"><title>{escape(title)}</title>',
-             f'<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="#fff" stroke="#cbd5e1"/>']
-    for i in range(5):
-        v = top * i / 4
-        yy = y_speed(v)
-        parts.append(f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#eef2f7"/>'
-                     f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end" class="tick">{v:.0f}</text>'
-                     f'<text x="{LEFT + pw + 6}" y="{y_acc(i / 4) + 4:.1f}" class="tick">{i * 25}%</text>')
-    for label, frac in ((points[0].at, 0.0), (points[-1].at, 1.0)):
+    y_acc = FRAME.y_fraction
+    parts = FRAME.start(title, top_value=top, tick=lambda v: f"{v:.0f}", left_title="tokens/s (solid)",
+                        right_title="acceptance (dashed)")
+    for at, frac in ((points[0].at, 0.0), (points[-1].at, 1.0)):
         parts.append(f'<text x="{LEFT + pw * frac:.1f}" y="{TOP + ph + 16}" text-anchor="{"start" if frac == 0 else "end"}" '
-                     f'class="tick">{escape(label.strftime("%Y-%m-%d %H:%M"))} UTC</text>')
-    parts.append(f'<text x="14" y="{TOP + ph / 2}" transform="rotate(-90 14 {TOP + ph / 2})" text-anchor="middle" class="axis">tokens/s (solid)</text>'
-                 f'<text x="{W - 10}" y="{TOP + ph / 2}" transform="rotate(90 {W - 10} {TOP + ph / 2})" text-anchor="middle" class="axis">acceptance (dashed)</text>')
+                     f'class="tick">{escape(at.strftime("%Y-%m-%d %H:%M"))} UTC</text>')
     if measured_tps:
         yy = y_speed(measured_tps)
         parts.append(f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="{MEASURED}" stroke-dasharray="2 3">'
@@ -56,10 +46,10 @@ def observed_svg(points: list[Point], *, measured_tps: float | None = None,
                      f'<title>measured: {measured_acceptance:.0%} accepted</title></line>')
     for run in _runs(points, "tokens_per_second"):
         if len(run) > 1:
-            parts.append(f'<polyline fill="none" stroke="{SPEED}" stroke-width="2" points="{_pts([(x(p), y_speed(p.tokens_per_second)) for p in run])}"/>')
+            parts.append(f'<polyline fill="none" stroke="{SPEED}" stroke-width="2" points="{pts([(x(p), y_speed(p.tokens_per_second)) for p in run if p.tokens_per_second is not None])}"/>')
     for run in _runs(points, "acceptance"):
         if len(run) > 1:
-            parts.append(f'<polyline fill="none" stroke="{ACC}" stroke-width="1.5" stroke-dasharray="6 4" points="{_pts([(x(p), y_acc(p.acceptance)) for p in run])}"/>')
+            parts.append(f'<polyline fill="none" stroke="{ACC}" stroke-width="1.5" stroke-dasharray="6 4" points="{pts([(x(p), y_acc(p.acceptance)) for p in run if p.acceptance is not None])}"/>')
     for p in points:
         when = p.at.strftime("%Y-%m-%d %H:%M:%S")
         if p.gap:
@@ -78,7 +68,7 @@ def observed_svg(points: list[Point], *, measured_tps: float | None = None,
     legend = [(SPEED, "t/s observed"), (ACC, "acceptance observed"), (GAP, "gap")]
     if measured_tps or measured_acceptance is not None:
         legend.append((MEASURED, "measured (runner)"))
-    lx = LEFT
+    lx: float = LEFT
     for colour, text in legend:
         parts.append(f'<rect x="{lx}" y="{H - 18}" width="12" height="12" fill="{colour}"/>'
                      f'<text x="{lx + 16}" y="{H - 8}" class="legend">{escape(text)}</text>')
@@ -103,5 +93,3 @@ def _runs(points: list[Point], attr: str) -> list[list[Point]]:
     return [r for r in out if r]
 
 
-def _pts(points: list[tuple[float, float]]) -> str:
-    return " ".join(f"{a:.1f},{b:.1f}" for a, b in points)

@@ -26,7 +26,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
-from .models import Deployment, TelemetrySample
+from registry.team.models import Deployment, TelemetrySample
 
 # Sample field → the counter's full name in llama-server's /metrics (checked against the pinned
 # source by tests/test_team_telemetry.py).
@@ -359,11 +359,11 @@ def scrape_active() -> list[TelemetrySample]:
     with ThreadPoolExecutor(max_workers=min(SCRAPE_THREADS, len(deployments)),
                             thread_name_prefix="specreg-scrapes") as pool:
         outcomes = list(pool.map(_read, [d.url for d in deployments]))
-    return [_recorded(d, outcome, at) for d, outcome in zip(deployments, outcomes)]
+    return [_recorded(d, outcome, at) for d, outcome in zip(deployments, outcomes, strict=True)]
 
 
 def run_queued_scrape(deployment_id: int) -> str:
-    """A scrape someone asked for ("scrape now", queued by ``queue_scrape``), run by the telemetry worker:
+    """A scrape someone asked for ("scrape now", queued by ``registry.team.scrape_queue.queue_scrape``), run by the telemetry worker:
     the page says it is running meanwhile, and shows its sample afterwards."""
     d = Deployment.objects.filter(pk=deployment_id).first()
     if d is None:
@@ -375,27 +375,6 @@ def run_queued_scrape(deployment_id: int) -> str:
         return "ok" if scrape(d).ok else "gap"
     finally:
         Deployment.objects.filter(pk=d.pk).update(scrape_queued_at=None, scrape_started_at=None)
-
-
-def queue_scrape(deployment: Deployment) -> bool:
-    """Queue one scrape of ``deployment`` for the telemetry worker, unless one is already waiting or running
-    (a repeated click must not pile scrapes up); False then. The web request never fetches anything."""
-    # The runner sends tasks; registry never imports it at load time.
-    from runner.queues import telemetry_queue
-    from runner.tasks import scrape_deployment
-
-    now = timezone.now()
-    pending = Deployment.objects.filter(pk=deployment.pk, scrape_queued_at__gte=now - SCRAPE_PENDING_FOR)
-    if pending.exists():
-        return False
-    Deployment.objects.filter(pk=deployment.pk).update(scrape_queued_at=now, scrape_started_at=None)
-    try:
-        scrape_deployment.apply_async(args=[deployment.pk], queue=telemetry_queue())
-    except Exception:
-        Deployment.objects.filter(pk=deployment.pk).update(scrape_queued_at=None)
-        raise
-    deployment.scrape_queued_at, deployment.scrape_started_at = now, None
-    return True
 
 
 def observed(deployment: Deployment) -> Observed:

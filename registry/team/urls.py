@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import api, views
+from registry.team import api, views
 
 urlpatterns = [
     path("notes/add/<str:kind>/<int:pk>", views.note_add, name="note_add"),

@@ -1,21 +1,25 @@
 """Pages for notes and deployments, and a deployment's JSON; thin, over notes.py, deployments.py and telemetry.py."""
 from __future__ import annotations
 
+from typing import cast
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from registry.access import may_see_paths
+from registry.access.policy import may_see_paths
 from registry.models import BenchmarkRun, GGUFFile, Model, Pair
 
-from . import deployments as deps
-from . import notes as notes_mod
-from .forms import DeploymentForm, NoteForm
-from .models import Deployment, Note
-from .plot import observed_svg
-from .telemetry import may_see_reasons, observed, queue_scrape, series, shown_error, telemetry_state
+from registry.team import deployments as deps
+from registry.team import notes as notes_mod
+from registry.team.forms import DeploymentForm, NoteForm
+from registry.team.models import Deployment, Note
+from registry.team.plot import observed_svg
+from registry.queues import listening_workers, telemetry_queue
+from registry.team.scrape_queue import queue_scrape
+from registry.team.telemetry import may_see_reasons, observed, series, shown_error, telemetry_state
 
 SUBJECTS = {"model": Model, "file": GGUFFile, "pair": Pair, "run": BenchmarkRun}
 
@@ -33,10 +37,10 @@ def subject_url(subject) -> str:
 def note_add(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
     if kind not in SUBJECTS:
         return HttpResponse("notes are on a model, file, pair or run\n", status=404, content_type="text/plain")
-    subject = get_object_or_404(SUBJECTS[kind], pk=pk)
+    subject = cast(notes_mod.Subject, get_object_or_404(SUBJECTS[kind], pk=pk))  # one of SUBJECTS' models
     form = NoteForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Note not saved: " + " ".join(e for errs in form.errors.values() for e in errs))
+        messages.error(request, "Note not saved: " + " ".join(str(e) for errs in form.errors.values() for e in errs))
         return redirect(subject_url(subject) + "#notes")
     try:
         note = notes_mod.add_note(subject, form.cleaned_data["body"], request.user)
@@ -93,7 +97,7 @@ def deployment_new(request: HttpRequest) -> HttpResponse:
                                                                     "pair__check_result"), pk=request.GET["run"])
         initial = deps.initial_from_run(run)
     elif request.GET.get("pair", "").isdigit():
-        from registry.pages import pair_page
+        from registry.web.pages import pair_page
 
         page = pair_page(int(request.GET["pair"]))
         rec = page.recommendation
@@ -113,8 +117,9 @@ def deployment_new(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Deployment {dep.pk} recorded.")
             return redirect(dep)
     values = form.data if form.is_bound else initial
-    target = GGUFFile.objects.filter(pk=_int(values.get("target"))).select_related("model").first()
-    draft = GGUFFile.objects.filter(pk=_int(values.get("draft"))).select_related("model").first()
+    target_pk, draft_pk = _int(values.get("target")), _int(values.get("draft"))
+    target = GGUFFile.objects.filter(pk=target_pk).select_related("model").first() if target_pk is not None else None
+    draft = GGUFFile.objects.filter(pk=draft_pk).select_related("model").first() if draft_pk is not None else None
     if target is None:
         return HttpResponse("Record a deployment from a run's or a pair's page (its target is not known here).\n",
                             status=400, content_type="text/plain")
@@ -141,7 +146,7 @@ def deployment(request: HttpRequest, pk: int) -> HttpResponse:
     staff = may_see_reasons(request.user)
     samples = list(d.samples.order_by("-scraped_at", "-pk")[:50])
     for s in samples:
-        s.shown_error = shown_error(s.error, staff=staff)  # staff read why; everyone else "telemetry unavailable"
+        s.shown_error = shown_error(s.error, staff=staff)  # type: ignore[attr-defined]  # for the template only; staff read why; everyone else "telemetry unavailable"
     return render(request, "team/deployment.html", {
         "d": d, "observed": obs, "measured": ref, "samples": samples, "telemetry": telemetry_state(d, obs, request.user),
         "plot": observed_svg(series(d, staff=staff), measured_tps=ref.tokens_per_second if ref else None,
@@ -155,12 +160,9 @@ def _nobody_scrapes(d: Deployment) -> str:
     """The telemetry queue's name when a scrape waits on it and no worker listens there (for staff)."""
     if d.scrape_queued_at is None or d.scrape_started_at is not None:
         return ""
-    # The runner's state; registry never imports the runner at load time.
-    from runner.models import workers_on
-    from runner.queues import telemetry_queue
-
     queue = telemetry_queue()
-    return "" if workers_on(queue) else queue
+    workers_on = listening_workers()
+    return "" if workers_on is None or workers_on(queue) else queue
 
 
 @login_required

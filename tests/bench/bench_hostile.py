@@ -28,7 +28,7 @@ from inspector.sources import FileSource
 if {upload!r}:
     import django
     django.setup()
-    from registry.header_upload import inspect_prefix
+    from registry.web.header_upload import inspect_prefix
     body = open({path!r}, "rb").read()
 base = hwm()
 start = time.perf_counter()

@@ -27,7 +27,7 @@ sys.path.insert(0, {root!r})
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "registry.settings")
 import django
 django.setup()
-from registry.header_upload import inspect_prefix
+from registry.web.header_upload import inspect_prefix
 from tests import hostile
 def hwm():
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) * 1024

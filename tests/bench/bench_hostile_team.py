@@ -65,7 +65,7 @@ import json, sys, time
 import django
 django.setup()
 from django.utils import timezone
-from registry.registration import register
+from registry.catalog.registration import register
 from inspector.info import inspect_source
 from registry.team.models import Deployment
 from registry.team.telemetry import fetch, ScrapeError, scrape_active
@@ -94,7 +94,7 @@ django.setup()
 from inspector.info import inspect_source
 from registry.kb.export import export_kb
 from registry.models import BenchmarkResult, BenchmarkRun, Pair
-from registry.registration import register
+from registry.catalog.registration import register
 for path, name in ((sys.argv[1], "qwen05"), (sys.argv[2], "qwen15")):
     register(inspect_source(path), source=f"hf://org/{name}/{name}.gguf", repo=f"org/{name}", path=f"{name}.gguf",
              commit="0" * 40, size=1)
@@ -176,7 +176,7 @@ def main() -> None:
                 got = json.loads(python(data, IMPORT, str(kb), tree=tree))
                 print(f"  {shape:<12} {label:<6} {kb.stat().st_size / 1e6:5.1f} MB, {got['runs']:,} runs: "
                       f"{got['seconds']:5.1f} s, peak memory +{got['peak'] / 2**20:,.0f} MiB")
-    print("  (divergences: the peak is the pair's best-result refresh at the end, registry.results.figures_for, which\n"
+    print("  (divergences: the peak is the pair's best-result refresh at the end, registry.results.figures.figures_for, which\n"
           "   reads every result of the pair with its divergences at once; the streamed part stays ~50 MiB)")
 
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-# --via server builds the deployed command through registry.deploy, which reads Django's settings and models
+# --via server builds the deployed command through registry.results.deploy, which reads Django's settings and models
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "registry.settings")
 import django  # noqa: E402
 

@@ -73,9 +73,9 @@ from django.db import connection  # noqa: E402
 from inspector.info import ModelInfo, inspect_source  # noqa: E402
 from inspector.tokens import TokenTable as Tokens, vocab_key  # noqa: E402
 from registry import pairing, registration, stored  # noqa: E402
-from registry.drafts import compatible_drafts  # noqa: E402
+from registry.hub.drafts import compatible_drafts  # noqa: E402
 from registry.models import GGUFFile, Pair, ReportedResult  # noqa: E402
-from registry.results import refresh_best  # noqa: E402
+from registry.results.figures import refresh_best  # noqa: E402
 from tests.models import model_path  # noqa: E402
 
 
@@ -187,10 +187,10 @@ DEEP_ROW = 9_950  # the first row of page 200
 def keyset_cursors() -> dict[str, list[str]]:
     """Per sort, cursors a few rows apart around row 9,950 (page 200): what following Next links reaches."""
     try:
-        from registry import keyset
+        from registry.table import keyset
         from registry.sort_keys import sort_key
-        from registry.table import TableQuery, filtered_pairs
-        from registry.table_pages import keyed
+        from registry.table.query import TableQuery, filtered_pairs
+        from registry.table.pages import keyed
     except ImportError:  # a version without keyset paging
         return {}
     out = {}

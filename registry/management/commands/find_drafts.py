@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from inspector.management.base import SpecregCommand, UserError
-from registry.drafts import DraftSearch, DraftSearchError, find_drafts, sidecar_method
-from registry.serializers import pair_row
+from registry.hub.drafts import DraftSearch, DraftSearchError, find_drafts, sidecar_method
+from registry.web.serializers import pair_row
 
 
 def sidecar_rows(search: DraftSearch) -> list[dict[str, Any]]:

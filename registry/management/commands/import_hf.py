@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from inspector.management.base import SpecregCommand, UserError
-from registry.hub_import import HubImportError, import_hf
+from registry.hub.importing import HubImportError, import_hf
 
 
 class Command(SpecregCommand):

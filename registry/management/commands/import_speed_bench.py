@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from inspector.management.base import SpecregCommand, UserError
 from inspector.speculative import SPEC_TYPES
-from registry.speed_bench import SpeedBenchError, import_file, k_of, pair_of, read, resolve
+from registry.hub.speed_bench import SpeedBenchError, import_file, k_of, pair_of, read, resolve
 
 
 class Command(SpecregCommand):

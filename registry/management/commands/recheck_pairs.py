@@ -5,7 +5,7 @@ import json as _json
 
 from inspector.cli import terminal_safe
 from inspector.management.base import SpecregCommand
-from registry.recheck import describe, recheck_pairs
+from registry.catalog.recheck import describe, recheck_pairs
 
 
 class Command(SpecregCommand):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from inspector.management.base import SpecregCommand, UserError
-from registry.sources import SourceRegistrationError, register_source
+from registry.hub.sources import SourceRegistrationError, register_source
 
 
 class Command(SpecregCommand):

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from django import template
 
-from registry.access import may_see_paths
+from registry.access.policy import may_see_paths
 
-from .. import deployments as deps
-from .. import notes as notes_mod
-from ..forms import NoteForm
-from ..plot import observed_svg
-from ..telemetry import may_see_reasons, observed, series
+from registry.team import deployments as deps
+from registry.team import notes as notes_mod
+from registry.team.forms import NoteForm
+from registry.team.plot import observed_svg
+from registry.team.telemetry import may_see_reasons, observed, series
 
 register = template.Library()
 PLOTS_PER_PAGE = 3  # deployments drawn inline on a pair page; the rest link to their own pages

@@ -9,11 +9,11 @@ from django.core.management.base import CommandError
 
 from inspector.management.base import SpecregCommand, UserError
 from registry.models import BenchmarkRun
-from registry.pairing import pair_for
-from runner import procs, runs
+from registry.catalog.pairing import pair_for
+from runner import procs, runs, submit
 from runner.models import workers_on
 from runner.params import BenchmarkError
-from registry.sources import SourceRegistrationError, register_source
+from registry.hub.sources import SourceRegistrationError, register_source
 from inspector.spec_flags import OWN_HEADS, Setting
 from runner.methods import default_methods
 
@@ -94,7 +94,7 @@ class Command(SpecregCommand):
                                  else default_methods(_method_of(draft), _method_of(target) == OWN_HEADS))
             # Without a draft the run is recorded on the target's own pair (its table row shows the method).
             pair = pair_for(target, draft or target)
-            run = runs.queue_benchmark(pair, params, hardware=o["hardware"], send=not o["here"],
+            run = submit.queue_benchmark(pair, params, hardware=o["hardware"], send=not o["here"],
                                        target_alone=draft is None)
         except (SourceRegistrationError, BenchmarkError) as exc:
             raise UserError(str(exc)) from None

@@ -48,7 +48,7 @@ class Command(SpecregCommand):
         ret = sub.add_parser("retire", help="mark a deployment retired (it is kept, with its end date)")
         ret.add_argument("id")
         for p in (add, lst, sc, ret):
-            p.error = lambda message: parser.error(message)  # type: ignore[method-assign]  # looked up late: set after this
+            p.error = lambda message: parser.error(message)  # looked up late: set after this
 
     def handle(self, *args, action: str, **opts) -> None:
         getattr(self, f"do_{action}")(**opts)

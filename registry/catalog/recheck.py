@@ -1,0 +1,104 @@
+"""Checking every stored pair again with the pinned rules, and keeping the verdicts that changed.
+
+A pair's verdict was computed when its files were registered, under the rules of the llama.cpp
+build pinned then (``Pair.rules_from``). When the pinned build changes, the stored verdicts may no
+longer be what llama.cpp decides; this re-evaluates each pair from the stored inspections (no file
+is read again) and records every changed verdict as a ``VerdictChange`` the pair page lists.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from inspector.compat import check_pair
+from inspector.info import ModelInfo
+
+from registry.cache_keys import bump_generation
+from registry.jsonsafe import json_safe
+from registry.models import GGUFFile, Pair, PairCheckResult, VerdictChange
+from registry.catalog.pairing import VERDICT_FIELDS, verdict_fields
+from registry.catalog.stored import load_info
+
+BATCH = 500
+_INFO_CACHE = 64  # pairs come ordered by target, so a target's info serves all its drafts
+
+
+@dataclass
+class Recheck:
+    checked: int
+    changes: list[VerdictChange]
+    rules_from: str
+
+
+def _verdict(compatible: bool, failed_rule: str) -> str:
+    return "compatible" if compatible else f"incompatible ({failed_rule or 'unknown rule'})"
+
+
+def describe(v: VerdictChange) -> str:
+    p = v.pair
+    return (f"pair {p.pk}: {p.draft.source} drafting for {p.target.source}: "
+            f"{_verdict(v.old_compatible, v.old_failed_rule)} under {v.old_rules_from or 'unknown rules'} → "
+            f"{_verdict(v.new_compatible, v.new_failed_rule)} under {v.new_rules_from}")
+
+
+def _pairs() -> Iterator[list[Pair]]:
+    last = 0
+    while True:
+        # Keyset batches by id: each batch is its own short transaction, and pairs registered while
+        # this runs are checked by their registration anyway.
+        batch = list(Pair.objects.filter(pk__gt=last).order_by("pk").select_related("target", "draft")
+                     .defer("target__info", "draft__info")[:BATCH])
+        if not batch:
+            return
+        last = batch[-1].pk
+        yield sorted(batch, key=lambda p: (p.target_id, p.draft_id))
+
+
+def recheck_pairs(dry_run: bool = False, progress: Callable[[int], None] | None = None) -> Recheck:
+    """Check every stored pair again; store (unless ``dry_run``) new verdicts and the ones that changed."""
+    infos: OrderedDict[int, ModelInfo] = OrderedDict()
+
+    def info(file_id: int) -> ModelInfo:
+        hit = infos.get(file_id)
+        if hit is None:
+            hit = infos[file_id] = load_info(GGUFFile.objects.select_related("token_table")
+                                             .defer("token_table__blob").get(pk=file_id))
+            while len(infos) > _INFO_CACHE:
+                infos.popitem(last=False)
+        infos.move_to_end(file_id)
+        return hit
+
+    checked, changes, rules_from = 0, [], ""
+    for batch in _pairs():
+        now = timezone.now()
+        updated, results, batch_changes = [], [], []
+        for pair in batch:
+            result = check_pair(info(pair.target_id), info(pair.draft_id))
+            rules_from = result.rules_from
+            failed = result.failed_rule or ""
+            if result.compatible != pair.compatible or failed != pair.failed_rule:
+                batch_changes.append(VerdictChange(
+                    pair=pair, old_compatible=pair.compatible, new_compatible=result.compatible,
+                    old_failed_rule=pair.failed_rule, new_failed_rule=failed, old_rules_from=pair.rules_from,
+                    new_rules_from=result.rules_from, changed_at=now))
+            for field, value in verdict_fields(result, now).items():
+                setattr(pair, field, value)
+            updated.append(pair)
+            results.append(PairCheckResult(pair=pair, result=json_safe(result.to_dict())))
+        checked += len(batch)
+        changes += batch_changes
+        if not dry_run:
+            with transaction.atomic():
+                Pair.objects.bulk_update(updated, VERDICT_FIELDS)
+                PairCheckResult.objects.filter(pair__in=updated).delete()
+                PairCheckResult.objects.bulk_create(results)
+                VerdictChange.objects.bulk_create(batch_changes)
+        if progress:
+            progress(checked)
+    if not dry_run and checked:
+        bump_generation()  # the table's verdict column and filters are out of date
+    return Recheck(checked, changes, rules_from)

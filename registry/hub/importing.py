@@ -1,0 +1,206 @@
+"""Importing GGUF files from the Hugging Face Hub: list a repository, read each header remotely, register it."""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from inspector.hub_names import SHARD, first_shard, have_token, hf_source, model_repo_id, shard_names
+from inspector.info import InspectError, inspect_source
+from inspector.remote import RemoteFile, RepoListing, list_gguf_files
+from inspector.sources import SourceError, Unreachable
+
+from registry.results.examples import apply_reported_examples
+from registry.catalog.registration import find_unchanged, register
+
+
+
+class HubImportError(Exception):
+    """The repository as a whole cannot be imported; the message is one line."""
+
+
+class HubUnreachable(HubImportError):
+    """The Hub itself did not answer: the next repository would fail the same way."""
+
+
+@dataclass
+class FileOutcome:
+    path: str
+    source: str
+    status: str  # added, updated, unchanged, failed
+    message: str = ""
+    file_id: int | None = None
+    pairs_added: int = 0
+
+
+@dataclass
+class ImportReport:
+    repo_id: str
+    revision: str | None
+    commit: str | None
+    outcomes: list[FileOutcome] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(1 for o in self.outcomes if o.status == status)
+
+    @property
+    def failed(self) -> list[FileOutcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+    def summary(self) -> str:
+        parts = [f"{self.count(s)} {s}" for s in ("added", "updated", "unchanged", "failed") if self.count(s)]
+        pairs = sum(o.pairs_added for o in self.outcomes)
+        at = f" at {self.commit[:12]}" if self.commit else ""
+        return f"{self.repo_id}{at}: {', '.join(parts) or 'nothing to do'}; {pairs} new pair(s)"
+
+
+def normalize_repo_id(text: str) -> str:
+    """Accept ``OWNER/REPO``, ``hf://OWNER/REPO`` or a Hub URL; refuse anything else in one line."""
+    try:
+        return model_repo_id(text)
+    except ValueError as exc:
+        raise HubImportError(str(exc)) from None
+
+
+def check_include(pattern: str | None) -> str | None:
+    if pattern is None or pattern == "":
+        return None
+    if pattern.startswith("/") or ".." in pattern.split("/") or "\x00" in pattern:
+        raise HubImportError(f"--include {pattern!r}: must be a relative glob inside the repository, without '..'")
+    return pattern
+
+
+def safe_path(path: str) -> bool:
+    """A listed path we are willing to use (a hostile server could list anything)."""
+    return bool(path) and not path.startswith("/") and not any(p in ("", ".", "..") for p in path.split("/")) \
+        and "\\" not in path and "\x00" not in path
+
+
+@dataclass
+class Entry:
+    """One file to register: a plain GGUF, or the first shard of a split one with all its shards."""
+
+    path: str
+    size: int | None
+    etag: str
+    problem: str = ""
+
+
+def group_shards(files: list[RemoteFile]) -> list[Entry]:
+    """Whole files, with split ones (``-00001-of-0000N.gguf``) collapsed onto their first shard."""
+    singles: list[Entry] = []
+    splits: dict[str, dict[int, RemoteFile]] = {}
+    for f in files:
+        m = SHARD.fullmatch(f.path)
+        if m is None:
+            singles.append(Entry(f.path, f.size, f.etag or ""))
+        else:
+            splits.setdefault(first_shard(f.path), {})[int(m["part"])] = f
+    for first, shards in splits.items():
+        try:
+            count = len(shard_names(first))  # a listing may name a split of a billion shards: refused here
+        except SourceError as exc:
+            singles.append(Entry(first, None, "", str(exc)))
+            continue
+        missing = [n for n in range(1, count + 1) if n not in shards]
+        if missing:
+            problem = f"split file is missing shard(s) {', '.join(map(str, missing[:5]))} of {count}"
+            singles.append(Entry(first, None, "", problem))
+            continue
+        ordered = [shards[n] for n in range(1, count + 1)]
+        sizes = [s.size for s in ordered]
+        etag = "shards:" + hashlib.sha256("\n".join(s.etag or "" for s in ordered).encode()).hexdigest()
+        singles.append(Entry(first, sum(s for s in sizes if s is not None) if None not in sizes else None, etag))
+    return sorted(singles, key=lambda e: e.path)
+
+
+def list_repo(repo_id: str, revision: str | None = None, include: str | None = None) -> tuple[RepoListing, list[Entry]]:
+    try:
+        listing = list_gguf_files(repo_id, revision)
+    except Unreachable as exc:
+        raise HubUnreachable(str(exc)) from None
+    except SourceError as exc:
+        raise HubImportError(str(exc)) from None
+    files = [f for f in listing.files if include is None or _matches(f.path, include)]
+    if not files:
+        what = f" matching {include!r}" if include else ""
+        raise HubImportError(f"{repo_id}: no .gguf files{what} in the repository")
+    if any(f.gated for f in files) and not have_token():
+        raise HubImportError(f"{repo_id} is gated: set HF_TOKEN to a token that has been granted access")
+    return listing, group_shards(files)
+
+
+def _matches(path: str, include: str) -> bool:
+    # Quant names come in every case (Q4_K_M, q4_k_m), so globs ignore case; a glob without '/'
+    # may match the file name alone, as with `huggingface-cli download --include`.
+    pattern, path = include.lower(), path.lower()
+    return fnmatch.fnmatchcase(path, pattern) or ("/" not in pattern and fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], pattern))
+
+
+def import_hf(repo: str, revision: str | None = None, include: str | None = None,
+              progress=None) -> ImportReport:
+    """Register every ``.gguf`` of a Hub repository (matching ``include``); unchanged files are skipped.
+
+    Each file is its own transaction: a failure (a broken header, a network error) leaves the
+    others registered and is reported with its reason.
+    """
+    repo_id = normalize_repo_id(repo)
+    include = check_include(include)
+    revision = revision.strip() if revision and revision.strip() else None
+    listing, entries = list_repo(repo_id, revision, include)
+    report = ImportReport(repo_id, revision, listing.commit)
+    for entry in entries:
+        outcome = import_entry(listing, entry, revision)
+        report.outcomes.append(outcome)
+        if progress:
+            progress(outcome)
+    apply_reported_examples()
+    return report
+
+
+def import_entry(listing: RepoListing, entry: Entry, revision: str | None) -> FileOutcome:
+    source = hf_source(listing.repo_id, revision, entry.path)
+    if not safe_path(entry.path):
+        return FileOutcome(entry.path, source, "failed", "refusing an absolute path or one with '..'")
+    if entry.problem:
+        return FileOutcome(entry.path, source, "failed", entry.problem)
+    try:
+        if (same := find_unchanged(source, entry.etag, entry.size)) is not None:
+            return FileOutcome(entry.path, source, "unchanged", file_id=same.pk)
+        info = inspect_source(listing.spec(entry.path), settings.SPECREG_MAX_HEADER_BYTES)
+        reg = register(info, source=source, repo=listing.repo_id, revision=revision or "", path=entry.path,
+                       commit=listing.commit or "", etag=entry.etag, size=entry.size)
+    except InspectError as exc:
+        return FileOutcome(entry.path, source, "failed", _strip_spec(str(exc)))
+    except Exception as exc:  # a file nobody foresaw (or a bug) must not stop the files after it
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        why = f"unexpected {type(exc).__name__}" + (f": {first}" if first else "")
+        return FileOutcome(entry.path, source, "failed", why)
+    return FileOutcome(entry.path, source, reg.status, file_id=reg.file.pk, pairs_added=reg.pairs_added)
+
+
+def _strip_spec(message: str) -> str:
+    # The inspector names the pinned hf:// spec first; the outcome already says which file it is.
+    head, sep, rest = message.partition(": ")
+    return rest if sep and head.startswith("hf://") else message
+
+
+def import_source(spec: str) -> FileOutcome:
+    """Register one ``hf://OWNER/REPO[@REV]/PATH`` file (a split file by its first shard)."""
+    from inspector.remote import parse_hf_spec
+
+    try:
+        s = parse_hf_spec(spec)
+    except SourceError as exc:
+        raise HubImportError(str(exc)) from None
+    listing, entries = list_repo(s.repo_id, s.revision, None)
+    wanted = [e for e in entries if e.path == s.path]
+    if not wanted:
+        raise HubImportError(f"{spec}: no such .gguf file in {s.repo_id} (a split file is named by its first shard)")
+    outcome = import_entry(listing, wanted[0], s.revision)
+    if outcome.status == "failed":
+        raise HubImportError(f"{spec}: {outcome.message}")
+    apply_reported_examples()
+    return outcome

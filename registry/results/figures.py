@@ -1,0 +1,117 @@
+"""Results attached to pairs: measured ones (``BenchmarkResult``) and reported ones, kept apart.
+
+The runner writes measured results and then calls ``refresh_best(pair)`` so the table shows them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import models
+
+from registry.cache_keys import bump_generation
+from registry.models import BenchmarkResult, Pair, ReportedResult
+
+FIGURES = ("k", "method", "acceptance", "speedup", "tokens_per_second", "baseline_tokens_per_second",
+           "content_type", "hardware", "llama_cpp_build")
+
+
+@dataclass
+class Figure:
+    kind: str  # "measured" or "reported"
+    k: int
+    acceptance: float | None
+    speedup: float | None
+    content_type: str
+    hardware: str
+    llama_cpp_build: str
+    method: str = "draft-simple"  # llama.cpp's --spec-type
+    tokens_per_second: float | None = None
+    baseline_tokens_per_second: float | None = None
+    citation: str = ""
+    source_url: str = ""
+    # The installation it came from when imported (registry.kb); empty: made here.
+    origin: str = ""
+    obj: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "obj"}
+        if self.kind == "measured":
+            d.pop("citation"), d.pop("source_url")
+        return d
+
+
+def _figure(kind: str, r: Any) -> Figure:
+    extra = {"citation": r.citation, "source_url": r.source_url} if kind == "reported" else {}
+    return Figure(kind, **{f: getattr(r, f) for f in FIGURES}, origin=r.origin_installation or "", obj=r, **extra)
+
+
+def filtered(qs: models.QuerySet, content_type: str = "", hardware: str = "", build: str = "",
+             min_speedup: float | None = None, method: str = "") -> models.QuerySet:
+    if method:
+        qs = qs.filter(method=method)
+    if content_type:
+        qs = qs.filter(content_type=content_type)
+    if hardware:
+        qs = qs.filter(hardware__icontains=hardware)
+    if build:
+        qs = qs.filter(llama_cpp_build=build)
+    if min_speedup is not None:
+        qs = qs.filter(speedup__gte=min_speedup)
+    return qs
+
+
+def figures_for(pair_ids: list[int], **filters: Any) -> dict[int, dict[str, list[Figure]]]:
+    """Every result of these pairs (matching the table's filters), by pair and kind."""
+    out: dict[int, dict[str, list[Figure]]] = {pid: {"measured": [], "reported": []} for pid in pair_ids}
+    # A measured result's provenance is its run's, read in the same query.
+    # divergences (text excerpts, large on long runs) are not figures: left unread (import_kb refreshes many pairs)
+    measured = usable_measured().defer("divergences").annotate(origin_installation=models.F("run__origin_installation"))
+    sources = [("measured", measured), ("reported", ReportedResult.objects.all())]
+    for kind, qs in sources:
+        for r in filtered(qs.filter(pair_id__in=pair_ids), **filters).order_by("content_type", "k"):
+            out[r.pair_id][kind].append(_figure(kind, r))
+    return out
+
+
+def usable_measured() -> models.QuerySet:
+    # Cells that failed, timed out or were cancelled carry no figures to compare (the pair
+    # page's list of runs shows them).
+    return BenchmarkResult.objects.filter(status="ok")
+
+
+def best(figs: dict[str, list[Figure]]) -> Figure | None:
+    """The fastest measured result; a reported one only when nothing was measured (never mixed)."""
+    for kind in ("measured", "reported"):
+        with_speed = [f for f in figs[kind] if f.speedup is not None]
+        if with_speed:
+            return max(with_speed, key=lambda f: (f.speedup, f.acceptance or 0))
+        if figs[kind]:
+            return figs[kind][0]
+    return None
+
+
+def refresh_best(pair: Pair) -> None:
+    """Copy the pair's best result onto it, so the table can sort and filter without joins."""
+    b = best(figures_for([pair.pk])[pair.pk])
+    pair.best_kind = b.kind if b else ""
+    pair.best_speedup = b.speedup if b else None
+    pair.best_k = b.k if b else None
+    pair.best_acceptance = b.acceptance if b else None
+    pair.best_content_type = b.content_type if b else ""
+    pair.best_method = b.method if b else ""
+    Pair.objects.filter(pk=pair.pk).update(best_kind=pair.best_kind, best_speedup=pair.best_speedup,
+                                           best_k=pair.best_k, best_acceptance=pair.best_acceptance,
+                                           best_content_type=pair.best_content_type, best_method=pair.best_method)
+    bump_generation()  # cached table pages, counts and filter menus are out of date
+
+
+def pairs_with_results(**filters: Any) -> models.QuerySet:
+    """Ids of pairs having a result that matches the filters (measured or reported), as a subquery.
+
+    One UNION inside ``pk IN (…)``: PostgreSQL plans it as a semi-join from the (few) matching
+    results, where an OR of two subqueries would be checked row by row.
+    """
+    reported = filtered(ReportedResult.objects.order_by(), **filters).values("pair_id")
+    measured = filtered(usable_measured().order_by(), **filters).values("pair_id")
+    return reported.union(measured, all=True)

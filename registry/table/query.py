@@ -1,0 +1,224 @@
+"""The pairs table: search, filters, sorting and its rows from query parameters, shared by page, API and CSV."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from html import escape
+from dataclasses import dataclass, fields
+from functools import cached_property
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.db.models.lookups import GreaterThanOrEqual
+from django.http import QueryDict
+from django.utils.safestring import SafeString, mark_safe
+
+from registry.cache_keys import TTL, bump_generation, cached
+from registry.models import GGUFFile, Pair, ReportedResult
+from registry.results.figures import Figure, best, figures_for, pairs_with_results, usable_measured
+from registry.formatting import params
+from registry.sort_keys import COLUMNS, LOW_FLOAT, sort_key
+from registry.table.rows import TableFile, TablePair, fetch_rows
+from inspector.spec_flags import draft_label, is_draftless
+
+PAGE_SIZE = 50
+MAX_PAGE = 1_000_000  # keeps OFFSET within any database's integers
+VERDICTS = {"compatible": "compatible", "incompatible": "incompatible", "all": "all"}
+SORTS = {name: column for name, (column, _, _) in COLUMNS.items()}  # ?sort= name (or "-name") -> column
+
+
+class TableQueryError(ValueError):
+    """A table parameter that cannot be used; the message is one line."""
+
+
+@dataclass
+class TableQuery:
+    q: str = ""
+    verdict: str = "compatible"
+    content_type: str = ""
+    hardware: str = ""
+    build: str = ""
+    min_speedup: float | None = None
+    method: str = ""  # llama.cpp's --spec-type of the results, e.g. ngram-mod
+    sort: str = "-speedup"
+    page: int = 1  # with a cursor: the number shown; alone: read by OFFSET (old links, typed numbers)
+    after: str = ""  # keyset cursors (registry.table.keyset): the page after or before this row
+    before: str = ""
+
+    @classmethod
+    def from_params(cls, params: QueryDict) -> TableQuery:
+        def text(name: str, limit: int = 200) -> str:
+            return params.get(name, "").strip()[:limit]
+
+        raw = text("min_speedup", 40)
+        try:
+            min_speedup = float(raw) if raw else None
+        except ValueError:
+            min_speedup = None  # not a number at all: the filter is off, as for the other bad parameters
+        if min_speedup is not None and not math.isfinite(min_speedup):
+            # Refused, not dropped: a filter that silently does nothing misleads, and NaN is not JSON.
+            raise TableQueryError(f"min_speedup: expected a finite number such as 1.5, got {raw!r}")
+        try:
+            page = min(MAX_PAGE, max(1, int(params.get("page", "1"))))
+        except ValueError:
+            page = 1
+        sort = text("sort", 20)
+        if sort.lstrip("-") not in SORTS:
+            sort = "-speedup"
+        verdict = text("verdict", 20)
+        return cls(q=text("q"), verdict=verdict if verdict in VERDICTS else "compatible",
+                   content_type=text("content_type", 32), hardware=text("hardware"), build=text("build", 32),
+                   min_speedup=min_speedup, method=text("method", 32), sort=sort, page=page, after=text("after", 1000),
+                   before="" if params.get("after") else text("before", 1000))
+
+    @property
+    def result_filters(self) -> dict[str, Any]:
+        return {"content_type": self.content_type, "hardware": self.hardware, "build": self.build,
+                "min_speedup": self.min_speedup, "method": self.method}
+
+    @property
+    def filters_results(self) -> bool:
+        """Whether the filters look inside results (then rows show the best *matching* result)."""
+        return bool(self.content_type or self.hardware or self.build or self.method)
+
+    def params(self, **override: Any) -> dict[str, str]:
+        """Query parameters for a link to this table with some values changed (defaults left out).
+
+        A link that changes the page, the sort or a filter drops the cursors unless it sets one.
+        """
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        if override.keys() - {"after", "before"}:
+            values |= {"after": "", "before": ""}
+        values |= override
+        default = TableQuery()
+        return {k: str(v) for k, v in values.items() if v not in (None, "") and v != getattr(default, k)}
+
+
+# Functions of the search text that return a condition adding pairs to the search (or None): apps above
+# the table plug in here (the team app's notes, registered in TeamConfig.ready), so the table imports none.
+SEARCH_HOOKS: list[Callable[[str], Q | None]] = []
+
+
+def filtered_pairs(tq: TableQuery) -> QuerySet[Pair]:
+    """The table's pairs, filtered, in no order, from the pair table alone (every filter has an index)."""
+    qs = Pair.objects.all()
+    if tq.verdict == "compatible":
+        qs = qs.filter(compatible=True)
+    elif tq.verdict == "incompatible":
+        qs = qs.filter(compatible=False)
+    if tq.q:
+        # A trigram index on PostgreSQL (migration 0005) answers the substring search. Text spanning
+        # two fields cannot match (fields are joined by newlines), as when each was searched alone.
+        # Pairs other apps find for the text are added (SEARCH_HOOKS: the team app finds pairs whose
+        # target, draft, pair or runs carry a note with it).
+        q = tq.q.lower()
+        if "\n" in q:
+            qs = qs.none()
+        else:
+            found = Q(search_text__contains=q)
+            for hook in SEARCH_HOOKS:
+                more = hook(tq.q)
+                if more is not None:
+                    found |= more
+            qs = qs.filter(found)
+    if tq.filters_results:
+        qs = qs.filter(pk__in=pairs_with_results(**tq.result_filters))
+    elif tq.min_speedup is not None:
+        qs = qs.filter(speedup_at_least(tq.min_speedup))
+    return qs
+
+
+def speedup_at_least(x: float) -> Q:
+    # Compared through the default order's key (NULL as LOW_FLOAT), so the same index bounds the
+    # range; for x above LOW_FLOAT that is the same condition as best_speedup >= x.
+    if x <= LOW_FLOAT:
+        return Q(best_speedup__gte=x)
+    return Q(GreaterThanOrEqual(sort_key("-speedup").expressions[0], x))
+
+
+def rows_for(ids: list[int], tq: TableQuery) -> list[Row]:
+    """The rows of these pairs in this order: one narrow query, and one for results when filters look inside them."""
+    items = fetch_rows(ids)
+    if not tq.filters_results:
+        return [Row(p, stored_best(p)) for p in items]
+    figs = figures_for([p.pk for p in items], **tq.result_filters)
+    return [Row(p, best(figs[p.pk])) for p in items]
+
+
+@dataclass
+class Row:
+    pair: TablePair
+    best: Figure | None
+
+    @cached_property
+    def view(self) -> dict[str, str]:
+        """Display strings, formatted once here: the template then only looks them up (it is the hot path)."""
+        p, b = self.pair, self.best
+        speed = "" if not b or b.speedup is None else ("win" if b.speedup > 1 else "loss")
+        method = b.method if b else ""
+        # The target's own pair (target = draft) carries its draftless results: no draft model is used.
+        draftless = bool(method) and is_draftless(method) and p.target.pk == p.draft.pk
+        return {
+            "url": f"{PAIR_URL}{p.pk}/",
+            "target": p.target.model.name, "target_sub": _file_sub(p.target),
+            "draft": draft_label(method) if draftless else p.draft.model.name,
+            "draft_sub": "the target alone" if draftless else _file_sub(p.draft),
+            "method": method or "–",
+            "ratio": "–" if p.size_ratio is None else f"{p.size_ratio:.1f}×",
+            "k": str(b.k) if b and b.k else "–",
+            "acceptance": "–" if not b or b.acceptance is None else f"{b.acceptance * 100:.1f}%",
+            "speedup": "–" if not b or b.speedup is None else f"{b.speedup:.2f}×", "speed_class": speed,
+            "kind": b.kind if b else "", "content_type": b.content_type if b else "",
+        }
+
+
+    @cached_property
+    def html(self) -> SafeString:
+        """The row's <tr>, every value escaped here: 50 rows through the template language cost
+        more than the page's queries, so the template only places the rows (its structure stays there)."""
+        v, p = {k: escape(x) for k, x in self.view.items()}, self.pair  # html.escape: Django's, minus its lazy wrapper
+        if v["kind"]:
+            sub = f'<div class="sub">{v["content_type"]}</div>' if v["content_type"] else ""
+            speed = (f'<span class="{v["speed_class"]}">{v["speedup"]}</span> '
+                     f'<span class="badge {v["kind"]}">{v["kind"]}</span>{sub}')
+        else:
+            speed = '<span class="muted">not benchmarked</span>'
+        verdict = ('<span class="ok">compatible</span>' if p.compatible
+                   else f'<span class="fail">fails {escape(p.failed_rule)}</span>')
+        return mark_safe(  # noqa: S308 - every value above went through escape()
+            f'<tr>\n    <td><a href="{v["url"]}" class="pair-link">{v["target"]}</a><div class="sub">{v["target_sub"]}</div></td>\n'
+            f'    <td>{v["draft"]}<div class="sub">{v["draft_sub"]}</div></td>\n'
+            f'    <td class="num">{v["ratio"]}</td>\n    <td class="method">{v["method"]}</td>\n'
+            f'    <td class="num">{v["k"]}</td>\n'
+            f'    <td class="num">{v["acceptance"]}</td>\n    <td class="num">{speed}</td>\n'
+            f'    <td>{verdict}</td>\n  </tr>\n')
+
+
+PAIR_URL = "/pairs/"  # checked against reverse("pair") by a test
+
+
+def _file_sub(f: TableFile) -> str:
+    return f"{f.file_type} · {params(f.parameter_count)} · {f.repo or 'local'}"
+
+
+def stored_best(p: Pair | TablePair) -> Figure | None:
+    if not p.best_kind:
+        return None
+    return Figure(p.best_kind, p.best_k or 0, p.best_acceptance, p.best_speedup, p.best_content_type, "", "",
+                  method=p.best_method or "draft-simple")
+
+
+def facets() -> dict[str, list[str]]:
+    """Values offered in the filter menus: those that results actually have (cached briefly)."""
+    return cached("facets", "", _facets, ttl=max(TTL, 30))
+
+
+def _facets() -> dict[str, list[str]]:
+    out: dict[str, set[str]] = {"content_type": set(), "hardware": set(), "build": set(), "method": set()}
+    for qs in (ReportedResult.objects.all(), usable_measured()):
+        qs = qs.order_by()  # a model's default ordering would join the DISTINCT
+        out["content_type"] |= set(qs.exclude(content_type="").values_list("content_type", flat=True).distinct())
+        out["hardware"] |= set(qs.exclude(hardware="").values_list("hardware", flat=True).distinct())
+        out["build"] |= set(qs.exclude(llama_cpp_build="").values_list("llama_cpp_build", flat=True).distinct())
+        out["method"] |= set(qs.values_list("method", flat=True).distinct())
+    return {k: sorted(v) for k, v in out.items()}

@@ -1,0 +1,82 @@
+"""The pairs table's rows as plain records from one narrow query (no model instances, no JSON, no token tables).
+
+``TablePair`` and ``TableFile`` carry the attribute names of ``Pair`` and ``GGUFFile`` that rows,
+``serializers.pair_row`` and the CSV read, so the same code formats both.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection
+from django.db.models import BooleanField, QuerySet
+from django.db.models.expressions import RawSQL
+
+from registry.models import Pair
+
+
+def pairs_by_id(ids: list[int]) -> QuerySet[Pair]:
+    """``Pair.objects.filter(pk__in=ids)``, sent to PostgreSQL as one array parameter: hundreds of
+    ids as one parameter each cost Django and the driver more than the query costs the server."""
+    if connection.vendor == "postgresql":
+        return Pair.objects.filter(RawSQL('"registry_pair"."id" = ANY(%s)', (ids,), output_field=BooleanField()))
+    return Pair.objects.filter(pk__in=ids)
+
+FILE_FIELDS = ("pk", "source", "repo", "architecture", "parameter_count", "file_type", "n_vocab", "vocab_type",
+               "model_id", "model__name")
+# Up to ~100 ids PostgreSQL joins the files by primary key; from ~200 it hashes the whole file
+# table (10 times slower at 10,000 files), so longer lists go in batches.
+BATCH = 100
+PAIR_FIELDS = ("pk", "compatible", "llama_cpp_compatible", "failed_rule", "rules_from", "checked_at", "size_ratio",
+               "best_kind", "best_speedup", "best_k", "best_acceptance", "best_content_type", "best_method")
+
+
+@dataclass(slots=True)
+class TableModel:
+    name: str
+
+
+@dataclass(slots=True)
+class TableFile:
+    pk: int
+    source: str
+    repo: str
+    architecture: str
+    parameter_count: int
+    file_type: str
+    n_vocab: int
+    vocab_type: str
+    model_id: int
+    model: TableModel
+
+
+@dataclass(slots=True)
+class TablePair:
+    pk: int
+    compatible: bool
+    llama_cpp_compatible: bool
+    failed_rule: str
+    rules_from: str
+    checked_at: datetime
+    size_ratio: float | None
+    best_kind: str
+    best_speedup: float | None
+    best_k: int | None
+    best_acceptance: float | None
+    best_content_type: str
+    best_method: str
+    target: TableFile
+    draft: TableFile
+
+
+def fetch_rows(ids: list[int]) -> list[TablePair]:
+    """These pairs in this order (a pair deleted meanwhile is left out): one query joining their files and models."""
+    n_pair, n_file = len(PAIR_FIELDS), len(FILE_FIELDS)
+    columns = [*PAIR_FIELDS, *(f"{side}__{c}" for side in ("target", "draft") for c in FILE_FIELDS)]
+    found = {}
+    for i in range(0, len(ids), BATCH):
+        for r in pairs_by_id(ids[i:i + BATCH]).values_list(*columns):
+            files = [TableFile(*(*r[start:start + n_file - 1], TableModel(r[start + n_file - 1])))
+                     for start in (n_pair, n_pair + n_file)]
+            found[r[0]] = TablePair(*r[:n_pair], *files)
+    return [found[pk] for pk in ids if pk in found]

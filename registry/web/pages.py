@@ -1,0 +1,139 @@
+"""What the model and pair pages show, gathered once for the HTML page and its JSON twin."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import F
+from django.shortcuts import get_object_or_404
+from django.http import Http404
+
+from registry.results.history import BuildChange, build_changes
+from registry.models import GGUFFile, Model, Pair, VerdictChange
+from registry.web.plot import speed_acceptance_svg
+from registry.results.recommend import Recommendation, recommend
+from registry.results.figures import Figure, figures_for
+
+RULE_TITLES = {
+    "architecture": "Architecture (KV cache can be rolled back)",
+    "vocab_type": "1. Vocabulary type", "bos": "2. BOS token", "eos": "3. EOS token",
+    "vocab_size": "4. Vocabulary size (±128)", "token_text": "5. Token texts from id 5",
+}
+PARTNER_LIMIT = 200
+
+
+@dataclass
+class ModelPage:
+    model: Model
+    files: list[GGUFFile]
+    file: GGUFFile
+    drafts: list[Pair]  # compatible drafts when the file is the target
+    targets: list[Pair]  # compatible targets when it is the draft
+    ways: list[Way] = None  # type: ignore[assignment]  # ways to speed the file up as a target
+
+
+@dataclass
+class Way:
+    """The best result of one method on one content type for this target, of one kind of figure."""
+
+    method: str
+    content_type: str
+    kind: str  # measured or reported: never mixed in one row
+    draft: str  # the draft model's name, or what a draftless method uses
+    figure: Figure
+
+
+def model_page(pk: int, file_id: str | None) -> ModelPage:
+    model = get_object_or_404(Model.objects.select_related("family"), pk=pk)
+    files = list(model.files.order_by("path"))
+    if not files:
+        raise Http404("this model has no files")
+    chosen = next((f for f in files if str(f.pk) == (file_id or "")), files[0])
+    order = (F("best_speedup").desc(nulls_last=True), F("size_ratio").desc(nulls_last=True), "pk")
+    lean = ("target__info", "draft__info")
+    drafts = list(Pair.objects.filter(target=chosen, compatible=True).select_related("draft__model", "target__model")
+                  .defer(*lean).order_by(*order)[:PARTNER_LIMIT])
+    targets = list(Pair.objects.filter(draft=chosen, compatible=True).select_related("target__model", "draft__model")
+                   .defer(*lean).order_by(*order)[:PARTNER_LIMIT])
+    return ModelPage(model, files, chosen, drafts, targets, ways_to_speed_up(chosen))
+
+
+def ways_to_speed_up(target: GGUFFile) -> list[Way]:
+    """Method x content type: the best measured and the best reported speed-up with this file as the target
+    (with any draft, or draftless on its own pair), fastest first."""
+    from inspector.spec_flags import draft_label, is_draftless
+
+    pairs = {p.pk: p for p in Pair.objects.filter(target=target, compatible=True).select_related("draft__model")
+             .only("pk", "draft_id", "target_id", "draft__model__name")[:PARTNER_LIMIT]}
+    best: dict[tuple[str, str, str], Way] = {}
+    for pid, figs in figures_for(list(pairs)).items():
+        p = pairs[pid]
+        for kind, items in figs.items():
+            for f in items:
+                if f.speedup is None:
+                    continue
+                draft = draft_label(f.method) if is_draftless(f.method) else p.draft.model.name
+                key = (f.method, f.content_type, kind)
+                if key not in best or f.speedup > (best[key].figure.speedup or 0):  # stored ones have a speedup
+                    best[key] = Way(f.method, f.content_type, kind, draft, f)
+    return sorted(best.values(), key=lambda w: (w.kind != "measured", -(w.figure.speedup or 0)))
+
+
+def tokenizer_view(info: dict[str, Any]) -> dict[str, Any] | None:
+    """Stored vs effective BOS/EOS settings side by side, for people."""
+    tok = info.get("tokenizer")
+    if not tok:
+        return None
+    return {
+        "rows": [
+            ("add_bos", tok["add_bos_stored"], tok["add_bos"]),
+            ("add_eos", tok["add_eos_stored"], tok["add_eos"]),
+        ],
+        "bos_id": tok["bos_id"], "eos_id": tok["eos_id"],
+        "bos_defaulted": tok["bos_defaulted"], "eos_defaulted": tok["eos_defaulted"],
+        "special": sorted(tok.get("special", {}).items()),
+    }
+
+
+def inspection_context(info: dict[str, Any]) -> dict[str, Any]:
+    """What the "What the header says" section needs, from a stored or fresh ModelInfo dict."""
+    return {"info": info, "tok": tokenizer_view(info), "metadata": sorted(info.get("metadata", {}).items()),
+            "tensor_types": sorted(info.get("tensor_types", {}).items(), key=lambda kv: -kv[1])}
+
+
+@dataclass
+class PairPage:
+    pair: Pair
+    checks: list[dict[str, Any]]
+    measured: list[Figure]
+    reported: list[Figure]
+    measured_plot: str
+    reported_plot: str
+    recommendation: Recommendation
+    history: list[BuildChange]  # cells a newer llama.cpp build made faster or slower (registry.results.history)
+    verdict_changes: list[VerdictChange]  # verdicts recheck_pairs changed, newest first
+
+
+def explained_checks(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{**c, "title": RULE_TITLES.get(c["rule"], c["rule"])} for c in result.get("checks", [])]
+
+
+def pair_page(pk: int) -> PairPage:
+    pair = get_object_or_404(Pair.objects.select_related("target__model", "draft__model", "check_result"), pk=pk)
+    figs = figures_for([pair.pk])[pair.pk]
+    measured, reported = figs["measured"], figs["reported"]
+    return PairPage(
+        pair, explained_checks(pair.result), measured, reported,
+        speed_acceptance_svg(measured, "Measured speedup and acceptance against K"),
+        speed_acceptance_svg(reported, "Reported speedup and acceptance against K"),
+        recommend(pair.target, pair.draft, pair.compatible, measured, reported),
+        build_changes(pair.pk), list(pair.verdict_changes.all()[:20]),
+    )
+
+
+def files_for_datalist(limit: int = 500, *, local: bool = True) -> list[str]:
+    """Registered sources to offer on the check form; without ``local`` only Hub files (no server paths)."""
+    qs = GGUFFile.objects.order_by("source")
+    if not local:
+        qs = qs.filter(source__startswith="hf://")
+    return list(qs.values_list("source", flat=True)[:limit])
