@@ -4,6 +4,7 @@
 ``inspect_gguf`` and ``check_pair`` run without Django (inspector.cli): setting Django up alone
 takes longer than reading two headers, and these commands need no database.
 """
+
 import os
 import sys
 

@@ -6,6 +6,7 @@ functions, for ``call_command``. Errors are one line on stderr with exit status 
 traceback; everything a file supplies is shown with control characters escaped, so a hostile
 header cannot move the cursor or recolour a terminal.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,11 +35,11 @@ class UserError(Exception):
 terminal_safe = escape_controls  # control characters (ESC, CR, newlines inside a value, …) as visible escapes
 
 
-
 class Writer(Protocol):
     """Where a command prints: sys.stdout, or a management command's OutputWrapper."""
 
     def write(self, s: str, /) -> object: ...
+
 
 def json_text(data: object) -> str:
     """Indented JSON for a terminal: UTF-8 kept, every control character escaped (still the same JSON)."""
@@ -95,8 +96,10 @@ def draftless(target: str, *, as_json: bool = False, out: Writer) -> int:
         raise UserError(str(exc)) from None
     methods = draftless_methods(t)
     if as_json:
-        out.write(json_text({"target": t.source, "method": None, "draftless_methods": methods,
-                             "speculative": t.speculative}) + "\n")
+        out.write(
+            json_text({"target": t.source, "method": None, "draftless_methods": methods, "speculative": t.speculative})
+            + "\n"
+        )
         return 0 if methods else 1
     lines = [f"Methods for {t.source} with no second model (rules of llama.cpp {LLAMA_CPP_BUILD}):"]
     for m in methods:
@@ -118,8 +121,11 @@ def _yn(v: bool | None) -> str:
 def _data_line(complete: bool | None) -> str:
     if complete is None:
         return "unchecked (the file's size is unknown)"
-    return ("all inside the file" if complete
-            else "CUT SHORT: tensors end past the end of the file (an unfinished download?); llama.cpp will refuse it")
+    return (
+        "all inside the file"
+        if complete
+        else "CUT SHORT: tensors end past the end of the file (an unfinished download?); llama.cpp will refuse it"
+    )
 
 
 def format_info(info: ModelInfo, n_tokens: int = 0) -> str:
@@ -148,8 +154,11 @@ def format_info(info: ModelInfo, n_tokens: int = 0) -> str:
             f"{token_label(info, t.eos_id)}{' (default)' if t.eos_defaulted else ''}  (effective)",
         ]
         for name, sp in t.special.items():
-            lines.append(f"  {name + ' id':<13} {sp.id} '{sp.text}'" if sp.text is not None
-                         else f"  {name + ' id':<13} {sp.id} (outside the vocabulary)")
+            lines.append(
+                f"  {name + ' id':<13} {sp.id} '{sp.text}'"
+                if sp.text is not None
+                else f"  {name + ' id':<13} {sp.id} (outside the vocabulary)"
+            )
         lines.append(f"  vocab key     {t.vocab_key}")
         lines.append(f"  token table   sha256 {t.table_sha256 or '-'}")
         if t.load_error:
@@ -163,9 +172,11 @@ def format_info(info: ModelInfo, n_tokens: int = 0) -> str:
             lines.append(f"    {i:>7} {quoted(info.tokens.text(i))}")
     lines.append(f"  tensor data   {_data_line(info.data_complete)}")
     spec = info.speculative or {}
-    lines.append(f"  speculation   {info.speculative_type or 'none'}"
-                 + (f" ({spec['flag']})" if spec.get("flag") else " (llama.cpp detects it)" if info.speculative_type else "")
-                 + (f": {spec['explanation']}" if spec.get("explanation") else ""))
+    lines.append(
+        f"  speculation   {info.speculative_type or 'none'}"
+        + (f" ({spec['flag']})" if spec.get("flag") else " (llama.cpp detects it)" if info.speculative_type else "")
+        + (f": {spec['explanation']}" if spec.get("explanation") else "")
+    )
     for w in spec.get("warnings", []):
         lines.append(f"  WARNING       {w}")
     lines.append("  tensor types  " + ", ".join(f"{k} ×{v}" for k, v in sorted(info.tensor_types.items())))
@@ -173,8 +184,11 @@ def format_info(info: ModelInfo, n_tokens: int = 0) -> str:
 
 
 def format_check(result: PairCheck) -> str:
-    lines = [f"{result.verdict.capitalize()}: draft {result.draft['source']} for target {result.target['source']} "
-             f"(rules of llama.cpp {result.rules_from})", f"  method: {result.method} (--spec-type {result.method})"]
+    lines = [
+        f"{result.verdict.capitalize()}: draft {result.draft['source']} for target {result.target['source']} "
+        f"(rules of llama.cpp {result.rules_from})",
+        f"  method: {result.method} (--spec-type {result.method})",
+    ]
     for c in result.checks:
         lines.append(f"  [{MARKS[c.ok]}] {c.rule:<12} {c.detail}")
     for w in result.warnings:
@@ -184,19 +198,31 @@ def format_check(result: PairCheck) -> str:
 
 def _parser(command: str) -> argparse.ArgumentParser:
     if command == "inspect_gguf":
-        p = argparse.ArgumentParser(prog="manage.py inspect_gguf", description=(
-            "Show a GGUF file's metadata and tokenizer (stored and as llama.cpp applies it). SOURCE is a "
-            "local path or hf://OWNER/REPO[@REVISION]/PATH; only the header is read."))
+        p = argparse.ArgumentParser(
+            prog="manage.py inspect_gguf",
+            description=(
+                "Show a GGUF file's metadata and tokenizer (stored and as llama.cpp applies it). SOURCE is a "
+                "local path or hf://OWNER/REPO[@REVISION]/PATH; only the header is read."
+            ),
+        )
         p.add_argument("source")
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--tokens", type=int, default=0, metavar="N", help="also print the first N tokens")
     else:
-        p = argparse.ArgumentParser(prog="manage.py check_pair", description=(
-            "Check whether DRAFT can draft for TARGET in llama.cpp speculative decoding. Sources are local "
-            "paths or hf://OWNER/REPO[@REVISION]/PATH. Exit status: 0 compatible, 1 incompatible, 2 error."))
+        p = argparse.ArgumentParser(
+            prog="manage.py check_pair",
+            description=(
+                "Check whether DRAFT can draft for TARGET in llama.cpp speculative decoding. Sources are local "
+                "paths or hf://OWNER/REPO[@REVISION]/PATH. Exit status: 0 compatible, 1 incompatible, 2 error."
+            ),
+        )
         p.add_argument("target", help="the big model (path or hf:// source)")
-        p.add_argument("draft", nargs="?", help="the small model that proposes tokens (or a sidecar: EAGLE-3, "
-                       "DFlash); without it, the methods the target can use with no second model")
+        p.add_argument(
+            "draft",
+            nargs="?",
+            help="the small model that proposes tokens (or a sidecar: EAGLE-3, "
+            "DFlash); without it, the methods the target can use with no second model",
+        )
         p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--traceback", action="store_true", help="show the traceback of an unexpected error")
 
@@ -224,8 +250,10 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # a bug, or a failure we did not foresee: still one line
         if traceback:
             raise
-        sys.stderr.write(f"{command}: unexpected {type(exc).__name__}: {terminal_safe(str(exc))} "
-                         "(run with --traceback for details)\n")
+        sys.stderr.write(
+            f"{command}: unexpected {type(exc).__name__}: {terminal_safe(str(exc))} "
+            "(run with --traceback for details)\n"
+        )
         return 2
 
 

@@ -3,6 +3,7 @@
 llama.cpp stops at the first failing rule and reports every failure as "vocab type must match";
 here every rule is evaluated and explained, so a user with three problems sees all three.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -12,7 +13,6 @@ from .info import ModelInfo, TokenizerInfo
 from .llama_rules import LLAMA_CPP_BUILD, RS_ROLLBACK_ARCHS, VOCAB_TYPE_LABELS
 from .speculative import check_method
 from .tokens import CHECK_START_ID, MAX_SIZE_DIFFERENCE, first_text_mismatch, quoted, readable
-
 
 
 @dataclass
@@ -75,11 +75,16 @@ def token_label(info: ModelInfo, token_id: int) -> str:
 def _side(info: ModelInfo) -> dict[str, Any]:
     t = info.tokenizer
     return {
-        "source": info.source, "architecture": info.architecture,
-        "vocab_type": t.vocab_type if t else None, "n_vocab": t.n_tokens if t else None,
-        "add_bos_stored": t.add_bos_stored if t else None, "add_bos": t.add_bos if t else None,
-        "add_eos_stored": t.add_eos_stored if t else None, "add_eos": t.add_eos if t else None,
-        "bos_id": t.bos_id if t else None, "eos_id": t.eos_id if t else None,
+        "source": info.source,
+        "architecture": info.architecture,
+        "vocab_type": t.vocab_type if t else None,
+        "n_vocab": t.n_tokens if t else None,
+        "add_bos_stored": t.add_bos_stored if t else None,
+        "add_bos": t.add_bos if t else None,
+        "add_eos_stored": t.add_eos_stored if t else None,
+        "add_eos": t.add_eos if t else None,
+        "bos_id": t.bos_id if t else None,
+        "eos_id": t.eos_id if t else None,
         "vocab_key": t.vocab_key if t else None,
     }
 
@@ -91,24 +96,35 @@ def _architecture(target: ModelInfo, draft: ModelInfo) -> Check:
         if kind == "transformer":
             continue
         if kind == "diffusion":
-            problems.append(f"the {role} ({info.architecture}) is a diffusion model: it does not generate "
-                            "left to right, so there is nothing to draft or verify")
+            problems.append(
+                f"the {role} ({info.architecture}) is a diffusion model: it does not generate "
+                "left to right, so there is nothing to draft or verify"
+            )
             continue
         what = "recurrent (SSM/RWKV)" if kind == "recurrent" else "hybrid (attention + recurrent state)"
         if info.architecture in RS_ROLLBACK_ARCHS:
-            cost = (f"llama.cpp {LLAMA_CPP_BUILD} can roll this architecture's state back, but "
-                    "specreg still excludes it from draft-model speculation")
+            cost = (
+                f"llama.cpp {LLAMA_CPP_BUILD} can roll this architecture's state back, but "
+                "specreg still excludes it from draft-model speculation"
+            )
         else:
-            cost = (f"llama.cpp {LLAMA_CPP_BUILD} falls back to state checkpoints, which costs "
-                    "a copy of the state per draft")
-        problems.append(f"the {role} ({info.architecture}) is {what}: its state cannot be rolled back like a "
-                        f"KV cache when drafted tokens are rejected; {cost}")
+            cost = (
+                f"llama.cpp {LLAMA_CPP_BUILD} falls back to state checkpoints, which costs "
+                "a copy of the state per draft"
+            )
+        problems.append(
+            f"the {role} ({info.architecture}) is {what}: its state cannot be rolled back like a "
+            f"KV cache when drafted tokens are rejected; {cost}"
+        )
     if problems:
         text = "; ".join(problems)
         return Check("architecture", False, text[0].upper() + text[1:] + ".")
-    return Check("architecture", True,
-                 f"Both are attention-only models ({target.architecture}, {draft.architecture}) with a KV cache "
-                 "that can be rolled back.")
+    return Check(
+        "architecture",
+        True,
+        f"Both are attention-only models ({target.architecture}, {draft.architecture}) with a KV cache "
+        "that can be rolled back.",
+    )
 
 
 def _missing(target: ModelInfo, draft: ModelInfo, need_table: bool) -> str | None:
@@ -140,8 +156,12 @@ def _vocab_type(target: ModelInfo, draft: ModelInfo) -> Check:
     la, lb = VOCAB_TYPE_LABELS.get(a, a), VOCAB_TYPE_LABELS.get(b, b)
     if a == b:
         return Check("vocab_type", True, f"Both use a {la} vocabulary.")
-    return Check("vocab_type", False, f"The target uses a {la} vocabulary but the draft uses {lb}; "
-                 "drafted token ids would mean different text to the target.")
+    return Check(
+        "vocab_type",
+        False,
+        f"The target uses a {la} vocabulary but the draft uses {lb}; "
+        "drafted token ids would mean different text to the target.",
+    )
 
 
 def _special(rule: str, target: ModelInfo, draft: ModelInfo) -> Check:
@@ -153,13 +173,25 @@ def _special(rule: str, target: ModelInfo, draft: ModelInfo) -> Check:
     id_t, id_d = (tt.bos_id, dt.bos_id) if rule == "bos" else (tt.eos_id, dt.eos_id)
     if add_t != add_d:
         on, off = ("target", "draft") if add_t else ("draft", "target")
-        return Check(rule, False, f"The {on} adds {article(name)} {name} token to every prompt but the {off} does not, so the two "
-                     f"models would see different prompts (add_{rule}: target {add_t}, draft {add_d}).")
+        return Check(
+            rule,
+            False,
+            f"The {on} adds {article(name)} {name} token to every prompt but the {off} does not, so the two "
+            f"models would see different prompts (add_{rule}: target {add_t}, draft {add_d}).",
+        )
     if not add_t:
-        return Check(rule, True, f"Neither adds {article(name)} {name} token (llama.cpp compares {name} ids only when it is added).")
+        return Check(
+            rule,
+            True,
+            f"Neither adds {article(name)} {name} token (llama.cpp compares {name} ids only when it is added).",
+        )
     if id_t != id_d:
-        return Check(rule, False, f"Both add a {name} token but with different ids: target {token_label(target, id_t)}, "
-                     f"draft {token_label(draft, id_d)}.")
+        return Check(
+            rule,
+            False,
+            f"Both add a {name} token but with different ids: target {token_label(target, id_t)}, "
+            f"draft {token_label(draft, id_d)}.",
+        )
     return Check(rule, True, f"Both add {name} {token_label(target, id_t)}.")
 
 
@@ -172,8 +204,12 @@ def _vocab_size(target: ModelInfo, draft: ModelInfo) -> Check:
     if diff <= MAX_SIZE_DIFFERENCE:
         same = "the same size" if diff == 0 else f"sizes within {MAX_SIZE_DIFFERENCE} (difference {diff})"
         return Check("vocab_size", True, f"Vocabularies of {nt:,} and {nd:,} tokens: {same}.")
-    return Check("vocab_size", False, f"The target has {nt:,} tokens and the draft {nd:,}: they differ by {diff:,}, "
-                 f"more than the {MAX_SIZE_DIFFERENCE} llama.cpp allows.")
+    return Check(
+        "vocab_size",
+        False,
+        f"The target has {nt:,} tokens and the draft {nd:,}: they differ by {diff:,}, "
+        f"more than the {MAX_SIZE_DIFFERENCE} llama.cpp allows.",
+    )
 
 
 def _token_text(target: ModelInfo, draft: ModelInfo) -> tuple[Check, Any]:
@@ -185,33 +221,60 @@ def _token_text(target: ModelInfo, draft: ModelInfo) -> tuple[Check, Any]:
     mm = first_text_mismatch(target.tokens, draft.tokens)
     if mm is None:
         return Check("token_text", True, f"Token texts are identical for ids {CHECK_START_ID} to {n - 1:,}."), None
-    return Check("token_text", False, f"Token {mm.token_id:,} differs: target {quoted(mm.target)}, draft {quoted(mm.draft)} "
-                 f"(llama.cpp compares ids {CHECK_START_ID} to {n - 1:,}; this is the first difference)."), mm
+    return Check(
+        "token_text",
+        False,
+        f"Token {mm.token_id:,} differs: target {quoted(mm.target)}, draft {quoted(mm.draft)} "
+        f"(llama.cpp compares ids {CHECK_START_ID} to {n - 1:,}; this is the first difference).",
+    ), mm
 
 
 def _warnings(target: ModelInfo, draft: ModelInfo) -> list[PairWarning]:
     out = []
     for role, info in (("target", target), ("draft", draft)):
         if info.data_complete is False:
-            out.append(PairWarning("data_truncated", f"The {role} {info.source} ends before its tensor data does "
-                                   "(an unfinished download?): the header can be checked, but llama.cpp cannot load the model."))
+            out.append(
+                PairWarning(
+                    "data_truncated",
+                    f"The {role} {info.source} ends before its tensor data does "
+                    "(an unfinished download?): the header can be checked, but llama.cpp cannot load the model.",
+                )
+            )
     for role, info in (("target", target), ("draft", draft)):
         t = info.tokenizer
         if t and t.bos_defaulted and t.bos_id >= 0:
             used = "and adds it to every prompt" if t.add_bos else "(not added to prompts, since add_bos is off)"
-            out.append(PairWarning("bos_default", f"The {role} has no valid tokenizer.ggml.bos_token_id, so llama.cpp uses its "
-                               f"default BOS {token_label(info, t.bos_id)} for a {t.model!r} tokenizer {used}."))
+            out.append(
+                PairWarning(
+                    "bos_default",
+                    f"The {role} has no valid tokenizer.ggml.bos_token_id, so llama.cpp uses its "
+                    f"default BOS {token_label(info, t.bos_id)} for a {t.model!r} tokenizer {used}.",
+                )
+            )
         if t and t.load_error:
             out.append(PairWarning("llama_cpp_load_error", f"The {role}: {t.load_error}."))
     if draft.parameter_count and target.parameter_count and draft.parameter_count >= target.parameter_count:
-        out.append(PairWarning("draft_not_smaller", f"The draft has {draft.parameter_count:,} parameters, not fewer than the "
-                           f"target's {target.parameter_count:,}: drafting cannot save time."))
-    ct, cd = (target.tokenizer.chat_template if target.tokenizer else None,
-              draft.tokenizer.chat_template if draft.tokenizer else None)
+        out.append(
+            PairWarning(
+                "draft_not_smaller",
+                f"The draft has {draft.parameter_count:,} parameters, not fewer than the "
+                f"target's {target.parameter_count:,}: drafting cannot save time.",
+            )
+        )
+    ct, cd = (
+        target.tokenizer.chat_template if target.tokenizer else None,
+        draft.tokenizer.chat_template if draft.tokenizer else None,
+    )
     if ct != cd:
-        out.append(PairWarning("chat_template_differs", "The chat templates differ; prompts are rendered with the target's "
-                           "template, so the draft sees text formatted for another model." if ct and cd else
-                           f"Only the {'target' if ct else 'draft'} has a chat template."))
+        out.append(
+            PairWarning(
+                "chat_template_differs",
+                "The chat templates differ; prompts are rendered with the target's "
+                "template, so the draft sees text formatted for another model."
+                if ct and cd
+                else f"Only the {'target' if ct else 'draft'} has a chat template.",
+            )
+        )
     return out
 
 
@@ -221,8 +284,12 @@ def check_pair(target: ModelInfo, draft: ModelInfo) -> PairCheck:
         return _check_method(target, draft, method)
     text_check, mm = _token_text(target, draft)
     checks = [
-        _architecture(target, draft), _vocab_type(target, draft), _special("bos", target, draft),
-        _special("eos", target, draft), _vocab_size(target, draft), text_check,
+        _architecture(target, draft),
+        _vocab_type(target, draft),
+        _special("bos", target, draft),
+        _special("eos", target, draft),
+        _vocab_size(target, draft),
+        text_check,
     ]
     failed = next((c.rule for c in checks if c.ok is not True), None)
     return PairCheck(
@@ -248,9 +315,15 @@ def _check_method(target: ModelInfo, draft: ModelInfo, method: str) -> PairCheck
         checks.insert(0, Check("architecture", False, arch.detail))
     failed = next((c.rule for c in checks if c.ok is not True), None)
     return PairCheck(
-        compatible=failed is None, llama_cpp_compatible=all(c.ok is not False for c in checks),
-        rules_from=LLAMA_CPP_BUILD, checks=checks, failed_rule=failed, first_mismatch_token_id=None,
-        first_mismatch=None, target=_side(target), draft=_side(draft),
+        compatible=failed is None,
+        llama_cpp_compatible=all(c.ok is not False for c in checks),
+        rules_from=LLAMA_CPP_BUILD,
+        checks=checks,
+        failed_rule=failed,
+        first_mismatch_token_id=None,
+        first_mismatch=None,
+        target=_side(target),
+        draft=_side(draft),
         warnings=[PairWarning("speculative", w) for w in (draft.speculative or {}).get("warnings", [])],
         method=method,
     )

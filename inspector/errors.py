@@ -1,4 +1,5 @@
 """Errors of reading a source, shared by local and remote reads (the lowest module: it imports nothing)."""
+
 from __future__ import annotations
 
 

@@ -14,6 +14,7 @@ object per element, and the objects a header may make are capped (MAX_KEYS, MAX_
 DECODE_BUDGET), so time follows the header's bytes and memory stays within a few times them.
 One thing differs on purpose: a big-endian file is read (llama.cpp reads it only on a big-endian host).
 """
+
 from __future__ import annotations
 
 import struct
@@ -23,14 +24,22 @@ from typing import Any
 
 from .ggml_constants import GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFValueType
 from .ggml_types import GGML_MAX_DIMS, GGML_MAX_NAME, GGML_TYPE_COUNT, TYPE_TRAITS, TypeTraits
-
 from .readahead import next_read
 from .sources import Source, SourceError
 
 T = GGUFValueType
 SCALAR_FORMATS: dict[int, str] = {
-    T.UINT8: "B", T.INT8: "b", T.UINT16: "H", T.INT16: "h", T.UINT32: "I", T.INT32: "i",
-    T.FLOAT32: "f", T.BOOL: "?", T.UINT64: "Q", T.INT64: "q", T.FLOAT64: "d",
+    T.UINT8: "B",
+    T.INT8: "b",
+    T.UINT16: "H",
+    T.INT16: "h",
+    T.UINT32: "I",
+    T.INT32: "i",
+    T.FLOAT32: "f",
+    T.BOOL: "?",
+    T.UINT64: "Q",
+    T.INT64: "q",
+    T.FLOAT64: "d",
 }
 SCALAR_SIZES = {t: struct.calcsize("<" + f) for t, f in SCALAR_FORMATS.items()}
 SMALL_ARRAY = 64  # arrays up to this many elements are decoded; longer ones stay byte ranges
@@ -145,12 +154,15 @@ class _Cursor:
             raise GGUFError(f"{what} at offset {self.pos} would put the header past the {self.cap:,}-byte cap")
         size = self.src.size
         if size is not None and end > size:
-            raise GGUFTruncated(f"{what} at offset {self.pos} needs {n:,} bytes but the file ends at {size:,} (truncated or corrupt)",
-                                end + self.after)
+            raise GGUFTruncated(
+                f"{what} at offset {self.pos} needs {n:,} bytes but the file ends at {size:,} (truncated or corrupt)",
+                end + self.after,
+            )
         while len(self.buf) < end:
             if self.eof:
-                raise GGUFTruncated(f"{what} at offset {self.pos}: file ends at {len(self.buf):,} bytes (truncated)",
-                                    end + self.after)
+                raise GGUFTruncated(
+                    f"{what} at offset {self.pos}: file ends at {len(self.buf):,} bytes (truncated)", end + self.after
+                )
             if getattr(self.src, "costly_reads", False):
                 # Each read is a round trip (HTTP Range): size it from what the header has shown so far.
                 want = next_read(self.buf, end)
@@ -180,15 +192,21 @@ class _Cursor:
         total = count * min_item
         rem = self.remaining_known()
         if rem is not None and total > rem:
-            raise GGUFError(f"{what} at offset {self.pos} claims {count:,} items but only {rem:,} bytes remain (truncated or corrupt)")
+            raise GGUFError(
+                f"{what} at offset {self.pos} claims {count:,} items but only {rem:,} bytes remain (truncated or corrupt)"
+            )
         if self.pos + total > self.cap:
-            raise GGUFError(f"{what} at offset {self.pos} claims {count:,} items, past the {self.cap:,}-byte header cap")
+            raise GGUFError(
+                f"{what} at offset {self.pos} claims {count:,} items, past the {self.cap:,}-byte header cap"
+            )
 
     def string(self, what: str) -> bytes:
         n = self.unpack("Q", what + " length")
         if n > GGUF_MAX_STRING_LENGTH:
-            raise GGUFError(f"{what} at offset {self.pos - 8} is {n:,} bytes long, over llama.cpp's limit of "
-                            f"{GGUF_MAX_STRING_LENGTH:,} bytes per string")
+            raise GGUFError(
+                f"{what} at offset {self.pos - 8} is {n:,} bytes long, over llama.cpp's limit of "
+                f"{GGUF_MAX_STRING_LENGTH:,} bytes per string"
+            )
         self.check_count(n, 1, what)
         self.need(n, what)
         s = bytes(self.buf[self.pos : self.pos + n])
@@ -219,10 +237,13 @@ def _array(c: _Cursor, etype: int, count: int, key: str) -> Any:
     if etype == T.ARRAY:  # gguf.cpp has no reader for these; gguf-py can write them
         raise GGUFError(f"key '{_shown(key)}' is an array of arrays, which llama.cpp cannot read")
     if etype not in SCALAR_FORMATS and etype != T.STRING:
-        raise GGUFError(f"key '{_shown(key)}' is an array of unknown value type {etype} "
-                        f"(llama.cpp knows types 0 to {len(T) - 1})")
+        raise GGUFError(
+            f"key '{_shown(key)}' is an array of unknown value type {etype} (llama.cpp knows types 0 to {len(T) - 1})"
+        )
     if count > GGUF_MAX_ARRAY_ELEMENTS:
-        raise GGUFError(f"array {_shown(key)} has {count:,} elements, over llama.cpp's limit of {GGUF_MAX_ARRAY_ELEMENTS:,}")
+        raise GGUFError(
+            f"array {_shown(key)} has {count:,} elements, over llama.cpp's limit of {GGUF_MAX_ARRAY_ELEMENTS:,}"
+        )
     decode = count <= SMALL_ARRAY and c.decoded + count <= DECODE_BUDGET
     if etype in SCALAR_FORMATS:
         size = SCALAR_SIZES[etype]
@@ -278,8 +299,10 @@ def _string_array(c: _Cursor, count: int, key: str) -> ArrayRef:
         starts = np.frombuffer(offsets, dtype=np.uint64)
         longest = int(max(np.diff(starts).max(initial=0), pos - starts[-1])) - 8
         if longest > GGUF_MAX_STRING_LENGTH:
-            raise GGUFError(f"array {_shown(key)} holds a string of {longest:,} bytes, over llama.cpp's limit of "
-                            f"{GGUF_MAX_STRING_LENGTH:,} bytes per string")
+            raise GGUFError(
+                f"array {_shown(key)} holds a string of {longest:,} bytes, over llama.cpp's limit of "
+                f"{GGUF_MAX_STRING_LENGTH:,} bytes per string"
+            )
     return ArrayRef(T.STRING, count, start, pos, offsets)
 
 
@@ -339,8 +362,10 @@ def _read(c: _Cursor, src: Source, want_tensors: bool) -> Header:
     if want_tensors:
         c.check_count(n_tensors, MIN_TENSOR_INFO, "tensor count")
     if n_kv > MAX_KEYS:
-        raise GGUFError(f"the header declares {n_kv:,} metadata keys; specreg reads at most {MAX_KEYS:,} "
-                        "(real models have under a hundred)")
+        raise GGUFError(
+            f"the header declares {n_kv:,} metadata keys; specreg reads at most {MAX_KEYS:,} "
+            "(real models have under a hundred)"
+        )
     if want_tensors and n_tensors > MAX_TENSORS:
         raise GGUFError(f"the header declares {n_tensors:,} tensors; specreg reads at most {MAX_TENSORS:,} per file")
     tail = n_tensors * MIN_TENSOR_INFO if want_tensors else 0
@@ -371,7 +396,11 @@ def _read(c: _Cursor, src: Source, want_tensors: bool) -> Header:
     alignment = GGUF_DEFAULT_ALIGNMENT
     if "general.alignment" in kv_types:
         if kv_types["general.alignment"] != T.UINT32:
-            name = T(kv_types["general.alignment"]).name.lower() if kv_types["general.alignment"] in T._value2member_map_ else "?"
+            name = (
+                T(kv_types["general.alignment"]).name.lower()
+                if kv_types["general.alignment"] in T._value2member_map_
+                else "?"
+            )
             raise GGUFError(f"general.alignment is stored as {name}; llama.cpp requires a uint32")
         alignment = kv["general.alignment"]
         if alignment == 0 or alignment & (alignment - 1):
@@ -384,15 +413,27 @@ def _read(c: _Cursor, src: Source, want_tensors: bool) -> Header:
     if infos:
         data_offset = -(-header_size // alignment) * alignment
         if size is not None and data_offset > size:
-            raise GGUFError(f"the tensor data would start at offset {data_offset:,} (the header padded to "
-                            f"{alignment} bytes), past the end of the file at {size:,}")
+            raise GGUFError(
+                f"the tensor data would start at offset {data_offset:,} (the header padded to "
+                f"{alignment} bytes), past the end of the file at {size:,}"
+            )
     data_end = _check_offsets(infos, nbytes, alignment) + data_offset
     complete = True if not infos else None if size is None else data_end <= size
     buf = bytes(memoryview(c.buf)[:header_size])  # one copy, not a slice and then a copy
     return Header(
-        source=src.name, version=version, byteorder=c.bo, kv=kv, kv_types=kv_types, tensors=infos,
-        header_size=header_size, data_offset=data_offset, file_size=size,
-        buf=buf, bytes_fetched=src.bytes_fetched, data_end=data_end, data_complete=complete,
+        source=src.name,
+        version=version,
+        byteorder=c.bo,
+        kv=kv,
+        kv_types=kv_types,
+        tensors=infos,
+        header_size=header_size,
+        data_offset=data_offset,
+        file_size=size,
+        buf=buf,
+        bytes_fetched=src.bytes_fetched,
+        data_end=data_end,
+        data_complete=complete,
     )
 
 
@@ -406,8 +447,10 @@ def _tensor_infos(c: _Cursor, n_tensors: int, nbytes: array[int]) -> list[Tensor
         c.after = (n_tensors - i - 1) * MIN_TENSOR_INFO
         raw = c.string(f"tensor #{i} name")
         if len(raw) >= GGML_MAX_NAME:
-            raise GGUFError(f"tensor #{i}'s name is {len(raw)} bytes long; llama.cpp allows at most {GGML_MAX_NAME - 1} "
-                            f"('{_shown(raw)}')")
+            raise GGUFError(
+                f"tensor #{i}'s name is {len(raw)} bytes long; llama.cpp allows at most {GGML_MAX_NAME - 1} "
+                f"('{_shown(raw)}')"
+            )
         try:
             name = raw.decode("utf-8")
             seen = name in names
@@ -419,7 +462,9 @@ def _tensor_infos(c: _Cursor, n_tensors: int, nbytes: array[int]) -> list[Tensor
             if not seen:
                 odd_names.add(raw)
         if seen:
-            raise GGUFError(f"tensor name '{_shown(raw)}' appears twice (tensor #{i}); llama.cpp refuses duplicate names")
+            raise GGUFError(
+                f"tensor name '{_shown(raw)}' appears twice (tensor #{i}); llama.cpp refuses duplicate names"
+            )
         n_dims = c.unpack("I", f"tensor {name} dimensions")
         if n_dims > GGML_MAX_DIMS:
             raise GGUFError(f"tensor '{_shown(name)}' has {n_dims:,} dimensions; ggml allows at most {GGML_MAX_DIMS}")
@@ -428,28 +473,37 @@ def _tensor_infos(c: _Cursor, n_tensors: int, nbytes: array[int]) -> list[Tensor
         c.pos += 8 * n_dims
         for j, d in enumerate(shape):
             if d < 0:
-                raise GGUFError(f"tensor '{_shown(name)}' has a negative size {d:,} in dimension {j} "
-                                f"(read unsigned: {d + 2**64:,})")
+                raise GGUFError(
+                    f"tensor '{_shown(name)}' has a negative size {d:,} in dimension {j} (read unsigned: {d + 2**64:,})"
+                )
         ne = list(shape) + [1] * (GGML_MAX_DIMS - n_dims)
         n = ne[0]
         for d in ne[1:]:  # gguf.cpp's test: 0 and 1 cannot overflow
             if d > 1 and INT64_MAX // d < n:
-                raise GGUFError(f"tensor '{_shown(name)}' of shape {shape} has more elements than a 64-bit count "
-                                f"holds ({INT64_MAX:,})")
+                raise GGUFError(
+                    f"tensor '{_shown(name)}' of shape {shape} has more elements than a 64-bit count "
+                    f"holds ({INT64_MAX:,})"
+                )
             n *= d
         ttype = c.unpack("i", f"tensor {name} type")
         if not 0 <= ttype < GGML_TYPE_COUNT:
-            raise GGUFError(f"tensor '{_shown(name)}' has unknown ggml type {ttype} "
-                            f"(llama.cpp knows 0 to {GGML_TYPE_COUNT - 1})")
+            raise GGUFError(
+                f"tensor '{_shown(name)}' has unknown ggml type {ttype} (llama.cpp knows 0 to {GGML_TYPE_COUNT - 1})"
+            )
         tr = TYPE_TRAITS[ttype]
         if tr.blck_size == 0:
-            raise GGUFError(f"tensor '{_shown(name)}' has ggml type {ttype}, which llama.cpp no longer supports ({tr.name})")
+            raise GGUFError(
+                f"tensor '{_shown(name)}' has ggml type {ttype}, which llama.cpp no longer supports ({tr.name})"
+            )
         if ne[0] % tr.blck_size:
-            raise GGUFError(f"tensor '{_shown(name)}' of type {tr.name} has rows of {ne[0]:,} elements, "
-                            f"not a multiple of its block size {tr.blck_size}")
+            raise GGUFError(
+                f"tensor '{_shown(name)}' of type {tr.name} has rows of {ne[0]:,} elements, "
+                f"not a multiple of its block size {tr.blck_size}"
+            )
         if n // tr.blck_size > UINT64_MAX // tr.type_size:
-            raise GGUFError(f"tensor '{_shown(name)}' of shape {shape} and type {tr.name} needs more bytes "
-                            "than a 64-bit size holds")
+            raise GGUFError(
+                f"tensor '{_shown(name)}' of shape {shape} and type {tr.name} needs more bytes than a 64-bit size holds"
+            )
         offset = c.unpack("Q", f"tensor {name} offset")
         infos.append(TensorInfo(name, shape, ttype, offset))
         nbytes.append(_ggml_nbytes(ne, tr))
@@ -464,14 +518,20 @@ def _check_offsets(infos: list[TensorInfo], sizes: array[int], alignment: int) -
     end = 0
     for t, t_nbytes in zip(infos, sizes, strict=True):
         if t.offset != size:
-            raise GGUFError(f"tensor '{_shown(t.name)}' has data offset {t.offset:,}, expected {size:,} (each tensor's data "
-                            f"must follow the previous one's, padded to {alignment} bytes)")
+            raise GGUFError(
+                f"tensor '{_shown(t.name)}' has data offset {t.offset:,}, expected {size:,} (each tensor's data "
+                f"must follow the previous one's, padded to {alignment} bytes)"
+            )
         if t_nbytes > UINT64_MAX - (alignment - 1):
-            raise GGUFError(f"tensor '{_shown(t.name)}' takes {t_nbytes:,} bytes, too many to pad to {alignment} bytes "
-                            "in a 64-bit size")
+            raise GGUFError(
+                f"tensor '{_shown(t.name)}' takes {t_nbytes:,} bytes, too many to pad to {alignment} bytes "
+                "in a 64-bit size"
+            )
         padded = (t_nbytes + alignment - 1) & ~(alignment - 1)
         if UINT64_MAX - size < padded:
-            raise GGUFError(f"tensor '{_shown(t.name)}': the tensors' data adds up to more bytes than a 64-bit size holds")
+            raise GGUFError(
+                f"tensor '{_shown(t.name)}': the tensors' data adds up to more bytes than a 64-bit size holds"
+            )
         end = size + t_nbytes
         size += padded
     return end

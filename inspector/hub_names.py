@@ -3,6 +3,7 @@
 huggingface_hub is imported only inside the functions that need it: reading a local file must not
 pay for loading it.
 """
+
 from __future__ import annotations
 
 import os
@@ -68,7 +69,7 @@ def model_repo_id(text: str) -> str:
     repo = text.strip()
     for prefix in _HUB_URLS:
         if repo.startswith(prefix):
-            repo = repo[len(prefix):]
+            repo = repo[len(prefix) :]
     repo = repo.rstrip("/")
     try:
         validate_repo_id(repo)

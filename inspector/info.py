@@ -1,4 +1,5 @@
 """The inspector's typed view of a GGUF file: model facts, tokenizer (stored and effective), arch kind."""
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import llama_rules, speculative
 from .ggml_constants import GGML_TYPE_NAMES, LLAMA_FTYPE_NAMES
-from .hub_names import shard_names
 from .gguf_header import ArrayRef, GGUFError, Header, read_header
+from .hub_names import shard_names
 from .sources import DeadlineExceeded, SourceError, is_remote, open_source
 from .tokens import TokenTable, readable, vocab_key
 
@@ -56,6 +57,7 @@ class TokenizerInfo:
     vocab_key: str
     table_sha256: str | None
     load_error: str | None
+
 
 @dataclass
 class ModelInfo:
@@ -120,10 +122,14 @@ def token_text(table: TokenTable | None, token_id: int) -> str | None:
 
 
 SPECIAL_KEYS = {
-    "bos": "tokenizer.ggml.bos_token_id", "eos": "tokenizer.ggml.eos_token_id",
-    "eot": "tokenizer.ggml.eot_token_id", "eom": "tokenizer.ggml.eom_token_id",
-    "pad": "tokenizer.ggml.padding_token_id", "unk": "tokenizer.ggml.unknown_token_id",
-    "sep": "tokenizer.ggml.seperator_token_id", "mask": "tokenizer.ggml.mask_token_id",
+    "bos": "tokenizer.ggml.bos_token_id",
+    "eos": "tokenizer.ggml.eos_token_id",
+    "eot": "tokenizer.ggml.eot_token_id",
+    "eom": "tokenizer.ggml.eom_token_id",
+    "pad": "tokenizer.ggml.padding_token_id",
+    "unk": "tokenizer.ggml.unknown_token_id",
+    "sep": "tokenizer.ggml.seperator_token_id",
+    "mask": "tokenizer.ggml.mask_token_id",
 }
 
 
@@ -178,26 +184,49 @@ def _tokenizer(h: Header) -> tuple[TokenizerInfo | None, TokenTable | None]:
     if model in ("none", "no_vocab") and table is None:
         n_tokens = _int_key(kv, f"{kv.get('general.architecture')}.vocab_size") or 0
     eff = llama_rules.effective_tokenizer(
-        model, _str_key(kv, "tokenizer.ggml.pre"), n_tokens,
-        _bool_key(kv, "tokenizer.ggml.add_bos_token"), _bool_key(kv, "tokenizer.ggml.add_eos_token"),
-        _int_key(kv, SPECIAL_KEYS["bos"]), _int_key(kv, SPECIAL_KEYS["eos"]),
+        model,
+        _str_key(kv, "tokenizer.ggml.pre"),
+        n_tokens,
+        _bool_key(kv, "tokenizer.ggml.add_bos_token"),
+        _bool_key(kv, "tokenizer.ggml.add_eos_token"),
+        _int_key(kv, SPECIAL_KEYS["bos"]),
+        _int_key(kv, SPECIAL_KEYS["eos"]),
         has_merges="tokenizer.ggml.merges" in kv,
     )
     if table is None and model not in ("none", "no_vocab"):
-        eff = llama_rules.Effective(eff.vocab_type, eff.add_bos, eff.add_eos, eff.bos_id, eff.eos_id,
-                                    eff.bos_defaulted, eff.eos_defaulted,
-                                    "no tokenizer.ggml.tokens array: llama.cpp cannot load this vocabulary")
+        eff = llama_rules.Effective(
+            eff.vocab_type,
+            eff.add_bos,
+            eff.add_eos,
+            eff.bos_id,
+            eff.eos_id,
+            eff.bos_defaulted,
+            eff.eos_defaulted,
+            "no tokenizer.ggml.tokens array: llama.cpp cannot load this vocabulary",
+        )
 
-    special = {name: SpecialToken(i, token_text(table, i)) for name, key in SPECIAL_KEYS.items()
-               if (i := _int_key(kv, key)) is not None}
+    special = {
+        name: SpecialToken(i, token_text(table, i))
+        for name, key in SPECIAL_KEYS.items()
+        if (i := _int_key(kv, key)) is not None
+    }
     info = TokenizerInfo(
-        model=model, pre=_str_key(kv, "tokenizer.ggml.pre"), n_tokens=n_tokens, vocab_type=eff.vocab_type,
+        model=model,
+        pre=_str_key(kv, "tokenizer.ggml.pre"),
+        n_tokens=n_tokens,
+        vocab_type=eff.vocab_type,
         add_bos_stored=_bool_key(kv, "tokenizer.ggml.add_bos_token"),
         add_eos_stored=_bool_key(kv, "tokenizer.ggml.add_eos_token"),
-        add_bos=eff.add_bos, add_eos=eff.add_eos, bos_id=eff.bos_id, eos_id=eff.eos_id,
-        bos_defaulted=eff.bos_defaulted, eos_defaulted=eff.eos_defaulted, special=special,
+        add_bos=eff.add_bos,
+        add_eos=eff.add_eos,
+        bos_id=eff.bos_id,
+        eos_id=eff.eos_id,
+        bos_defaulted=eff.bos_defaulted,
+        eos_defaulted=eff.eos_defaulted,
+        special=special,
         chat_template=_str_key(kv, "tokenizer.chat_template"),
-        vocab_key=vocab_key(eff.vocab_type, table), table_sha256=table.sha256 if table else None,
+        vocab_key=vocab_key(eff.vocab_type, table),
+        table_sha256=table.sha256 if table else None,
         load_error=eff.load_error,
     )
     return info, table
@@ -211,28 +240,38 @@ def info_from_headers(headers: list[Header]) -> ModelInfo:
     tensors = [t for sh in headers for t in sh.tensors]
     tok, table = _tokenizer(h)
     kind = llama_rules.arch_kind(arch)
-    spec = speculative.detect(arch, kind, kv, {t.name for t in tensors}, {t.name for t in h.tensors},
-                              table is not None)
+    spec = speculative.detect(arch, kind, kv, {t.name for t in tensors}, {t.name for t in h.tensors}, table is not None)
     return ModelInfo(
-        source=h.source, gguf_version=h.version, byteorder="little" if h.byteorder == "<" else "big",
-        architecture=arch, arch_kind=kind,
-        name=_str_key(kv, "general.name"), basename=_str_key(kv, "general.basename"),
-        size_label=_str_key(kv, "general.size_label"), file_type=_file_type(kv),
+        source=h.source,
+        gguf_version=h.version,
+        byteorder="little" if h.byteorder == "<" else "big",
+        architecture=arch,
+        arch_kind=kind,
+        name=_str_key(kv, "general.name"),
+        basename=_str_key(kv, "general.basename"),
+        size_label=_str_key(kv, "general.size_label"),
+        file_type=_file_type(kv),
         # Each tensor's count fits in int64 (the reader refuses more), but their sum need not when the
         # data lies past the file's end (data_complete false): saturate rather than overflow a BIGINT.
         parameter_count=min(sum(t.n_elements for t in tensors), INT64_MAX),
-        context_length=_int_key(kv, f"{arch}.context_length"), block_count=_int_key(kv, f"{arch}.block_count"),
-        expert_count=_int_key(kv, f"{arch}.expert_count"), expert_used_count=_int_key(kv, f"{arch}.expert_used_count"),
-        n_tensors=len(tensors), split_count=len(headers),
-        header_size=h.header_size, data_offset=h.data_offset,
-        file_size=(min(sum(sh.file_size or 0 for sh in headers), INT64_MAX)
-                   if all(sh.file_size for sh in headers) else None),
+        context_length=_int_key(kv, f"{arch}.context_length"),
+        block_count=_int_key(kv, f"{arch}.block_count"),
+        expert_count=_int_key(kv, f"{arch}.expert_count"),
+        expert_used_count=_int_key(kv, f"{arch}.expert_used_count"),
+        n_tensors=len(tensors),
+        split_count=len(headers),
+        header_size=h.header_size,
+        data_offset=h.data_offset,
+        file_size=(
+            min(sum(sh.file_size or 0 for sh in headers), INT64_MAX) if all(sh.file_size for sh in headers) else None
+        ),
         bytes_fetched=sum(sh.bytes_fetched for sh in headers),
         tokenizer=tok,
         tensor_types=dict(Counter(_ggml_type_name(t.type) for t in tensors)),
         metadata={k: _json_safe(v) for k, v in kv.items()},
         data_complete=_all_complete([sh.data_complete for sh in headers]),
-        speculative_type=spec.type, speculative=spec.to_dict(),
+        speculative_type=spec.type,
+        speculative=spec.to_dict(),
         tokens=table,
     )
 
@@ -268,8 +307,9 @@ def shared_deadline(*specs: object) -> Iterator[Deadline | None]:
             deadline.close()
 
 
-def inspect_source(spec: str | os.PathLike[str] | BinaryIO, max_header_bytes: int | None = None, *,
-                   deadline: Deadline | None = None) -> ModelInfo:
+def inspect_source(
+    spec: str | os.PathLike[str] | BinaryIO, max_header_bytes: int | None = None, *, deadline: Deadline | None = None
+) -> ModelInfo:
     """Inspect a path, file object, URL or hf:// source; split files are followed to every shard.
 
     ``deadline``: the request's or job's (``shared_deadline``); without one, a remote source gets its own.

@@ -6,14 +6,14 @@ the options a binary lists. ``pinned_server_capabilities`` gives those of the pi
 ``llama-server`` (its ``--help`` is kept in ``data/``) for pages that recommend a command without
 a binary at hand; the runner uses the binary it actually runs.
 """
-from __future__ import annotations
 
-from typing import Any
+from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from .llama_rules import LLAMA_CPP_BUILD
 
@@ -136,8 +136,9 @@ def num(x: float) -> str:
 
 def k_flags(caps: Capabilities, k: int, k_min: int | None, p_min: float | None) -> list[str]:
     if caps.draft_max_flag is None:
-        raise LlamaCppError(f"{caps.binary.name} accepts no draft-size option "
-                            "(neither --spec-draft-n-max nor --draft-max)")
+        raise LlamaCppError(
+            f"{caps.binary.name} accepts no draft-size option (neither --spec-draft-n-max nor --draft-max)"
+        )
     argv = [caps.draft_max_flag, str(k)]
     if k_min is not None and caps.draft_min_flag:
         argv += [caps.draft_min_flag, str(k_min)]
@@ -150,9 +151,19 @@ def k_flags(caps: Capabilities, k: int, k_min: int | None, p_min: float | None) 
     return argv
 
 
-def server_argv(caps: Capabilities, target: Path | str, draft: Path | str | None, k: int | None, *,
-                p_min: float | None = None, ctx_size: int = 4096, host: str = "127.0.0.1", port: int = 8080,
-                threads: int | None = None, gpu_layers: int | None = None) -> list[str]:
+def server_argv(
+    caps: Capabilities,
+    target: Path | str,
+    draft: Path | str | None,
+    k: int | None,
+    *,
+    p_min: float | None = None,
+    ctx_size: int = 4096,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    threads: int | None = None,
+    gpu_layers: int | None = None,
+) -> list[str]:
     """``llama-server`` serving ``target``, speculating with ``draft`` at K when both are given."""
     argv = [str(caps.binary), "-m", str(target), "-c", str(ctx_size), "--host", host, "--port", str(port)]
     if threads:

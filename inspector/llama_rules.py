@@ -5,6 +5,7 @@ of llama.cpp build 11434; ``tests/test_llama_source.py`` re-reads those files fr
 source and fails when these tables drift. Older builds differ (they always compared BOS/EOS
 ids and stored the vocab type differently); specreg follows this build and says so.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,9 +15,13 @@ LLAMA_TOKEN_NULL = -1
 
 # tokenizer.ggml.model → llama_vocab_type (name, enum value), as in impl::load.
 VOCAB_TYPES: dict[str, tuple[str, int]] = {
-    "no_vocab": ("none", 0), "none": ("none", 0),
+    "no_vocab": ("none", 0),
+    "none": ("none", 0),
     "llama": ("spm", 1),
-    "gpt2": ("bpe", 2), "hybriddna": ("bpe", 2), "whitespace": ("bpe", 2), "gemma4": ("bpe", 2),
+    "gpt2": ("bpe", 2),
+    "hybriddna": ("bpe", 2),
+    "whitespace": ("bpe", 2),
+    "gemma4": ("bpe", 2),
     "bert": ("wpm", 3),
     "t5": ("ugm", 4),
     "rwkv": ("rwkv", 5),
@@ -24,17 +29,25 @@ VOCAB_TYPES: dict[str, tuple[str, int]] = {
     "test": ("test", 7),
 }
 VOCAB_TYPE_LABELS = {
-    "none": "none (no vocabulary)", "spm": "SPM (SentencePiece, tokenizer 'llama')",
-    "bpe": "BPE (byte-level, tokenizer 'gpt2')", "wpm": "WPM (WordPiece, 'bert')",
-    "ugm": "UGM (Unigram, 't5')", "rwkv": "RWKV", "plamo2": "PLaMo-2", "test": "test",
+    "none": "none (no vocabulary)",
+    "spm": "SPM (SentencePiece, tokenizer 'llama')",
+    "bpe": "BPE (byte-level, tokenizer 'gpt2')",
+    "wpm": "WPM (WordPiece, 'bert')",
+    "ugm": "UGM (Unigram, 't5')",
+    "rwkv": "RWKV",
+    "plamo2": "PLaMo-2",
+    "test": "test",
 }
 
 # Default (bos, eos) ids set per tokenizer model before the keys are read.
 DEFAULT_SPECIAL_IDS: dict[str, tuple[int, int]] = {
-    "no_vocab": (-1, -1), "none": (-1, -1),
+    "no_vocab": (-1, -1),
+    "none": (-1, -1),
     "llama": (1, 2),
     "bert": (101, -1),
-    "gpt2": (11, 11), "hybriddna": (11, 11), "whitespace": (11, 11),
+    "gpt2": (11, 11),
+    "hybriddna": (11, 11),
+    "whitespace": (11, 11),
     "t5": (-1, 1),
     "rwkv": (-1, -1),
     "test": (-1, -1),
@@ -65,22 +78,53 @@ BPE_PRE_NO_BOS = frozenset({"chatglm-bpe", "glm4", "glm5"})
 FORCE_ADD_BOS_PRE = frozenset({"gemma4", "granite-embed-multi-311m"})
 # Default (add_bos, add_eos) per vocab type when the pre-tokenizer does not set them.
 TYPE_ADD_DEFAULTS: dict[str, tuple[bool, bool]] = {
-    "spm": (True, False), "wpm": (True, False), "ugm": (False, True), "rwkv": (False, False),
+    "spm": (True, False),
+    "wpm": (True, False),
+    "ugm": (False, True),
+    "rwkv": (False, False),
 }
 
 # Architectures (names as in LLM_ARCH_NAMES) from llm_arch_is_recurrent / _hybrid / _diffusion.
 RECURRENT_ARCHS = frozenset({"mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"})
-HYBRID_ARCHS = frozenset({
-    "jamba", "falcon-h1", "plamo2", "granitehybrid", "lfm2", "lfm2moe", "nemotron_h", "nemotron_h_moe",
-    "qwen3next", "kimi-linear", "bailingmoe3", "kimi-k3", "glm5-next", "qwen35", "qwen35moe", "qwen4exp",
-    "deepseek4", "minimax-01",
-})
+HYBRID_ARCHS = frozenset(
+    {
+        "jamba",
+        "falcon-h1",
+        "plamo2",
+        "granitehybrid",
+        "lfm2",
+        "lfm2moe",
+        "nemotron_h",
+        "nemotron_h_moe",
+        "qwen3next",
+        "kimi-linear",
+        "bailingmoe3",
+        "kimi-k3",
+        "glm5-next",
+        "qwen35",
+        "qwen35moe",
+        "qwen4exp",
+        "deepseek4",
+        "minimax-01",
+    }
+)
 DIFFUSION_ARCHS = frozenset({"dream", "llada", "llada-moe", "rnd1"})
 # llm_arch_supports_rs_rollback: recurrent state this build can roll back after a rejected draft.
-RS_ROLLBACK_ARCHS = frozenset({
-    "kimi-k3", "qwen35", "qwen35moe", "qwen4exp", "deepseek4", "glm5-next", "nemotron_h",
-    "nemotron_h_moe", "lfm2", "lfm2moe", "bailingmoe3",
-})
+RS_ROLLBACK_ARCHS = frozenset(
+    {
+        "kimi-k3",
+        "qwen35",
+        "qwen35moe",
+        "qwen4exp",
+        "deepseek4",
+        "glm5-next",
+        "nemotron_h",
+        "nemotron_h_moe",
+        "lfm2",
+        "lfm2moe",
+        "bailingmoe3",
+    }
+)
 
 
 def arch_kind(arch: str) -> str:
@@ -122,9 +166,16 @@ def effective_tokenizer(
     model = model or ""
     pre = pre or ""
     if model not in VOCAB_TYPES:
-        return Effective(f"unknown:{model}" if model else "missing", bool(add_bos_stored), bool(add_eos_stored),
-                         -1, -1, False, False,
-                         f"llama.cpp does not know tokenizer model {model!r}" if model else "no tokenizer.ggml.model key")
+        return Effective(
+            f"unknown:{model}" if model else "missing",
+            bool(add_bos_stored),
+            bool(add_eos_stored),
+            -1,
+            -1,
+            False,
+            False,
+            f"llama.cpp does not know tokenizer model {model!r}" if model else "no tokenizer.ggml.model key",
+        )
     vtype = VOCAB_TYPES[model][0]
     bos, eos = DEFAULT_SPECIAL_IDS[model]
     if vtype == "none":  # impl::load returns before reading any special-token key

@@ -8,6 +8,7 @@ the server already pushed into socket buffers is sent anyway. The estimate walks
 arrived) and fills in what is not from the shapes real vocabularies have. Measured on llama.cpp's
 19 ``ggml-vocab-*.gguf`` files and the test models (``tests/bench/bench_inspector.py``).
 """
+
 from __future__ import annotations
 
 import math
@@ -141,8 +142,9 @@ def estimate_end(buf: bytes | bytearray) -> tuple[int, int] | None:
     return pos, int(guessed)
 
 
-def _walk_strings(buf: bytes | bytearray, pos: int, count: int,
-                  u64: Callable[[bytes | bytearray, int], tuple[Any, ...]]) -> tuple[int, int, float, list[int]]:
+def _walk_strings(
+    buf: bytes | bytearray, pos: int, count: int, u64: Callable[[bytes | bytearray, int], tuple[Any, ...]]
+) -> tuple[int, int, float, list[int]]:
     """Follow length prefixes as far as ``buf`` goes: (position reached, elements left, average length,
     the position of every 1024th element).
 

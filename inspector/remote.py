@@ -1,4 +1,5 @@
 """GGUF files on the Hugging Face Hub (``hf://OWNER/REPO[@REV]/PATH``) or any HTTP server, read by Range requests."""
+
 from __future__ import annotations
 
 import fnmatch
@@ -27,9 +28,9 @@ from huggingface_hub.errors import (
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, validate_repo_id
 from huggingface_hub.utils._http import hf_request_event_hook  # what the shared client runs: offline mode, request ids
 
+from .errors import DeadlineExceeded, SourceError, Unreachable
 from .hub_names import NON_MODEL_PREFIXES, hf_source, hub_token, token_withheld
 from .readahead import FIRST_READ
-from .errors import DeadlineExceeded, SourceError, Unreachable
 
 # huggingface_hub's shared client has no timeout at all; a dead host must fail fast, a slow CDN may take a while.
 READ_TIMEOUT, CONNECT_TIMEOUT = 30.0, 10.0
@@ -127,8 +128,10 @@ class Deadline:
         return left
 
     def error(self, name: str) -> DeadlineExceeded:
-        return DeadlineExceeded(f"{name}: the header was not read within {self.seconds:g} s "
-                                "(SPECREG_HEADER_DEADLINE_SECONDS); the server is too slow")
+        return DeadlineExceeded(
+            f"{name}: the header was not read within {self.seconds:g} s "
+            "(SPECREG_HEADER_DEADLINE_SECONDS); the server is too slow"
+        )
 
     def timeout(self, name: str) -> httpx2.Timeout:
         left = self.check(name)
@@ -247,8 +250,10 @@ def _describe(exc: BaseException, spec: HfSpec | None = None, deadline: Deadline
     """One line for a network or Hub error; huggingface_hub's own messages run to several lines."""
     if deadline is not None and isinstance(exc, httpx2.TimeoutException) and deadline.passed():
         # The timeout was cut short by the whole read's deadline: say that, not "read timed out".
-        return (f"the header was not read within {deadline.seconds:g} s (SPECREG_HEADER_DEADLINE_SECONDS); "
-                "the server is too slow")
+        return (
+            f"the header was not read within {deadline.seconds:g} s (SPECREG_HEADER_DEADLINE_SECONDS); "
+            "the server is too slow"
+        )
     repo = spec.repo_id if spec else "the repository"
     if token_withheld() and _private_or_missing(exc):
         # Read for someone who may not use the server's token: private, gated and missing must read
@@ -288,15 +293,16 @@ def _describe(exc: BaseException, spec: HfSpec | None = None, deadline: Deadline
     return f"{type(exc).__name__}: {first[0]}" if first else type(exc).__name__
 
 
-NOT_PUBLIC = ("not found, or not public (private and gated files are read only for signed-in users "
-              "allowed to use the server's Hugging Face token)")
+NOT_PUBLIC = (
+    "not found, or not public (private and gated files are read only for signed-in users "
+    "allowed to use the server's Hugging Face token)"
+)
 
 
 def _private_or_missing(exc: BaseException) -> bool:
     if isinstance(exc, (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError)):
         return True  # GatedRepoError is a RepositoryNotFoundError
-    return (isinstance(exc, HfHubHTTPError) and exc.response is not None
-            and exc.response.status_code in (401, 403, 404))
+    return isinstance(exc, HfHubHTTPError) and exc.response is not None and exc.response.status_code in (401, 403, 404)
 
 
 # Errors that mean "the network or the server said no", as opposed to bugs; ValueError covers bad JSON answers.
@@ -305,8 +311,9 @@ _NET_ERRORS = (OSError, httpx2.HTTPError, ValueError)
 _UNREACHABLE = (httpx2.ConnectError, httpx2.TimeoutException, OfflineModeIsEnabled, ConnectionError)
 
 
-def _net_error(name: str, exc: BaseException, spec: HfSpec | None = None,
-               deadline: Deadline | None = None) -> SourceError:
+def _net_error(
+    name: str, exc: BaseException, spec: HfSpec | None = None, deadline: Deadline | None = None
+) -> SourceError:
     """The one-line SourceError for a network error, typed Unreachable when no server answered."""
     if deadline is not None and deadline.passed():
         # the deadline's watchdog (or the last timeout it cut short) ended the read: say that
@@ -330,9 +337,18 @@ class HttpSource:
 
     costly_reads = True  # each read is a round trip: gguf_header sizes them with readahead.next_read
 
-    def __init__(self, name: str, url: str, headers: dict[str, str], *, size: int | None = None,
-                 etag: str | None = None, commit: str | None = None, head: bytes = b"",
-                 deadline: Deadline | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        headers: dict[str, str],
+        *,
+        size: int | None = None,
+        etag: str | None = None,
+        commit: str | None = None,
+        head: bytes = b"",
+        deadline: Deadline | None = None,
+    ) -> None:
         self.name = name
         self.url = url  # after redirects: for LFS files on the Hub a signed CDN URL
         self.size = size
@@ -372,8 +388,7 @@ class HttpSource:
                 _expect_partial(self.name, r)
                 content_range = r.headers.get("Content-Range", "")
                 if not re.match(rf"bytes\s+{start}-", content_range):
-                    raise SourceError(f"{self.name}: server answered range {content_range!r}, "
-                                      f"not bytes={start}-{end}")
+                    raise SourceError(f"{self.name}: server answered range {content_range!r}, not bytes={start}-{end}")
                 self._learn_size(content_range)
                 data = _receive(self.name, r, end - start + 1, self.deadline)
                 self.bytes_fetched += len(data)
@@ -404,8 +419,9 @@ class HttpSource:
 
 
 @contextmanager
-def _stream(name: str, url: str, headers: dict[str, str], deadline: Deadline, *,
-            follow_redirects: bool) -> Iterator[httpx2.Response]:
+def _stream(
+    name: str, url: str, headers: dict[str, str], deadline: Deadline, *, follow_redirects: bool
+) -> Iterator[httpx2.Response]:
     """GET ``url`` through the deadline's client as a stream, waiting for the answer no longer than the deadline.
 
     Timeouts bound each socket read, so a server dribbling its status line and headers a byte at a
@@ -414,8 +430,9 @@ def _stream(name: str, url: str, headers: dict[str, str], deadline: Deadline, *,
     ends too, and it closes the answer should one still arrive. (The body is read here: ``_receive``.)
     """
     session = deadline.client()
-    request = session.build_request("GET", url, headers=headers, timeout=deadline.timeout(name),
-                                    extensions={"trace": deadline.trace})
+    request = session.build_request(
+        "GET", url, headers=headers, timeout=deadline.timeout(name), extensions={"trace": deadline.trace}
+    )
     box: dict[str, Any] = {}
     abandoned = threading.Event()
 
@@ -460,10 +477,14 @@ def _expect_partial(name: str, r: httpx2.Response) -> None:
             body += chunk
             if len(body) >= MAX_ERROR_BODY:
                 break
-        headers = {k: v for k, v in r.headers.items() if k.lower() not in ("content-length", "content-encoding",
-                                                                            "transfer-encoding")}
-        hf_raise_for_status(httpx2.Response(r.status_code, headers=headers, content=bytes(body[:MAX_ERROR_BODY]),
-                                            request=r.request))
+        headers = {
+            k: v
+            for k, v in r.headers.items()
+            if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")
+        }
+        hf_raise_for_status(
+            httpx2.Response(r.status_code, headers=headers, content=bytes(body[:MAX_ERROR_BODY]), request=r.request)
+        )
     raise SourceError(f"{name}: unexpected HTTP {r.status_code} to a Range request")
 
 
@@ -508,8 +529,9 @@ class _FirstAnswer:
     on_first_origin: bool
 
 
-def _first_read(name: str, url: str, headers: dict[str, str], deadline: Deadline,
-                s: HfSpec | None = None) -> _FirstAnswer:
+def _first_read(
+    name: str, url: str, headers: dict[str, str], deadline: Deadline, s: HfSpec | None = None
+) -> _FirstAnswer:
     """GET the first ``FIRST_READ`` bytes, following redirects by hand as huggingface_hub does for HEAD.
 
     Redirects that stay on the origin (renamed repositories) keep the token; the first that leaves it
@@ -547,8 +569,15 @@ def _first_read(name: str, url: str, headers: dict[str, str], deadline: Deadline
                     data = _receive(name, r, FIRST_READ, deadline)
                 if size is not None and total is not None and total != size:
                     raise SourceError(f"{name}: the file changed on the server (size {size}, now {total})")
-                return _FirstAnswer(url, headers, data, total if total is not None else size,
-                                    etag or _etag(r.headers.get("ETag")), commit, _origin(url) == first_origin)
+                return _FirstAnswer(
+                    url,
+                    headers,
+                    data,
+                    total if total is not None else size,
+                    etag or _etag(r.headers.get("ETag")),
+                    commit,
+                    _origin(url) == first_origin,
+                )
         raise SourceError(f"{name}: more than {MAX_REDIRECTS} redirects")
     except SourceError:
         raise
@@ -571,8 +600,9 @@ def _open_hf(spec: str, deadline: Deadline) -> HttpSource:
     if a.on_first_origin and s.revision != a.commit:
         # Served by the Hub itself (a small git file): pin later reads to the commit so they match size and etag.
         location = hf_hub_url(s.repo_id, s.path, revision=a.commit, endpoint=endpoint)
-    return HttpSource(spec, location, a.headers, size=a.size, etag=a.etag, commit=a.commit, head=a.data,
-                      deadline=deadline)
+    return HttpSource(
+        spec, location, a.headers, size=a.size, etag=a.etag, commit=a.commit, head=a.data, deadline=deadline
+    )
 
 
 def _open_url(url: str, deadline: Deadline) -> HttpSource:
@@ -580,8 +610,7 @@ def _open_url(url: str, deadline: Deadline) -> HttpSource:
     if _origin(url) == _origin(_endpoint()):
         headers = build_hf_headers(token=_token())  # a resolve URL on the Hub itself
     a = _first_read(url, url, headers, deadline)
-    return HttpSource(url, a.url, a.headers, size=a.size, etag=a.etag, commit=a.commit, head=a.data,
-                      deadline=deadline)
+    return HttpSource(url, a.url, a.headers, size=a.size, etag=a.etag, commit=a.commit, head=a.data, deadline=deadline)
 
 
 def list_gguf_files(repo_id: str, revision: str | None = None, include: str | None = None) -> RepoListing:
@@ -634,12 +663,14 @@ def search_models(*, limit: int = 100, **kwargs: Any) -> list[dict[str, Any]]:
     results = []
     for m in models:
         tags = list(m.tags or [])
-        results.append({
-            "id": m.id,
-            "tags": tags,
-            "downloads": m.downloads,
-            "gguf": "gguf" in tags or bool(getattr(m, "gguf", None)),
-            "base_models": _base_models(tags),
-            "gated": bool(m.gated),
-        })
+        results.append(
+            {
+                "id": m.id,
+                "tags": tags,
+                "downloads": m.downloads,
+                "gguf": "gguf" in tags or bool(getattr(m, "gguf", None)),
+                "base_models": _base_models(tags),
+                "gated": bool(m.gated),
+            }
+        )
     return results

@@ -3,6 +3,7 @@
 Every reader in specreg goes through ``Source.read_at`` so that a remote file is read by Range
 requests of exactly the bytes the parser asks for, and ``bytes_fetched`` can be reported.
 """
+
 from __future__ import annotations
 
 import io

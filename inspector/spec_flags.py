@@ -7,11 +7,11 @@ A draft model (and an EAGLE-3/DFlash sidecar, and a model's own MTP heads) is si
 "K" is their own draft length (``--spec-ngram-mod-n-max``, ``--spec-ngram-*-size-m``); ``ngram-cache``
 drafts a fixed 8 tokens and has no option for it.
 """
+
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import dataclass
+from typing import Any
 
 from .llama_flags import Capabilities, LlamaCppError, k_flags
 from .speculative import NGRAM_METHODS
@@ -50,12 +50,13 @@ class Setting:
         return " ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "k": self.k, "p_min": self.p_min,
-                "options": [list(o) for o in self.options]}
+        return {"method": self.method, "k": self.k, "p_min": self.p_min, "options": [list(o) for o in self.options]}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Setting:
-        return Setting(d["method"], int(d["k"]), d.get("p_min"), tuple((str(f), str(v)) for f, v in d.get("options", ())))
+        return Setting(
+            d["method"], int(d["k"]), d.get("p_min"), tuple((str(f), str(v)) for f, v in d.get("options", ()))
+        )
 
 
 def uses_draft_file(method: str) -> bool:
@@ -75,8 +76,9 @@ def spec_flags(caps: Capabilities, setting: Setting) -> list[str]:
     """The options that make ``caps.binary`` speculate as ``setting`` says (no model options)."""
     m = setting.method
     if caps.spec_types and m not in caps.spec_types:
-        raise LlamaCppError(f"{caps.binary.name} does not offer --spec-type {m} (it offers "
-                            f"{', '.join(caps.spec_types)})")
+        raise LlamaCppError(
+            f"{caps.binary.name} does not offer --spec-type {m} (it offers {', '.join(caps.spec_types)})"
+        )
     if m in NGRAM_SWEEP or m == "ngram-cache":
         if not caps.has("--spec-type"):
             raise LlamaCppError(f"{caps.binary.name} has no --spec-type: it cannot run {m}")
@@ -95,10 +97,9 @@ def spec_flags(caps: Capabilities, setting: Setting) -> list[str]:
     argv = k_flags(caps, setting.k, 0, setting.p_min)
     if "--spec-type" in argv:
         i = argv.index("--spec-type")
-        argv = argv[:i] + argv[i + 2:]
+        argv = argv[:i] + argv[i + 2 :]
     if caps.has("--spec-type"):
         argv += ["--spec-type", m]
     elif m != "draft-simple":
         raise LlamaCppError(f"{caps.binary.name} has no --spec-type: it cannot run {m}")
     return argv + [f for flag, value in setting.options for f in (flag, value)]
-

@@ -6,6 +6,7 @@ src/models/dflash.cpp) and the checks the implementations make when they start. 
 are used; what the headers cannot tell is said, not guessed. tests/test_speculative.py compares the
 names with the pinned source.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -13,8 +14,17 @@ from typing import Any
 
 # enum common_speculative_type, by the names --spec-type takes (common_speculative_type_from_name_map).
 SPEC_TYPES: tuple[str, ...] = (
-    "none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
-    "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache",
+    "none",
+    "draft-simple",
+    "draft-eagle3",
+    "draft-mtp",
+    "draft-dflash",
+    "draft-dspark",
+    "ngram-simple",
+    "ngram-map-k",
+    "ngram-map-k4v",
+    "ngram-mod",
+    "ngram-cache",
 )
 NGRAM_METHODS: tuple[str, ...] = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
 # Auto-detected from the draft's metadata when no --spec-type is given (first shard only); a plain draft
@@ -31,9 +41,29 @@ FINAL_LAYER_INPUT_ARCHS = ("deepseek4", "mimo2", "nemotron_h", "nemotron_h_moe")
 # null" (src/llama-graph.cpp:1413, run for every graph by src/llama-model.cpp:2915). tests/test_speculative.py
 # derives this list from the pinned source.
 LAYER_INPUT_ARCHS = (
-    "bailingmoe3", "deepseek4", "gemma4", "gpt-oss", "hunyuan-dense", "hunyuan_vl", "lfm2", "lfm2moe", "llama",
-    "llama-embed", "mimo2", "minimax-01", "minimax-m2", "muse-glimmer", "nanbeige", "nemotron_h", "nemotron_h_moe",
-    "qwen3", "qwen35", "qwen35moe", "qwen3moe", "qwen3next", "qwen4exp",
+    "bailingmoe3",
+    "deepseek4",
+    "gemma4",
+    "gpt-oss",
+    "hunyuan-dense",
+    "hunyuan_vl",
+    "lfm2",
+    "lfm2moe",
+    "llama",
+    "llama-embed",
+    "mimo2",
+    "minimax-01",
+    "minimax-m2",
+    "muse-glimmer",
+    "nanbeige",
+    "nemotron_h",
+    "nemotron_h_moe",
+    "qwen3",
+    "qwen35",
+    "qwen35moe",
+    "qwen3moe",
+    "qwen3next",
+    "qwen4exp",
 )
 
 
@@ -65,19 +95,33 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def detect(arch: str, arch_kind: str, kv: dict[str, Any], tensor_names: set[str], first_shard_names: set[str],
-           has_tokens: bool) -> SpeculativeFacts:
+def detect(
+    arch: str, arch_kind: str, kv: dict[str, Any], tensor_names: set[str], first_shard_names: set[str], has_tokens: bool
+) -> SpeculativeFacts:
     """The method a file provides when given to llama.cpp as ``-md``, in llama.cpp's order of deciding."""
     width = _int(kv.get(f"{arch}.embedding_length"))
     if arch == "dflash":
         kind = "draft-dspark" if DSPARK_TENSOR in tensor_names else "draft-dflash"
         layers = _int_list(kv.get("dflash.target_layers"))
-        warnings = [] if layers else ["dflash.target_layers is missing: llama.cpp refuses to load the file "
-                                      "(\"DFlash model requires 'target_layers' in GGUF metadata\")"]
-        what = ("a DSpark sidecar (DFlash with a Markov head)" if kind == "draft-dspark" else "a DFlash sidecar")
-        return SpeculativeFacts(kind, True, "", f"{what}: it drafts a block of tokens at once from the target's "
-                                f"hidden states; llama.cpp detects it from the file", target_layers=layers,
-                                embedding_length=width, warnings=warnings)
+        warnings = (
+            []
+            if layers
+            else [
+                "dflash.target_layers is missing: llama.cpp refuses to load the file "
+                "(\"DFlash model requires 'target_layers' in GGUF metadata\")"
+            ]
+        )
+        what = "a DSpark sidecar (DFlash with a Markov head)" if kind == "draft-dspark" else "a DFlash sidecar"
+        return SpeculativeFacts(
+            kind,
+            True,
+            "",
+            f"{what}: it drafts a block of tokens at once from the target's "
+            f"hidden states; llama.cpp detects it from the file",
+            target_layers=layers,
+            embedding_length=width,
+            warnings=warnings,
+        )
     if arch == "eagle3":
         layers = _int_list(kv.get("eagle3.target_layers"))
         hidden = _int(kv.get("eagle3.target_hidden_size"))
@@ -88,10 +132,16 @@ def detect(arch: str, arch_kind: str, kv: dict[str, Any], tensor_names: set[str]
             warnings.append(f"eagle3.target_layers holds {len(layers)} layer ids; llama.cpp requires exactly 3")
         if hidden is None:
             warnings.append("eagle3.target_hidden_size is missing: llama.cpp refuses to load the file")
-        return SpeculativeFacts("draft-eagle3", False, "--spec-type draft-eagle3",
-                                "an EAGLE-3 head: it drafts from the target's hidden states; llama.cpp does not "
-                                "detect it from the file", target_layers=layers,
-                                target_hidden_size=hidden, embedding_length=width, warnings=warnings)
+        return SpeculativeFacts(
+            "draft-eagle3",
+            False,
+            "--spec-type draft-eagle3",
+            "an EAGLE-3 head: it drafts from the target's hidden states; llama.cpp does not detect it from the file",
+            target_layers=layers,
+            target_hidden_size=hidden,
+            embedding_length=width,
+            warnings=warnings,
+        )
     blocks = _int(kv.get(f"{arch}.block_count"))
     head = f"blk.{blocks - 1}.nextn.eh_proj.weight" if blocks else None
     if head is not None and head in tensor_names:
@@ -99,20 +149,29 @@ def detect(arch: str, arch_kind: str, kv: dict[str, Any], tensor_names: set[str]
         if nextn is None and blocks is not None:
             nextn = sum(1 for i in range(blocks) if f"blk.{i}.nextn.eh_proj.weight" in tensor_names)
         auto = head in first_shard_names
-        return SpeculativeFacts("draft-mtp", auto, "" if auto else "--spec-type draft-mtp",
-                                f"multi-token-prediction heads ({nextn} next-n layer{'s' * (nextn != 1)}): the "
-                                "model speculates with its own heads, no second model"
-                                + ("" if auto else "; split file: llama.cpp reads only the first shard for "
-                                   "detection"), nextn_layers=nextn, embedding_length=width)
+        return SpeculativeFacts(
+            "draft-mtp",
+            auto,
+            "" if auto else "--spec-type draft-mtp",
+            f"multi-token-prediction heads ({nextn} next-n layer{'s' * (nextn != 1)}): the "
+            "model speculates with its own heads, no second model"
+            + ("" if auto else "; split file: llama.cpp reads only the first shard for detection"),
+            nextn_layers=nextn,
+            embedding_length=width,
+        )
     if arch_kind in ("recurrent", "hybrid", "diffusion"):
-        return SpeculativeFacts(None, False, "", f"a {arch_kind} architecture ({arch}): not usable as a draft "
-                                "model", embedding_length=width)
+        return SpeculativeFacts(
+            None, False, "", f"a {arch_kind} architecture ({arch}): not usable as a draft model", embedding_length=width
+        )
     if not has_tokens:
-        return SpeculativeFacts(None, False, "", "no token table: not usable as a draft model",
-                                embedding_length=width)
-    return SpeculativeFacts("draft-simple", False, "--spec-type draft-simple",
-                            "an ordinary model: usable as a separate draft model for a target with the same "
-                            "vocabulary", embedding_length=width)
+        return SpeculativeFacts(None, False, "", "no token table: not usable as a draft model", embedding_length=width)
+    return SpeculativeFacts(
+        "draft-simple",
+        False,
+        "--spec-type draft-simple",
+        "an ordinary model: usable as a separate draft model for a target with the same vocabulary",
+        embedding_length=width,
+    )
 
 
 def draftless_methods(info: Any) -> list[str]:
@@ -151,8 +210,12 @@ def _layer_check(rule: str, layers: list[int], n_layer: int, nextn: int, top: in
     """Ids in 0..top pass; ``why`` says what the ids past ``top`` do."""
     bad = [i for i in layers if not 0 <= i <= top]
     blocks = f"{n_layer} layers" + (f" (its {nextn} MTP block{'s' * (nextn != 1)} not counted)" if nextn else "")
-    return MethodCheck(rule, not bad, f"Layer ids {layers} against the target's {blocks}, valid ids 0–{top}: "
-                       + (f"{bad} {why}." if bad else "all valid."))
+    return MethodCheck(
+        rule,
+        not bad,
+        f"Layer ids {layers} against the target's {blocks}, valid ids 0–{top}: "
+        + (f"{bad} {why}." if bad else "all valid."),
+    )
 
 
 def check_method(target: Any, draft: Any) -> list[MethodCheck]:
@@ -169,30 +232,55 @@ def check_method(target: Any, draft: Any) -> list[MethodCheck]:
     if kind == "draft-eagle3":
         layers, hidden = facts.get("target_layers"), facts.get("target_hidden_size")
         if layers is None or len(layers) != EAGLE3_LAYERS:
-            out.append(MethodCheck("eagle3_layers", False, "The EAGLE-3 head must name exactly 3 target layers "
-                                   f"(eagle3.target_layers); it names {'none' if layers is None else len(layers)}."))
+            out.append(
+                MethodCheck(
+                    "eagle3_layers",
+                    False,
+                    "The EAGLE-3 head must name exactly 3 target layers "
+                    f"(eagle3.target_layers); it names {'none' if layers is None else len(layers)}.",
+                )
+            )
         elif n_layer is None:
-            out.append(MethodCheck("eagle3_layers", None, "The target's block_count is missing, so its layer ids "
-                                   "cannot be checked."))
+            out.append(
+                MethodCheck(
+                    "eagle3_layers", None, "The target's block_count is missing, so its layer ids cannot be checked."
+                )
+            )
         else:
             # common/speculative.cpp:600-607: an id below n_layer taps that block's input, an id equal to
             # n_layer the target's last hidden state (llama_set_embeddings_nextn), a larger one GGML_ABORTs;
             # a negative one turns into a huge uint32 and fails GGML_ASSERT(lid <= n_layer)
             # (src/llama-context.cpp:1242).
-            out.append(_layer_check("eagle3_layers", layers, n_layer, nextn, n_layer,
-                                    f"lie past the target (llama.cpp aborts; id {n_layer} is its last "
-                                    "hidden state)"))
-        out.append(_widths("eagle3_width", hidden, t_width, "The head was trained on a target {ours} wide; this "
-                           "target is {target} wide", "its encoder (3 × width inputs) cannot read this target's "
-                           "hidden states"))
+            out.append(
+                _layer_check(
+                    "eagle3_layers",
+                    layers,
+                    n_layer,
+                    nextn,
+                    n_layer,
+                    f"lie past the target (llama.cpp aborts; id {n_layer} is its last hidden state)",
+                )
+            )
+        out.append(
+            _widths(
+                "eagle3_width",
+                hidden,
+                t_width,
+                "The head was trained on a target {ours} wide; this target is {target} wide",
+                "its encoder (3 × width inputs) cannot read this target's hidden states",
+            )
+        )
         # ids below n_layer are read as layer inputs; id n_layer comes from the last hidden state instead
         if layers and (n_layer is None or any(i < n_layer for i in layers)):
             out.append(_layer_inputs(target.architecture))
     elif kind in ("draft-dflash", "draft-dspark"):
         layers = facts.get("target_layers")
         if not layers:
-            out.append(MethodCheck("dflash_layers", False, "dflash.target_layers is missing or empty; llama.cpp "
-                                   "refuses the file."))
+            out.append(
+                MethodCheck(
+                    "dflash_layers", False, "dflash.target_layers is missing or empty; llama.cpp refuses the file."
+                )
+            )
         elif n_layer is None:
             out.append(MethodCheck("dflash_layers", None, "The target's block_count is missing."))
         else:
@@ -202,35 +290,72 @@ def check_method(target: Any, draft: Any) -> list[MethodCheck]:
             # FINAL_LAYER_INPUT_ARCHS do.
             final = target.architecture in FINAL_LAYER_INPUT_ARCHS
             top = n_layer if final else n_layer - 1
-            out.append(_layer_check("dflash_layers", layers, n_layer, nextn, top,
-                                    "do not exist in the target (llama.cpp aborts)" + (
-                                        "" if final else f"; id {n_layer} (the last block's output) is built "
-                                        f"only by {', '.join(FINAL_LAYER_INPUT_ARCHS)}, not {target.architecture}")))
+            out.append(
+                _layer_check(
+                    "dflash_layers",
+                    layers,
+                    n_layer,
+                    nextn,
+                    top,
+                    "do not exist in the target (llama.cpp aborts)"
+                    + (
+                        ""
+                        if final
+                        else f"; id {n_layer} (the last block's output) is built "
+                        f"only by {', '.join(FINAL_LAYER_INPUT_ARCHS)}, not {target.architecture}"
+                    ),
+                )
+            )
         n = len(layers or [])
-        out.append(_widths("dflash_width", facts.get("embedding_length"), t_width, f"The sidecar is {{ours}} wide "
-                           f"and reads {n} target layers as {n} × its own width; the target is {{target}} wide",
-                           "the features would not fit"))
+        out.append(
+            _widths(
+                "dflash_width",
+                facts.get("embedding_length"),
+                t_width,
+                f"The sidecar is {{ours}} wide "
+                f"and reads {n} target layers as {n} × its own width; the target is {{target}} wide",
+                "the features would not fit",
+            )
+        )
         if layers:
             out.append(_layer_inputs(target.architecture))
     elif kind == "draft-mtp":
         # GGML_ASSERT(n_embd_out(draft) == n_embd_out(target)), common/speculative.cpp:1436-1438
-        out.append(_widths("mtp_width", _embd_out(draft), _embd_out(target), "The MTP heads take rows {ours} "
-                           "wide from the target, which is {target} wide", "they do not fit (llama.cpp "
-                           "aborts: \"MTP input row width must match the target h_nextn width\")"))
+        out.append(
+            _widths(
+                "mtp_width",
+                _embd_out(draft),
+                _embd_out(target),
+                "The MTP heads take rows {ours} wide from the target, which is {target} wide",
+                'they do not fit (llama.cpp aborts: "MTP input row width must match the target h_nextn width")',
+            )
+        )
     return out
 
 
 def _layer_inputs(arch: str) -> MethodCheck:
     ok = arch in LAYER_INPUT_ARCHS
-    return MethodCheck("target_layer_inputs", ok, f"The sidecar reads the target's layer inputs; llama.cpp's {arch} "
-                       + ("graph provides them." if ok else "graph does not, so llama.cpp aborts (\"layer input "
-                                                            "tensor is null\") at the target's first decode."))
+    return MethodCheck(
+        "target_layer_inputs",
+        ok,
+        f"The sidecar reads the target's layer inputs; llama.cpp's {arch} "
+        + (
+            "graph provides them."
+            if ok
+            else 'graph does not, so llama.cpp aborts ("layer input tensor is null") at the target\'s first decode.'
+        ),
+    )
 
 
 def _widths(rule: str, ours: int | None, target: int | None, said: str, mismatch: str) -> MethodCheck:
     """Equal widths pass; ``None`` when the headers lack either (``said`` names both as {ours}/{target})."""
     if ours is None or target is None:
-        return MethodCheck(rule, None, "A width (embedding_length or target_hidden_size) is missing from the "
-                           "headers, so the widths cannot be compared.")
-    return MethodCheck(rule, ours == target, said.format(ours=ours, target=target)
-                       + ("." if ours == target else f": {mismatch}."))
+        return MethodCheck(
+            rule,
+            None,
+            "A width (embedding_length or target_hidden_size) is missing from the "
+            "headers, so the widths cannot be compared.",
+        )
+    return MethodCheck(
+        rule, ours == target, said.format(ours=ours, target=target) + ("." if ours == target else f": {mismatch}.")
+    )

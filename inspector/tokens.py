@@ -6,6 +6,7 @@ token. Whole-table work (byte-swapping, hashing, comparing) runs in numpy over s
 CHUNK_BYTES, so its time follows the table's bytes and its temporaries stay a few MiB whatever the
 table's size: a 16 MB header of two million one-byte tokens costs no more than a real vocabulary.
 """
+
 from __future__ import annotations
 
 import functools
@@ -40,8 +41,15 @@ class TokenTable:
     bytes instead of copying them.
     """
 
-    def __init__(self, blob: bytes, count: int, byteorder: str = "<", offsets: array[int] | None = None,
-                 start: int = 0, end: int | None = None) -> None:
+    def __init__(
+        self,
+        blob: bytes,
+        count: int,
+        byteorder: str = "<",
+        offsets: array[int] | None = None,
+        start: int = 0,
+        end: int | None = None,
+    ) -> None:
         self.buf = blob
         self.count = count
         self.byteorder = byteorder
@@ -54,7 +62,9 @@ class TokenTable:
         self._sha256: str | None = None
 
     @classmethod
-    def from_header(cls, buf: bytes, start: int, end: int, count: int, offsets: array[int], byteorder: str) -> TokenTable:
+    def from_header(
+        cls, buf: bytes, start: int, end: int, count: int, offsets: array[int], byteorder: str
+    ) -> TokenTable:
         return cls(buf, count, byteorder, offsets, start, end)
 
     @property
@@ -175,7 +185,6 @@ class TokenTable:
 @functools.cache
 def _powers_of_ten() -> np.ndarray:
     import numpy as np
-    from typing_extensions import Buffer
 
     return 10 ** np.arange(19, dtype=np.int64)
 
@@ -183,7 +192,6 @@ def _powers_of_ten() -> np.ndarray:
 def _spans(src: np.ndarray, dst: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Index arrays that copy ``lengths[i]`` bytes from ``src[i]`` to ``dst[i]``, for every i at once."""
     import numpy as np
-    from typing_extensions import Buffer
 
     total = int(lengths.sum())
     step = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
@@ -196,7 +204,6 @@ def _empty_texts(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ``ids`` ascend, so ids of one digit count are one run: each run is one (n, 8 + digits) matrix.
     """
     import numpy as np
-    from typing_extensions import Buffer
 
     digits = np.searchsorted(_powers_of_ten(), np.maximum(ids, 1), side="right")  # id 0 has one digit
     parts = []
@@ -210,7 +217,9 @@ def _empty_texts(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (np.concatenate(parts) if parts else np.zeros(0, np.uint8)), 8 + digits
 
 
-def walk_offsets(blob: bytes, count: int, byteorder: str = "<", *, start: int = 0, end: int | None = None) -> array[int]:
+def walk_offsets(
+    blob: bytes, count: int, byteorder: str = "<", *, start: int = 0, end: int | None = None
+) -> array[int]:
     """Start offset of each element of a stored string array in ``blob[start:end]``, as positions in ``blob``.
 
     Each offset follows from the previous element's length, so this one loop stays sequential; it does
@@ -304,7 +313,6 @@ def _same_bytes(a: TokenTable, b: TokenTable, lo: int, hi: int) -> bool:
 def _first_differing_text(a: TokenTable, b: TokenTable, lo: int, hi: int) -> int | None:
     """Smallest i in [lo, hi) whose ``llama_text`` differs between the tables, all texts compared at once."""
     import numpy as np
-    from typing_extensions import Buffer
 
     ra, ta, sa, ea = a._texts(lo, hi)
     rb, tb, sb, eb = b._texts(lo, hi)
@@ -327,7 +335,6 @@ def _first_differing_text(a: TokenTable, b: TokenTable, lo: int, hi: int) -> int
 def _reads_empty(raw: np.ndarray, text: np.ndarray, length: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Which of these texts (at ``text`` in ``raw``, ``length`` bytes as compared) read b"[EMPTY_<id>]"."""
     import numpy as np
-    from typing_extensions import Buffer
 
     literal, want = _empty_texts(ids)
     fits = length == want
@@ -344,7 +351,6 @@ def _mark(flags: np.ndarray, ids: np.ndarray, lengths: np.ndarray, byte_hits: np
     """Set ``flags[ids[k]] = value`` for each k whose run of ``lengths[k]`` bytes (runs laid end to end, as
     ``_spans`` lays them) holds a True in ``byte_hits``."""
     import numpy as np
-    from typing_extensions import Buffer
 
     hits = np.flatnonzero(byte_hits)
     if len(hits):  # a byte's run: the first one ending past it

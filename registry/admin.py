@@ -1,4 +1,5 @@
 """Admin for staff: browse everything, enter reported results; computed data stays read-only."""
+
 from __future__ import annotations
 
 from django.contrib import admin

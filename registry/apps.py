@@ -10,8 +10,8 @@ class RegistryConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib.auth.signals import user_login_failed
 
-        from registry.catalog import renames
         from registry.access.login_throttle import count_failure
+        from registry.catalog import renames
 
         user_login_failed.connect(count_failure, dispatch_uid="specreg-login-throttle")
         renames.connect()

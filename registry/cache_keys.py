@@ -4,6 +4,7 @@ Every write that changes what the table shows (registration, new results) bumps 
 number that is part of every key. This process sees it at once; other processes keep their own
 cache (unless a shared backend is configured) and catch up within the TTL.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,7 +31,9 @@ def cached(name: str, key: str, compute: Callable[[], T], ttl: int | None = None
     ttl = TTL if ttl is None else ttl
     if ttl <= 0:
         return compute()
-    digest = hashlib.sha1(key.encode(), usedforsecurity=False).hexdigest()  # any text (searches, spaces) makes a safe key
+    digest = hashlib.sha1(
+        key.encode(), usedforsecurity=False
+    ).hexdigest()  # any text (searches, spaces) makes a safe key
     full = f"registry:{name}:{cache.get(GENERATION_KEY, 0)}:{digest}"
     value = cache.get(full)
     if value is None:

@@ -6,6 +6,7 @@ The registry app loads this module when Django starts (RegistryConfig.ready), so
 tasks through this configured app and never through Celery's unconfigured default. Workers start from
 ``runner.celery``, which adds the runner's worker signals.
 """
+
 from __future__ import annotations
 
 import os

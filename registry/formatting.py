@@ -1,5 +1,6 @@
 """Numbers people read: parameters, bytes, percentages, speedups (the template filters of
 registry_format, and the table's pre-formatted rows, use these)."""
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """JSON values as PostgreSQL's jsonb accepts them."""
+
 from __future__ import annotations
 
 from typing import Any

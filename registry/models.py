@@ -4,6 +4,7 @@ Benchmark runs and their measured results live here, beside reported results, so
 the table read every kind of figure from one data model; the runner only executes runs and writes
 them (it depends on the registry, never the other way round).
 """
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -89,8 +90,7 @@ class GGUFFile(models.Model):
     size = models.BigIntegerField(null=True, blank=True)  # all shards together
     etag = models.CharField(max_length=200, blank=True)  # LFS sha256 (joined for shards) or local size+mtime
     model = models.ForeignKey(Model, on_delete=models.PROTECT, related_name="files")
-    token_table = models.ForeignKey(TokenTable, null=True, blank=True, on_delete=models.PROTECT,
-                                    related_name="files")
+    token_table = models.ForeignKey(TokenTable, null=True, blank=True, on_delete=models.PROTECT, related_name="files")
     info = models.JSONField()  # ModelInfo.to_dict(): pages read this, never the file again
     vocab_key = models.CharField(max_length=120)
     vocab_type = models.CharField(max_length=32)
@@ -164,8 +164,7 @@ class Pair(models.Model):
         constraints = [models.UniqueConstraint(fields=["target", "draft"], name="pair_target_draft_unique")]
         # One index per order the table offers (registry.table.keyset), so any page, deep or not, is an
         # index range read from a cursor rather than a sort or an OFFSET.
-        indexes = [models.Index(fields=["draft", "target"], name="pair_draft_target"),
-                   *sort_key_indexes()]
+        indexes = [models.Index(fields=["draft", "target"], name="pair_draft_target"), *sort_key_indexes()]
 
     def __str__(self) -> str:
         return f"{self.draft} → {self.target}"
@@ -196,10 +195,15 @@ class ResultFigures(models.Model):
     filters and ``refresh_best`` read both kinds through the same field names.
     """
 
-    k = models.PositiveIntegerField(help_text="draft tokens per step (--spec-draft-n-max, or the n-gram "
-                                              "method's own draft length)")
-    method = models.CharField(max_length=32, default="draft-simple", db_index=True,
-                              help_text="llama.cpp's --spec-type: draft-simple, ngram-mod, draft-mtp, …")
+    k = models.PositiveIntegerField(
+        help_text="draft tokens per step (--spec-draft-n-max, or the n-gram method's own draft length)"
+    )
+    method = models.CharField(
+        max_length=32,
+        default="draft-simple",
+        db_index=True,
+        help_text="llama.cpp's --spec-type: draft-simple, ngram-mod, draft-mtp, …",
+    )
     acceptance = models.FloatField(null=True, blank=True, help_text="accepted / drafted, 0–1")
     speedup = models.FloatField(null=True, blank=True, help_text="speculative ÷ plain tokens per second")
     tokens_per_second = models.FloatField(null=True, blank=True)
@@ -224,9 +228,13 @@ class ReportedResult(ResultFigures, Provenance):
 
     class Meta:
         ordering = ["pair", "content_type", "k"]
-        constraints = [models.UniqueConstraint(fields=["origin_installation", "origin_id"],
-                                               condition=models.Q(origin_id__isnull=False),
-                                               name="reported_origin_unique")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["origin_installation", "origin_id"],
+                condition=models.Q(origin_id__isnull=False),
+                name="reported_origin_unique",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.pair} K={self.k} (reported: {self.citation})"
@@ -258,6 +266,7 @@ class RegistrationLock(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
 
 class BenchmarkRun(Provenance):
     """One benchmark of a pair: queued → running → done / failed / cancelled.
@@ -297,9 +306,13 @@ class BenchmarkRun(Provenance):
         db_table = "runner_benchmarkrun"  # created by the runner app before the model moved here
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat")]
-        constraints = [models.UniqueConstraint(fields=["origin_installation", "origin_id"],
-                                               condition=models.Q(origin_id__isnull=False),
-                                               name="run_origin_unique")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["origin_installation", "origin_id"],
+                condition=models.Q(origin_id__isnull=False),
+                name="run_origin_unique",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"run {self.pk} of {self.pair} ({self.status})"

@@ -1,4 +1,5 @@
 """Celery queue names the registry sends to (the runner adds one benchmark queue per hardware class)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence

@@ -3,6 +3,7 @@
 Defaults need no running service: SQLite in WAL mode and a filesystem Celery broker under
 SPECREG_DATA_DIR. DATABASE_URL switches to PostgreSQL, CELERY_BROKER_URL to Redis or RabbitMQ.
 """
+
 from __future__ import annotations
 
 import os
@@ -75,8 +76,9 @@ SECRET_KEY = os.environ.get("SECRET_KEY", "") or installation_key(DATA_DIR / "se
 # Which installation made a record, in exported knowledge bases (registry.kb): public, unlike the
 # key, and stable for the data folder's life. Machines sharing one database should share it
 # (set it in the environment on every one of them).
-SPECREG_INSTALLATION_ID = (os.environ.get("SPECREG_INSTALLATION_ID", "").strip()
-                           or installation_key(DATA_DIR / "installation_id", lambda: str(uuid.uuid4())))
+SPECREG_INSTALLATION_ID = os.environ.get("SPECREG_INSTALLATION_ID", "").strip() or installation_key(
+    DATA_DIR / "installation_id", lambda: str(uuid.uuid4())
+)
 if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", SPECREG_INSTALLATION_ID):
     raise ValueError("SPECREG_INSTALLATION_ID: 1 to 64 letters, digits, '.', '_' or '-'")
 # Largest knowledge-base file import_kb reads. It is streamed (memory stays about one record), so this bounds
@@ -187,10 +189,18 @@ AXES_CLIENT_IP_CALLABLE = "registry.access.client.client_ip"
 SPECREG_TRUSTED_PROXIES = [a.strip() for a in os.environ.get("SPECREG_TRUSTED_PROXIES", "").split(",") if a.strip()]
 
 # No inline script or style anywhere; everything comes from this site.
-CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
-    "default-src": ["'self'"], "script-src": ["'self'"], "style-src": ["'self'"], "img-src": ["'self'", "data:"],
-    "object-src": ["'none'"], "base-uri": ["'self'"], "frame-ancestors": ["'none'"], "form-action": ["'self'"],
-}}
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+    }
+}
 
 # Private installations (models from private or gated repositories): nothing without signing in.
 SPECREG_LOGIN_REQUIRED = envbool("SPECREG_LOGIN_REQUIRED", "False")
@@ -210,8 +220,10 @@ if envbool("SPECREG_HTTPS", "False"):
 # keeps its session, with DRF's CSRF check on writes. Anonymous visitors read, never write: the
 # views then apply the site's own rules (registry.access.policy, notes.may_write, deployments.may_set_url…).
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["knox.auth.TokenAuthentication",
-                                       "rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "knox.auth.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
     # JSON only: the browsable API's pages carry inline script, which the CSP above forbids.
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
@@ -230,7 +242,7 @@ REST_KNOX = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "specreg API",
     "DESCRIPTION": "Draft/target pairs for llama.cpp speculative decoding: read anonymously, write with a token "
-                   "(Authorization: Token …) made on /accounts/tokens/.",
+    "(Authorization: Token …) made on /accounts/tokens/.",
     "VERSION": "1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     # Swagger UI and Redoc from the drf-spectacular-sidecar package: machines may be offline.
@@ -322,15 +334,19 @@ SPECREG_TELEMETRY_INTERVAL_SECONDS = envint("SPECREG_TELEMETRY_INTERVAL_SECONDS"
 SPECREG_TELEMETRY_TIMEOUT_SECONDS = envint("SPECREG_TELEMETRY_TIMEOUT_SECONDS", 5)
 SPECREG_TELEMETRY_MAX_BYTES = envint("SPECREG_TELEMETRY_MAX_BYTES", 1024 * 1024)
 # Beside the sweep, in the one beat schedule (serve's worker runs --beat; see README "Scaling out").
-CELERY_BEAT_SCHEDULE["scrape-deployments"] = {"task": "runner.tasks.scrape_deployments",
-                                              "schedule": float(max(10, SPECREG_TELEMETRY_INTERVAL_SECONDS))}
+CELERY_BEAT_SCHEDULE["scrape-deployments"] = {
+    "task": "runner.tasks.scrape_deployments",
+    "schedule": float(max(10, SPECREG_TELEMETRY_INTERVAL_SECONDS)),
+}
 # Who listens on a queue (a dotted path to a function of the queue name): the runner records its workers'
 # heartbeats. The registry reaches the runner only through this setting; empty means "unknown".
 SPECREG_WORKERS_ON = os.environ.get("SPECREG_WORKERS_ON", "runner.models.workers_on")
 # Scrapes have a queue of their own (registry.queues.telemetry_queue; serve gives it a worker), so a /metrics server
 # that answers slowly never delays a queued check or Hub job on the general queue.
-CELERY_TASK_ROUTES = {name: {"queue": f"{SPECREG_QUEUE_PREFIX}telemetry"}
-                      for name in ("runner.tasks.scrape_deployments", "runner.tasks.scrape_deployment")}
+CELERY_TASK_ROUTES = {
+    name: {"queue": f"{SPECREG_QUEUE_PREFIX}telemetry"}
+    for name in ("runner.tasks.scrape_deployments", "runner.tasks.scrape_deployment")
+}
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["CACHE_URL"]}
     if os.environ.get("CACHE_URL")

@@ -1,4 +1,5 @@
 """The pairs table's sort orders as keys of non-null expressions, one index each (declared on Pair)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,9 +40,12 @@ def _nullable(column: str, descending: bool, kind: str) -> models.Expression:
 
 # ?sort= name -> (column, value kind, nullable)
 COLUMNS: dict[str, tuple[str, str, bool]] = {
-    "speedup": ("best_speedup", "float", True), "acceptance": ("best_acceptance", "float", True),
-    "k": ("best_k", "int", True), "ratio": ("size_ratio", "float", True),
-    "target": ("target_name", "str", False), "draft": ("draft_name", "str", False),
+    "speedup": ("best_speedup", "float", True),
+    "acceptance": ("best_acceptance", "float", True),
+    "k": ("best_k", "int", True),
+    "ratio": ("size_ratio", "float", True),
+    "target": ("target_name", "str", False),
+    "draft": ("draft_name", "str", False),
     "checked": ("checked_at", "datetime", False),
 }
 
@@ -70,6 +74,5 @@ def sort_key_indexes() -> list[models.Index]:
             key = sort_key(sort)
             suffix = ("desc" if key.descending else "asc") if nullable else "key"
             out.append(models.Index(*key.expressions, name=f"pairkey_{name}_{suffix}"))
-            out.append(models.Index(*key.expressions, name=f"pairbad_{name}_{suffix}",
-                                    condition=Q(compatible=False)))
+            out.append(models.Index(*key.expressions, name=f"pairbad_{name}_{suffix}", condition=Q(compatible=False)))
     return out

@@ -2,6 +2,7 @@
 
 Its name stays ``runner.tasks.hub_job`` (where it used to live), so messages already queued find it.
 """
+
 from __future__ import annotations
 
 from celery import shared_task

@@ -1,4 +1,5 @@
 """URL routes of the whole site."""
+
 from __future__ import annotations
 
 from django.contrib import admin
@@ -7,10 +8,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from registry.web import api_views
-
-from registry.web import views
-
+from registry.web import api_views, views
 from registry.web import tools as views_tools
 
 urlpatterns = [

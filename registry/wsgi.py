@@ -1,4 +1,5 @@
 """WSGI entry point (gunicorn registry.wsgi)."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """The Celery application as workers start it (``celery -A runner.celery worker``): the registry's app
 (registry.celery) plus the runner's worker start/stop handlers."""
+
 from __future__ import annotations
 
 from registry.celery import app

@@ -1,6 +1,7 @@
 """A benchmark cell and what measuring it produced: its runs, spreads, divergences and summary, and the one
 loop that alternates plain and speculative runs (A B A B), shared by the command-line tools (``measure``)
 and the two llama-servers (``server_measure``)."""
+
 from __future__ import annotations
 
 import os
@@ -142,8 +143,9 @@ def _cpu_seconds() -> tuple[float, float] | None:
     return busy / os.sysconf("SC_CLK_TCK"), t.user + t.system + t.children_user + t.children_system
 
 
-def other_cpu_share(before: tuple[float, float] | None, after: tuple[float, float] | None,
-                    elapsed_s: float) -> float | None:
+def other_cpu_share(
+    before: tuple[float, float] | None, after: tuple[float, float] | None, elapsed_s: float
+) -> float | None:
     """Share of the machine's CPU capacity that other work used meanwhile (0 = quiet machine)."""
     if before is None or after is None or elapsed_s <= 0:
         return None
@@ -169,11 +171,18 @@ def _divergence(plain: Run, spec: Run) -> Divergence | None:
     if pos is None:
         return None
     lo = max(0, pos - 40)
-    return Divergence(plain.prompt_index, plain.repeat, pos, plain.text[lo:pos + 40], spec.text[lo:pos + 40])
+    return Divergence(plain.prompt_index, plain.repeat, pos, plain.text[lo : pos + 40], spec.text[lo : pos + 40])
 
 
-def summarize(cell: Cell, runs: Sequence[Run], status: str, error: str | None, elapsed_s: float,
-              cpu_before: tuple[float, float] | None = None, crash_signal: int | None = None) -> CellResult:
+def summarize(
+    cell: Cell,
+    runs: Sequence[Run],
+    status: str,
+    error: str | None,
+    elapsed_s: float,
+    cpu_before: tuple[float, float] | None = None,
+    crash_signal: int | None = None,
+) -> CellResult:
     """Aggregate the runs of a cell (usable on stored runs; ``cpu_before`` adds the machine's busyness)."""
     plain = [r for r in runs if r.kind == "plain" and r.state == "ok"]
     spec = [r for r in runs if r.kind == "spec" and r.state == "ok"]
@@ -193,19 +202,38 @@ def summarize(cell: Cell, runs: Sequence[Run], status: str, error: str | None, e
                 divergences.append(d)
         identical = not divergences
     return CellResult(
-        cell=cell, status=status, error=error, plain=p_spread, spec=s_spread, speedup=speedup,
-        speculation_ran=ran, n_drafted=drafted, n_accept=accepted,
+        cell=cell,
+        status=status,
+        error=error,
+        plain=p_spread,
+        spec=s_spread,
+        speedup=speedup,
+        speculation_ran=ran,
+        n_drafted=drafted,
+        n_accept=accepted,
         acceptance_rate=accepted / drafted if drafted else None,
         mean_accepted_per_verification=accepted / verifications if ran and verifications > 0 else None,
-        identical=identical, divergences=tuple(divergences), elapsed_s=elapsed_s,
-        process_s=sum(r.wall_s for r in runs), llama_s=sum(r.llama_s for r in runs), runs=tuple(runs),
+        identical=identical,
+        divergences=tuple(divergences),
+        elapsed_s=elapsed_s,
+        process_s=sum(r.wall_s for r in runs),
+        llama_s=sum(r.llama_s for r in runs),
+        runs=tuple(runs),
         other_cpu_share=other_cpu_share(cpu_before, _cpu_seconds(), elapsed_s) if cpu_before and runs else None,
         crash_signal=crash_signal or next((r.signal for r in runs if r.signal), None),
     )
 
 
-def interleave(cell: Cell, run_one: Callable[[str, int, int], Run], *, what: str, label: str,
-               progress: Progress | None, should_cancel: Cancel | None, start: float) -> CellResult:
+def interleave(
+    cell: Cell,
+    run_one: Callable[[str, int, int], Run],
+    *,
+    what: str,
+    label: str,
+    progress: Progress | None,
+    should_cancel: Cancel | None,
+    start: float,
+) -> CellResult:
     """Per repeat and prompt a plain run then a speculative one (A B A B), so drift over time affects both
     sides alike; a failing run stops the cell (a crash would only repeat). ``run_one(kind, prompt, repeat)``."""
     runs: list[Run] = []

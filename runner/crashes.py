@@ -7,6 +7,7 @@ crash of that model and setting; the instruction set is blamed only when the smo
 Q4_0 generation, ``runner.llama_build.smoke``) crashes too — on the affected VMs two threads turn
 the illegal instruction into a SIGSEGV.
 """
+
 from __future__ import annotations
 
 import signal

@@ -1,4 +1,5 @@
 """Model files a benchmark needs, on local disk: downloaded with huggingface_hub, verified, budgeted."""
+
 from __future__ import annotations
 
 import hashlib
@@ -70,8 +71,10 @@ def local_paths(source: str, size: int | None = None, sha256: str = "", progress
         used = _dir_size(model_dir)
         free = shutil.disk_usage(model_dir).free
         if used + size > settings.SPECREG_DISK_BUDGET_BYTES:
-            raise DownloadError(f"{source}: needs {size:,} bytes but only {settings.SPECREG_DISK_BUDGET_BYTES - used:,} "
-                                "remain of the disk budget (SPECREG_DISK_BUDGET_BYTES)")
+            raise DownloadError(
+                f"{source}: needs {size:,} bytes but only {settings.SPECREG_DISK_BUDGET_BYTES - used:,} "
+                "remain of the disk budget (SPECREG_DISK_BUDGET_BYTES)"
+            )
         if size > free:
             raise DownloadError(f"{source}: needs {size:,} bytes but the disk has {free:,} free")
     out = []
@@ -81,11 +84,17 @@ def local_paths(source: str, size: int | None = None, sha256: str = "", progress
         except SourceError as exc:
             raise DownloadError(str(exc)) from None
         try:
-            path = Path(hf_hub_download(
-                spec.repo_id, spec.path, revision=spec.revision, cache_dir=model_dir / "hub",
-                token=hub_token(anonymous=False), endpoint=os.environ.get("HF_ENDPOINT") or None,
-                tqdm_class=_progress_class(progress),
-            ))
+            path = Path(
+                hf_hub_download(
+                    spec.repo_id,
+                    spec.path,
+                    revision=spec.revision,
+                    cache_dir=model_dir / "hub",
+                    token=hub_token(anonymous=False),
+                    endpoint=os.environ.get("HF_ENDPOINT") or None,
+                    tqdm_class=_progress_class(progress),
+                )
+            )
         except (HfHubHTTPError, OSError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise DownloadError(f"{shard}: download failed ({first})") from None

@@ -2,6 +2,7 @@
 
 The Celery task and ``run_benchmark --here`` both call ``execute``: one code path, one run record.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -43,8 +44,11 @@ def execute(run_id: int) -> str:
     if procs.SHUTDOWN.is_set() and status != BenchmarkRun.DONE:
         status, error = BenchmarkRun.CANCELLED, STOPPED
     BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.RUNNING).update(
-        status=status, error=error or "", finished_at=timezone.now(),
-        progress=1.0 if status == BenchmarkRun.DONE else F("progress"))
+        status=status,
+        error=error or "",
+        finished_at=timezone.now(),
+        progress=1.0 if status == BenchmarkRun.DONE else F("progress"),
+    )
     if error:
         log(run_id, error)
     return status
@@ -67,10 +71,14 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
     except (llamacpp.LlamaCppNotFound, llamacpp.LlamaCppError) as exc:
         return BenchmarkRun.FAILED, str(exc)
     hw["llama_isa"] = build.isa  # stored with every figure: builds of different instruction sets differ
-    BenchmarkRun.objects.filter(pk=run_id).update(hardware=hw, hardware_class=hardware_class(hw),
-                                                  build={**asdict(build), "label": build.label})
-    log(run_id, f"llama.cpp {build.label} ({build.isa or 'instruction set unknown'}) on {hw.get('cpu_model', '?')}; "
-                f"pair {pair}")
+    BenchmarkRun.objects.filter(pk=run_id).update(
+        hardware=hw, hardware_class=hardware_class(hw), build={**asdict(build), "label": build.label}
+    )
+    log(
+        run_id,
+        f"llama.cpp {build.label} ({build.isa or 'instruction set unknown'}) on {hw.get('cpu_model', '?')}; "
+        f"pair {pair}",
+    )
     alone = bool(p.get("target_alone"))
     try:
         target_path = _fetch(run_id, reporter, pair.target, (0.0, 0.05 if not alone else 0.1))
@@ -84,13 +92,23 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
     except TaskSetError as exc:
         return BenchmarkRun.FAILED, str(exc)
     config = SweepConfig(
-        target=str(target_path), draft=str(draft_path), task_set=task_set,
+        target=str(target_path),
+        draft=str(draft_path),
+        task_set=task_set,
         content_types=tuple(p["content_types"]) if p.get("content_types") else None,
-        temperatures=tuple(p["temperatures"]), ks=tuple(p["ks"]), extend=bool(p.get("extend", True)),
-        prompts_per_type=p.get("prompts_per_type"), n_predict=p["n_predict"], repeats=p["repeats"],
-        p_min=p.get("p_min"), threads=p.get("threads"), methods=tuple(p.get("methods") or ("draft-simple",)),
-        p_mins=tuple(p.get("p_mins") or (None,)), via=p.get("via") or "cli",
-        gpu_layers=ALL_GPU_LAYERS if hw.get("gpus") else None, timeout_s=float(p.get("timeout_s", 900)),
+        temperatures=tuple(p["temperatures"]),
+        ks=tuple(p["ks"]),
+        extend=bool(p.get("extend", True)),
+        prompts_per_type=p.get("prompts_per_type"),
+        n_predict=p["n_predict"],
+        repeats=p["repeats"],
+        p_min=p.get("p_min"),
+        threads=p.get("threads"),
+        methods=tuple(p.get("methods") or ("draft-simple",)),
+        p_mins=tuple(p.get("p_mins") or (None,)),
+        via=p.get("via") or "cli",
+        gpu_layers=ALL_GPU_LAYERS if hw.get("gpus") else None,
+        timeout_s=float(p.get("timeout_s", 900)),
     )
 
     def progress(fraction: float, message: str) -> None:
@@ -110,7 +128,9 @@ def _fetch(run_id: int, reporter: Reporter, f: GGUFFile, share: tuple[float, flo
 
     def report(done: int, total: int | None) -> None:
         if total:
-            reporter.progress(lo + (hi - lo) * done / total, f"downloading {f.filename}: {done / 1e6:.0f} of {total / 1e6:.0f} MB")
+            reporter.progress(
+                lo + (hi - lo) * done / total, f"downloading {f.filename}: {done / 1e6:.0f} of {total / 1e6:.0f} MB"
+            )
 
     if is_remote(f.source):
         log(run_id, f"fetching {f.source} ({(f.size or 0) / 1e6:.0f} MB) unless already downloaded")

@@ -1,4 +1,5 @@
 """The "benchmark this pair" form: the sweep's knobs, checked by runner.params.normalize_params."""
+
 from __future__ import annotations
 
 from typing import cast
@@ -18,27 +19,38 @@ def _csv(cast):
             return [cast(x) for x in text.replace(" ", "").split(",") if x]
         except ValueError:
             raise forms.ValidationError(f"expected comma-separated numbers, got {text!r}") from None
+
     return parse
 
 
 class BenchmarkForm(forms.Form):
     ks = forms.CharField(label="K values", initial="4,8,16", help_text="extended upward while still getting faster")
-    content_types = forms.MultipleChoiceField(label="Content types", required=False,
-                                              widget=forms.CheckboxSelectMultiple, help_text="none ticked: all")
+    content_types = forms.MultipleChoiceField(
+        label="Content types", required=False, widget=forms.CheckboxSelectMultiple, help_text="none ticked: all"
+    )
     temperatures = forms.CharField(initial="0", help_text="comma-separated, e.g. 0,0.7")
     repeats = forms.IntegerField(initial=3, min_value=1, max_value=20)
     n_predict = forms.IntegerField(label="Tokens per run", initial=128, min_value=8, max_value=4096)
     prompts_per_type = forms.IntegerField(initial=3, min_value=1, max_value=50)
     hardware = forms.CharField(required=False, help_text="hardware class queue; empty: this server's worker class")
-    method = forms.ChoiceField(label="Method", required=False, initial="",
-                               choices=[("", "the draft model (draft-simple)")] + [(m, m) for m in SPEC_METHODS],
-                               help_text="llama.cpp --spec-type; n-gram methods ignore the draft and sweep their own "
-                                         "draft length")
+    method = forms.ChoiceField(
+        label="Method",
+        required=False,
+        initial="",
+        choices=[("", "the draft model (draft-simple)")] + [(m, m) for m in SPEC_METHODS],
+        help_text="llama.cpp --spec-type; n-gram methods ignore the draft and sweep their own draft length",
+    )
 
-    via = forms.ChoiceField(label="Measured with", required=False, initial="cli",
-                            choices=[("cli", "llama.cpp's command-line tools"),
-                                     ("server", "llama-server, started as it would be deployed")],
-                            help_text="through the server, what is measured is exactly what gets deployed")
+    via = forms.ChoiceField(
+        label="Measured with",
+        required=False,
+        initial="cli",
+        choices=[
+            ("cli", "llama.cpp's command-line tools"),
+            ("server", "llama-server, started as it would be deployed"),
+        ],
+        help_text="through the server, what is measured is exactly what gets deployed",
+    )
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -53,6 +65,13 @@ class BenchmarkForm(forms.Form):
 
     def params(self) -> dict:
         d = self.cleaned_data
-        return {"ks": d["ks"], "content_types": d["content_types"] or None, "temperatures": d["temperatures"],
-                "repeats": d["repeats"], "n_predict": d["n_predict"], "prompts_per_type": d["prompts_per_type"],
-                "methods": [d["method"]] if d.get("method") else None, "via": d.get("via") or None}
+        return {
+            "ks": d["ks"],
+            "content_types": d["content_types"] or None,
+            "temperatures": d["temperatures"],
+            "repeats": d["repeats"],
+            "n_predict": d["n_predict"],
+            "prompts_per_type": d["prompts_per_type"],
+            "methods": [d["method"]] if d.get("method") else None,
+            "via": d.get("via") or None,
+        }

@@ -1,4 +1,5 @@
 """Describe the machine a benchmark ran on: CPU, cores, memory, GPUs, and a short hardware-class label."""
+
 from __future__ import annotations
 
 import os
@@ -46,7 +47,9 @@ def _nvidia_gpus() -> list[dict[str, Any]]:
     try:
         out = subprocess.run(
             [smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=15,
+            capture_output=True,
+            text=True,
+            timeout=15,
         )
     except (OSError, subprocess.TimeoutExpired):
         return []
@@ -92,7 +95,6 @@ def hardware_class(info: dict[str, Any]) -> str:
         count = f"x{len(gpus)}" if len(gpus) > 1 else ""
         return f"gpu-{gpus[0].get('vendor', 'gpu')}-{slug}{count}"
     return f"cpu-{info.get('cpu_cores') or 1}c"
-
 
 
 def measurement_class(info: dict[str, Any]) -> str:

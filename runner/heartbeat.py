@@ -1,4 +1,5 @@
 """A running run's heartbeat, progress and cancel flag, written to its record from a side thread."""
+
 from __future__ import annotations
 
 import threading

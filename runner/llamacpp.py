@@ -1,4 +1,5 @@
 """Find the llama.cpp binaries, read their build and accepted options, and build their argument lists."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from inspector.llama_flags import Capabilities, LlamaCppError, capabilities_from_help, num
-
 from inspector.spec_flags import Setting, spec_flags, uses_draft_file
 
 SPECULATIVE = "llama-speculative-simple"
@@ -104,8 +104,9 @@ def parse_version(text: str, bin_dir: str = "") -> Build:
 
 def _run_quick(argv: list[str]) -> str:
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=60,
-                             stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", timeout=60, stdin=subprocess.DEVNULL
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise LlamaCppError(f"{argv[0]} {argv[1]} failed: {exc}") from None
     return out.stdout + out.stderr
@@ -192,8 +193,13 @@ def build_isa(bin_dir: Path | None = None) -> str:
     key = (str(lib), lib.stat().st_mtime_ns)
     if key not in _ISA_CACHE:
         try:
-            out = subprocess.run([sys.executable, "-c", _ISA_PROBE, str(lib)], capture_output=True, text=True,
-                                 timeout=30, stdin=subprocess.DEVNULL)
+            out = subprocess.run(
+                [sys.executable, "-c", _ISA_PROBE, str(lib)],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                stdin=subprocess.DEVNULL,
+            )
             _ISA_CACHE[key] = isa_from_features(json.loads(out.stdout)) if out.returncode == 0 else ""
         except (OSError, subprocess.TimeoutExpired, ValueError):
             _ISA_CACHE[key] = ""
@@ -264,8 +270,9 @@ def plain_argv(caps: Capabilities, target: Path | str, prompt: str, gen: GenPara
     return argv
 
 
-def method_argv(caps: Capabilities, target: Path | str, draft: Path | str | None, prompt: str, gen: GenParams,
-                setting: Setting) -> list[str]:
+def method_argv(
+    caps: Capabilities, target: Path | str, draft: Path | str | None, prompt: str, gen: GenParams, setting: Setting
+) -> list[str]:
     """``llama-speculative-simple -m T [-md D] ... --spec-type METHOD ...``: the target speculating as
     ``setting`` says; n-gram methods and MTP heads take no draft file."""
     argv = [str(caps.binary), "-m", str(target)]

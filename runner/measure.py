@@ -1,5 +1,6 @@
 """Measure one benchmark cell with llama.cpp's command-line tools: alternated plain (``llama-completion``) and
 speculative (``llama-speculative-simple``) runs; the data types and the A/B loop live in ``cells``."""
+
 from __future__ import annotations
 
 import time
@@ -8,16 +9,44 @@ from pathlib import Path
 from typing import Any
 
 from . import llamacpp, parse, procs
-from .cells import (BUSY_SHARE, Cancel, Cell, CellResult, Divergence, Progress, Run, Spread, compare_texts,
-                    context_size, interleave, killed_by, other_cpu_share, summarize)
+from .cells import (
+    BUSY_SHARE,
+    Cancel,
+    Cell,
+    CellResult,
+    Divergence,
+    Progress,
+    Run,
+    Spread,
+    compare_texts,
+    context_size,
+    interleave,
+    killed_by,
+    other_cpu_share,
+    summarize,
+)
 
-__all__ = ["BUSY_SHARE", "Cancel", "Cell", "CellResult", "Divergence", "Progress", "Run", "Spread", "compare_texts",
-           "context_size", "measure_cell", "other_cpu_share", "summarize"]
+__all__ = [
+    "BUSY_SHARE",
+    "Cancel",
+    "Cell",
+    "CellResult",
+    "Divergence",
+    "Progress",
+    "Run",
+    "Spread",
+    "compare_texts",
+    "context_size",
+    "measure_cell",
+    "other_cpu_share",
+    "summarize",
+]
 
 
 def _gen(cell: Cell) -> llamacpp.GenParams:
-    return llamacpp.GenParams(cell.n_predict, cell.temperature, cell.seed, cell.threads, cell.gpu_layers,
-                              context_size(cell))
+    return llamacpp.GenParams(
+        cell.n_predict, cell.temperature, cell.seed, cell.threads, cell.gpu_layers, context_size(cell)
+    )
 
 
 def _execute(argv: list[str], cell: Cell, cancel: Cancel | None, parser: Callable[[procs.ProcResult], Any]):
@@ -39,10 +68,27 @@ def _run_plain(cell: Cell, caps: llamacpp.Capabilities, i: int, r: int, cancel: 
     if fig is None:
         return Run("plain", i, r, res.state, res.wall_s, 0.0, error=_not_ok("plain", res, cell))
     if isinstance(fig, parse.RunFailure):
-        return Run("plain", i, r, "failed" if res.rc else "parse-error", res.wall_s, 0.0, error=fig.message,
-                   signal=killed_by(res.rc))
-    return Run("plain", i, r, "ok", res.wall_s, (fig.eval_ms + fig.prompt_ms) / 1000, fig.tokens_per_s,
-               fig.n_eval + 1, text=fig.text)
+        return Run(
+            "plain",
+            i,
+            r,
+            "failed" if res.rc else "parse-error",
+            res.wall_s,
+            0.0,
+            error=fig.message,
+            signal=killed_by(res.rc),
+        )
+    return Run(
+        "plain",
+        i,
+        r,
+        "ok",
+        res.wall_s,
+        (fig.eval_ms + fig.prompt_ms) / 1000,
+        fig.tokens_per_s,
+        fig.n_eval + 1,
+        text=fig.text,
+    )
 
 
 def _run_spec(cell: Cell, caps: llamacpp.Capabilities, i: int, r: int, cancel: Cancel | None) -> Run:
@@ -52,10 +98,30 @@ def _run_spec(cell: Cell, caps: llamacpp.Capabilities, i: int, r: int, cancel: C
     if fig is None:
         return Run("spec", i, r, res.state, res.wall_s, 0.0, error=_not_ok("speculative", res, cell))
     if isinstance(fig, parse.RunFailure):
-        return Run("spec", i, r, "failed" if res.rc else "parse-error", res.wall_s, 0.0, error=fig.message,
-                   signal=killed_by(res.rc))
-    return Run("spec", i, r, "ok", res.wall_s, fig.decode_s + fig.encode_s, fig.tokens_per_s, fig.n_decoded,
-               fig.n_drafted, fig.n_accept, fig.draft_gen_ms, fig.text)
+        return Run(
+            "spec",
+            i,
+            r,
+            "failed" if res.rc else "parse-error",
+            res.wall_s,
+            0.0,
+            error=fig.message,
+            signal=killed_by(res.rc),
+        )
+    return Run(
+        "spec",
+        i,
+        r,
+        "ok",
+        res.wall_s,
+        fig.decode_s + fig.encode_s,
+        fig.tokens_per_s,
+        fig.n_decoded,
+        fig.n_drafted,
+        fig.n_accept,
+        fig.draft_gen_ms,
+        fig.text,
+    )
 
 
 def _not_ok(what: str, res: procs.ProcResult, cell: Cell) -> str:
@@ -102,5 +168,6 @@ def measure_cell(
         except llamacpp.LlamaCppError as exc:  # this build lacks a needed option
             return Run(kind, i, r, "failed", 0.0, 0.0, error=str(exc))
 
-    return interleave(cell, run_one, what="run", label=label, progress=progress, should_cancel=should_cancel,
-                      start=start)
+    return interleave(
+        cell, run_one, what="run", label=label, progress=progress, should_cancel=should_cancel, start=start
+    )

@@ -5,6 +5,7 @@ report MTP 26-37% faster at 0.75 where the default 0 was slower). n-gram methods
 times one other option of theirs (the lookup length), at most ``MAX_SETTINGS``; ``ngram-cache`` has no
 option to sweep. The options themselves are inspector.spec_flags'.
 """
+
 from __future__ import annotations
 
 from inspector.spec_flags import NGRAM_CACHE_DRAFT, NGRAM_SWEEP, OWN_HEADS, Setting, uses_draft_file
@@ -28,11 +29,14 @@ def check_methods(methods: list[str], *, has_draft: bool) -> list[str]:
     out: list[str] = []
     for m in methods:
         if m not in SPEC_TYPES or m == "none":
-            raise MethodError(f"unknown speculation method {m!r}; llama.cpp's are: "
-                              f"{', '.join(t for t in SPEC_TYPES if t != 'none')}")
+            raise MethodError(
+                f"unknown speculation method {m!r}; llama.cpp's are: {', '.join(t for t in SPEC_TYPES if t != 'none')}"
+            )
         if uses_draft_file(m) and not has_draft:
-            raise MethodError(f"{m} needs a draft file: give DRAFT, or choose a draftless method "
-                              f"({', '.join(NGRAM_METHODS)}, or draft-mtp for a target with MTP heads)")
+            raise MethodError(
+                f"{m} needs a draft file: give DRAFT, or choose a draftless method "
+                f"({', '.join(NGRAM_METHODS)}, or draft-mtp for a target with MTP heads)"
+            )
         if m not in out:
             out.append(m)
     if not out:
@@ -50,5 +54,3 @@ def settings_for(method: str, ks: list[int], p_mins: list[float | None]) -> list
     if method == "ngram-cache":
         return [Setting(method, NGRAM_CACHE_DRAFT)]
     return [Setting(method, k, p) for p in p_mins for k in ks]
-
-

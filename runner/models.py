@@ -4,6 +4,7 @@ Benchmark runs and their results are the registry's data (``registry.models``); 
 lets ``run_benchmark --wait`` and the pages tell "queued, a worker will take it" from "queued, and
 no worker listens on that queue".
 """
+
 from __future__ import annotations
 
 from datetime import timedelta

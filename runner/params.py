@@ -1,4 +1,5 @@
 """Benchmark parameters: defaults, and every value checked before a run is queued."""
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,16 @@ from .prompts import load_task_set, parse_task_set
 from .sweep import DEFAULT_KS, GRID
 
 DEFAULT_PARAMS: dict[str, Any] = {
-    "ks": list(DEFAULT_KS), "content_types": None, "temperatures": [0.0], "repeats": 3, "n_predict": 128,
-    "prompts_per_type": 3, "p_min": None, "extend": True, "threads": None, "task_set": None,
+    "ks": list(DEFAULT_KS),
+    "content_types": None,
+    "temperatures": [0.0],
+    "repeats": 3,
+    "n_predict": 128,
+    "prompts_per_type": 3,
+    "p_min": None,
+    "extend": True,
+    "threads": None,
+    "task_set": None,
     "timeout_s": 900,  # per llama.cpp process; a hung or runaway process is killed with its children
     "methods": None,  # None: the draft's own method (draft-simple); run_benchmark without DRAFT: the n-gram family
     "p_mins": list(P_MIN_GRID),  # draft models and MTP heads: each K at each (p_min, when given, wins)
@@ -33,8 +42,10 @@ class BenchmarkError(Exception):
 
 def check_hardware_class(name: str) -> str:
     if not HARDWARE_CLASS.fullmatch(name):
-        raise BenchmarkError(f"hardware class {name!r} is not valid: lower-case letters, digits, '.', '_' and '-', "
-                             "like cpu-2c or gpu-nvidia-h100")
+        raise BenchmarkError(
+            f"hardware class {name!r} is not valid: lower-case letters, digits, '.', '_' and '-', "
+            "like cpu-2c or gpu-nvidia-h100"
+        )
     return name
 
 
@@ -63,8 +74,12 @@ def normalize_params(params: dict[str, Any], *, has_draft: bool = True) -> dict[
     temps = [float(t) for t in p["temperatures"]]
     if not temps or any(not math.isfinite(t) or t < 0 or t > 2 for t in temps):  # NaN passes any comparison
         raise BenchmarkError(f"temperatures must lie in [0, 2]; got {p['temperatures']}")
-    for name, lo, hi in (("repeats", 1, 20), ("n_predict", 8, 4096), ("prompts_per_type", 1, 50),
-                         ("timeout_s", 1, 6 * 3600)):
+    for name, lo, hi in (
+        ("repeats", 1, 20),
+        ("n_predict", 8, 4096),
+        ("prompts_per_type", 1, 50),
+        ("timeout_s", 1, 6 * 3600),
+    ):
         if not lo <= int(p[name]) <= hi:
             raise BenchmarkError(f"{name} must be between {lo} and {hi}; got {p[name]}")
     try:
@@ -83,17 +98,30 @@ def normalize_params(params: dict[str, Any], *, has_draft: bool = True) -> dict[
     if types:
         missing = [t for t in types if t not in task_set.content_types]
         if missing:
-            raise BenchmarkError(f"content type(s) {', '.join(missing)} not in the task set "
-                                 f"(have: {', '.join(task_set.content_types)})")
-    out = {**p, "ks": ks, "temperatures": temps, "repeats": int(p["repeats"]), "n_predict": int(p["n_predict"]),
-           "prompts_per_type": int(p["prompts_per_type"]), "content_types": types, "timeout_s": float(p["timeout_s"]),
-           "extend": bool(p["extend"]), "methods": methods, "p_mins": p_mins,
-           "p_min": float(p["p_min"]) if p["p_min"] is not None else None,
-           "target_alone": not has_draft}
+            raise BenchmarkError(
+                f"content type(s) {', '.join(missing)} not in the task set (have: {', '.join(task_set.content_types)})"
+            )
+    out = {
+        **p,
+        "ks": ks,
+        "temperatures": temps,
+        "repeats": int(p["repeats"]),
+        "n_predict": int(p["n_predict"]),
+        "prompts_per_type": int(p["prompts_per_type"]),
+        "content_types": types,
+        "timeout_s": float(p["timeout_s"]),
+        "extend": bool(p["extend"]),
+        "methods": methods,
+        "p_mins": p_mins,
+        "p_min": float(p["p_min"]) if p["p_min"] is not None else None,
+        "target_alone": not has_draft,
+    }
     n = process_count(out, len(types or task_set.content_types))
     cap = settings.SPECREG_MAX_PROCESSES_PER_RUN
     if n > cap:
-        raise BenchmarkError(f"this benchmark would start up to {n:,} llama.cpp processes, more than the {cap:,} "
-                             "allowed per run (SPECREG_MAX_PROCESSES_PER_RUN): ask for fewer K values, "
-                             "temperatures, content types, prompts or repeats")
+        raise BenchmarkError(
+            f"this benchmark would start up to {n:,} llama.cpp processes, more than the {cap:,} "
+            "allowed per run (SPECREG_MAX_PROCESSES_PER_RUN): ask for fewer K values, "
+            "temperatures, content types, prompts or repeats"
+        )
     return out

@@ -1,8 +1,8 @@
 """Read the figures and generated text out of llama-speculative-simple, llama-completion and llama-server output."""
+
 from __future__ import annotations
 
 import math
-
 import re
 import signal
 from dataclasses import dataclass
@@ -84,10 +84,15 @@ _DECODED = re.compile(rf"decoded\s+(\d+) tokens in\s+{_NUM} seconds, speed:\s+{_
 _ENCODED = re.compile(rf"encoded\s+(\d+) tokens in\s+{_NUM} seconds")
 _SPEC_INT = {k: re.compile(rf"\b{k}\s*=\s*(\d+)") for k in ("n_draft", "n_predict", "n_drafted", "n_accept")}
 _ACCEPT = re.compile(rf"\baccept\s*=\s*{_NUM}\s*%")
-_STATS = re.compile(r"statistics\s+draft-simple:.*?#gen drafts\s*=\s*(\d+).*?(?:#acc rate/pos = \(([^)]*)\))?"
-                    r"(?:, dur\(b,g,a\) = [\d.]+, ([\d.]+), [\d.]+ ms)?$", re.M)
-_EVAL = re.compile(rf"(?<!prompt )eval time =\s*{_NUM} ms /\s*(\d+) (?:runs|tokens)\s*"
-                   rf"\(.*?,\s*{_NUM} tokens per second\)")
+_STATS = re.compile(
+    r"statistics\s+draft-simple:.*?#gen drafts\s*=\s*(\d+).*?(?:#acc rate/pos = \(([^)]*)\))?"
+    r"(?:, dur\(b,g,a\) = [\d.]+, ([\d.]+), [\d.]+ ms)?$",
+    re.M,
+)
+_EVAL = re.compile(
+    rf"(?<!prompt )eval time =\s*{_NUM} ms /\s*(\d+) (?:runs|tokens)\s*"
+    rf"\(.*?,\s*{_NUM} tokens per second\)"
+)
 _PROMPT_EVAL = re.compile(rf"prompt eval time =\s*{_NUM} ms /\s*(\d+) tokens")
 _LOG_PREFIX = re.compile(r"^(?:\d+\.\d+\.\d+\.\d+ [A-Z] )?(?:[a-z]{3,4}\s+)?")  # "0.00.017.080 E " [+ "cmn  "]
 # lines that say what went wrong, most telling first
@@ -148,12 +153,12 @@ def speculative_text(stdout: str, prompt: str) -> str:
     body = body[:-4] if body.endswith("\n\n\n\n") else _strip_trailer(body)
     idx = body.find(prompt)
     if idx >= 0:
-        return body[idx + len(prompt):]
+        return body[idx + len(prompt) :]
     # the echo is detokenized and may differ slightly (e.g. a BOS text in front): match the prompt's end
     for tail_len in (64, 32, 16):
         tail = prompt[-tail_len:]
         if len(prompt) >= tail_len and (idx := body.find(tail)) >= 0:
-            return body[idx + len(tail):]
+            return body[idx + len(tail) :]
     return body
 
 
@@ -179,11 +184,17 @@ def parse_speculative(rc: int | None, stdout: str, stderr: str, prompt: str) -> 
         if stats.group(3):
             extra["draft_gen_ms"] = float(stats.group(3))
     return SpecFigures(
-        n_decoded=int(decoded.group(1)), decode_s=_float(decoded.group(2)), tokens_per_s=_float(decoded.group(3)),
-        n_draft=int(ints["n_draft"].group(1)), n_drafted=n_drafted, n_accept=int(ints["n_accept"].group(1)),
+        n_decoded=int(decoded.group(1)),
+        decode_s=_float(decoded.group(2)),
+        tokens_per_s=_float(decoded.group(3)),
+        n_draft=int(ints["n_draft"].group(1)),
+        n_drafted=n_drafted,
+        n_accept=int(ints["n_accept"].group(1)),
         accept_pct=accept_pct,
-        n_encoded=int(encoded.group(1)) if encoded else 0, encode_s=_float(encoded.group(2)) if encoded else 0.0,
-        text=speculative_text(stdout, prompt), **extra,
+        n_encoded=int(encoded.group(1)) if encoded else 0,
+        encode_s=_float(encoded.group(2)) if encoded else 0.0,
+        text=speculative_text(stdout, prompt),
+        **extra,
     )
 
 
@@ -206,8 +217,9 @@ def parse_completion(rc: int | None, stdout: str, stderr: str) -> PlainFigures |
     eval_ms, n_eval, tps = evals[-1]
     prompt = _PROMPT_EVAL.findall(stderr)
     prompt_ms, n_prompt = prompt[-1] if prompt else ("0", "0")
-    return PlainFigures(int(n_eval), _float(eval_ms), _float(tps), int(n_prompt), _float(prompt_ms),
-                        completion_text(stdout))
+    return PlainFigures(
+        int(n_eval), _float(eval_ms), _float(tps), int(n_prompt), _float(prompt_ms), completion_text(stdout)
+    )
 
 
 def _finite(x: Any) -> float | None:

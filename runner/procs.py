@@ -1,4 +1,5 @@
 """Run one external process in its own process group with a time limit, cancellation and bounded capture."""
+
 from __future__ import annotations
 
 import os
@@ -180,21 +181,35 @@ def run_process(
         if pipe is not None:
             pipe.close()
     return ProcResult(
-        argv=argv, rc=proc.returncode, stdout=out.text(), stderr=err.text(), wall_s=wall,
-        timed_out=timed_out, cancelled=cancelled, stderr_truncated=err.dropped > 0, pid=proc.pid,
+        argv=argv,
+        rc=proc.returncode,
+        stdout=out.text(),
+        stderr=err.text(),
+        wall_s=wall,
+        timed_out=timed_out,
+        cancelled=cancelled,
+        stderr_truncated=err.dropped > 0,
+        pid=proc.pid,
     )
 
 
-
-def _spawn(argv: tuple[str, ...], stdout: int, env: Mapping[str, str] | None,
-           cwd: str | os.PathLike | None = None) -> tuple[subprocess.Popen | None, str | None]:
+def _spawn(
+    argv: tuple[str, ...], stdout: int, env: Mapping[str, str] | None, cwd: str | os.PathLike | None = None
+) -> tuple[subprocess.Popen | None, str | None]:
     """Start ``argv`` as the leader of a new process group registered in ``_live_groups`` (so
     ``stop_all`` reaches it): (process, None), or (None, why not) when stopping or it cannot start."""
     if SHUTDOWN.is_set():
         return None, "not started: this process is stopping"
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.PIPE,
-                                start_new_session=True, env=benchmark_env(env), cwd=cwd)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=benchmark_env(env),
+            cwd=cwd,
+        )
     except OSError as exc:
         return None, f"cannot start {argv[0]}: {exc.strerror or exc}"
     _live_groups.add(proc.pid)

@@ -1,4 +1,5 @@
 """Benchmark task sets (code, json, prose, math prompts) and rendering a prompt through a model's chat template."""
+
 from __future__ import annotations
 
 import json
@@ -105,8 +106,13 @@ def _raise_exception(message: str) -> None:
     raise jinja2.TemplateError(message)
 
 
-def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
-            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
+def _tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
     # Jinja's own tojson HTML-escapes <, >, & and ' ; chat templates expect plain JSON.
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
@@ -239,7 +245,7 @@ def _child(write_fd: int, source: str, context: dict[str, Any]) -> None:
             answer = ["failed", str(exc)]
         data = json.dumps(answer).encode()
         while data:
-            data = data[os.write(write_fd, data):]
+            data = data[os.write(write_fd, data) :]
         status = 0
     finally:
         os._exit(status)  # never return into the parent's code (a worker, a test runner) in the child
@@ -302,8 +308,12 @@ def render_prompt(prompt: str, template: ChatTemplate | None, system: str | None
     if template is None or not template.source:
         return Rendered(prompt, False, "the model has no chat template; raw prompt used")
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
-    context = {"messages": messages, "add_generation_prompt": True, "bos_token": template.bos_token,
-               "eos_token": template.eos_token}
+    context = {
+        "messages": messages,
+        "add_generation_prompt": True,
+        "bos_token": template.bos_token,
+        "eos_token": template.eos_token,
+    }
     try:
         text = _render_isolated(template.source, context)
     except TemplateTooCostly as exc:
@@ -312,7 +322,7 @@ def render_prompt(prompt: str, template: ChatTemplate | None, system: str | None
         return Rendered(prompt, False, f"chat template failed ({exc}); raw prompt used")
     # llama.cpp adds BOS itself when the vocab asks for it; the template's copy would double it.
     if template.add_bos and template.bos_token and text.startswith(template.bos_token):
-        text = text[len(template.bos_token):]
+        text = text[len(template.bos_token) :]
     return Rendered(text, True)
 
 

@@ -1,5 +1,6 @@
 """Celery queue names: one general queue, one for telemetry scrapes (registry.queues), and one benchmark queue per
 hardware class."""
+
 from __future__ import annotations
 
 import os

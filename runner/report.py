@@ -1,4 +1,5 @@
 """The markdown report of a benchmark run: settings, hardware, build, every cell, the recommendations."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,74 +33,108 @@ def _identity(c: CellResult) -> str:
 def _row(c: CellResult) -> str:
     speed = _f(c.speedup, "{:.2f}x") if c.speculation_ran else "no drafting"
     status = c.status if c.status == "ok" else f"{c.status}: {c.error}"
-    return (f"| {c.cell.k} | {c.cell.temperature:g} | {_spread(c.plain)} | {_spread(c.spec)} | {speed} | "
-            f"{_f(c.acceptance_rate and 100 * c.acceptance_rate, '{:.1f}%')} | "
-            f"{_f(c.mean_accepted_per_verification, '{:.2f}')} | {_identity(c)} | {status} |")
+    return (
+        f"| {c.cell.k} | {c.cell.temperature:g} | {_spread(c.plain)} | {_spread(c.spec)} | {speed} | "
+        f"{_f(c.acceptance_rate and 100 * c.acceptance_rate, '{:.1f}%')} | "
+        f"{_f(c.mean_accepted_per_verification, '{:.2f}')} | {_identity(c)} | {status} |"
+    )
 
 
 def _hardware_lines(hw: dict[str, Any]) -> list[str]:
     ram = hw.get("ram_bytes")
-    lines = [f"- Class: `{hw.get('hardware_class', '?')}`",
-             f"- llama.cpp instruction set: `{hw.get('llama_isa') or 'unknown'}`",
-             f"- CPU: {hw.get('cpu_model', '?')}, {hw.get('cpu_cores', '?')} usable cores",
-             f"- RAM: {ram / 2**30:.1f} GiB" if ram else "- RAM: unknown"]
+    lines = [
+        f"- Class: `{hw.get('hardware_class', '?')}`",
+        f"- llama.cpp instruction set: `{hw.get('llama_isa') or 'unknown'}`",
+        f"- CPU: {hw.get('cpu_model', '?')}, {hw.get('cpu_cores', '?')} usable cores",
+        f"- RAM: {ram / 2**30:.1f} GiB" if ram else "- RAM: unknown",
+    ]
     for g in hw.get("gpus") or []:
         mem = g.get("memory_bytes")
         lines.append(f"- GPU: {g.get('name')}" + (f", {mem / 2**30:.0f} GiB" if mem else ""))
     return lines
 
 
-def markdown_report(result: SweepResult, *, hardware: dict[str, Any], build: llamacpp.Build,
-                    deployments: dict[str, Deployment] | None = None) -> str:
+def markdown_report(
+    result: SweepResult,
+    *,
+    hardware: dict[str, Any],
+    build: llamacpp.Build,
+    deployments: dict[str, Deployment] | None = None,
+) -> str:
     """The benchmark report in markdown: settings, hardware, build, every cell, the recommendations."""
     cfg = result.config
     out = [
-        f"# Speculative decoding benchmark: {Path(cfg.target).name} + {Path(cfg.draft).name}", "",
-        "## Method", "",
+        f"# Speculative decoding benchmark: {Path(cfg.target).name} + {Path(cfg.draft).name}",
+        "",
+        "## Method",
+        "",
         f"Each cell runs the target alone (`llama-completion`) and with the draft (`llama-speculative-simple`), "
         f"alternating plain and speculative runs (A B A B) so that drift over time affects both sides alike. "
         f"{cfg.repeats} repeat(s) × {cfg.prompts_per_type or 'all'} prompt(s) per content type from task set "
         f"`{cfg.task_set.name}`, {cfg.n_predict} tokens, seed {cfg.seed}, context {cfg.ctx_size}"
-        + (f", draft p-min {cfg.p_min:g}" if cfg.p_min is not None else "") + ". "
+        + (f", draft p-min {cfg.p_min:g}" if cfg.p_min is not None else "")
+        + ". "
         "Speeds are llama.cpp's own generation rates, model loading excluded (plain: llama-completion's eval "
         "rate; speculative: llama-speculative-simple's decode rate, drafting included), as median with min–max "
         "in brackets; "
         "speedup = speculative median ÷ plain median on the same machine and build, shown as measured even "
         "below 1. A K is recommended only when its speedup is above 1. At temperature 0 the speculative text "
         "is compared with the plain text over the plain run's length (speculation may overshoot the token "
-        "limit by up to K); a difference is reported with its first character position.", "",
-        "## Hardware", "", *_hardware_lines(hardware), "",
-        "## llama.cpp build", "", f"- {build.label}, {build.compiler} for {build.target}", "",
+        "limit by up to K); a difference is reported with its first character position.",
+        "",
+        "## Hardware",
+        "",
+        *_hardware_lines(hardware),
+        "",
+        "## llama.cpp build",
+        "",
+        f"- {build.label}, {build.compiler} for {build.target}",
+        "",
     ]
     if result.status != "ok":
         out += [f"**Sweep {result.status}:** {result.error}", ""]
     if result.prompt_notes:
         out += ["Prompt notes:", *[f"- {n}" for n in result.prompt_notes], ""]
     for rec in result.recommendations:
-        cells = [c for c in result.cells if c.cell.content_type == rec.content_type
-                 and c.cell.temperature == rec.temperature]
-        out += [f"## {rec.content_type} (temperature {rec.temperature:g})", "",
-                "| K | temp | plain t/s | speculative t/s | speedup | acceptance | accepted/verification "
-                "| identical | status |",
-                "|---|---|---|---|---|---|---|---|---|",
-                *[_row(c) for c in sorted(cells, key=lambda c: c.cell.k)], "",
-                f"**Recommendation:** {rec.summary if rec.use_draft else NO_DRAFT} — {rec.reason}."
-                + (f" **Caveat:** {rec.caveat}." if rec.caveat else ""), ""]
+        cells = [
+            c for c in result.cells if c.cell.content_type == rec.content_type and c.cell.temperature == rec.temperature
+        ]
+        out += [
+            f"## {rec.content_type} (temperature {rec.temperature:g})",
+            "",
+            "| K | temp | plain t/s | speculative t/s | speedup | acceptance | accepted/verification "
+            "| identical | status |",
+            "|---|---|---|---|---|---|---|---|---|",
+            *[_row(c) for c in sorted(cells, key=lambda c: c.cell.k)],
+            "",
+            f"**Recommendation:** {rec.summary if rec.use_draft else NO_DRAFT} — {rec.reason}."
+            + (f" **Caveat:** {rec.caveat}." if rec.caveat else ""),
+            "",
+        ]
         busy = [c for c in cells if (c.other_cpu_share or 0) > BUSY_SHARE]
         if busy:
             worst = max(busy, key=lambda c: c.other_cpu_share or 0)  # every busy cell has a share
-            out += [f"- Warning: other work used up to {100 * (worst.other_cpu_share or 0):.0f}% of the CPU while "
-                    f"K={', '.join(str(c.cell.k) for c in busy)} ran; those speeds understate both sides, "
-                    "speculation most.", ""]
+            out += [
+                f"- Warning: other work used up to {100 * (worst.other_cpu_share or 0):.0f}% of the CPU while "
+                f"K={', '.join(str(c.cell.k) for c in busy)} ran; those speeds understate both sides, "
+                "speculation most.",
+                "",
+            ]
         diverged = [c for c in cells if c.identical is False]
         for c in diverged:
             d = c.divergences[0]
-            out.append(f"- K={c.cell.k}: output differs from the plain run at character {d.position} "
-                       f"(prompt {d.prompt_index + 1}): plain `{d.plain_excerpt!r}` vs speculative "
-                       f"`{d.spec_excerpt!r}`")
+            out.append(
+                f"- K={c.cell.k}: output differs from the plain run at character {d.position} "
+                f"(prompt {d.prompt_index + 1}): plain `{d.plain_excerpt!r}` vs speculative "
+                f"`{d.spec_excerpt!r}`"
+            )
         if diverged:
-            out += ["", "Such differences come from batch-size-dependent arithmetic in the target's "
-                    "verification batches, not from the draft; they are reported, not hidden.", ""]
+            out += [
+                "",
+                "Such differences come from batch-size-dependent arithmetic in the target's "
+                "verification batches, not from the draft; they are reported, not hidden.",
+                "",
+            ]
     if deployments:
         out += ["## Deployment", ""]
         for name, dep in deployments.items():

@@ -3,23 +3,20 @@ runner.submit).
 
 Views, Celery tasks and management commands all call these functions; the tasks only pass ids.
 """
+
 from __future__ import annotations
 
 import os
 import socket
 from datetime import timedelta
-from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.db import transaction
 from django.utils import timezone
 
-from registry.models import BenchmarkRun, Pair
+from registry.models import BenchmarkRun
 
 from .models import workers_on
-from .params import BenchmarkError, check_hardware_class, normalize_params
-from .queues import bench_queue, local_hardware_class
+from .params import BenchmarkError
 
 STALE_AFTER_S = 120  # a running run without a heartbeat this long is declared dead
 LOG_LIMIT = 200_000  # characters of log kept per run
@@ -32,7 +29,8 @@ def worker_name() -> str:
 def cancel(run_id: int) -> str:
     """Cancel a queued run at once, or ask the worker of a running one to stop; returns the new state."""
     if BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.QUEUED).update(
-            status=BenchmarkRun.CANCELLED, finished_at=timezone.now(), error="cancelled before it started"):
+        status=BenchmarkRun.CANCELLED, finished_at=timezone.now(), error="cancelled before it started"
+    ):
         return BenchmarkRun.CANCELLED
     if BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.RUNNING).update(cancel_requested=True):
         return "cancelling"
@@ -48,24 +46,32 @@ def sweep_stale(stale_after_s: int = STALE_AFTER_S, queued_for_s: float | None =
     now = timezone.now()
     cutoff = now - timedelta(seconds=stale_after_s)
     n = BenchmarkRun.objects.filter(status=BenchmarkRun.RUNNING, heartbeat_at__lt=cutoff).update(
-        status=BenchmarkRun.FAILED, finished_at=now,
-        error=f"the worker stopped responding (no heartbeat for {stale_after_s} s); run it again")
+        status=BenchmarkRun.FAILED,
+        finished_at=now,
+        error=f"the worker stopped responding (no heartbeat for {stale_after_s} s); run it again",
+    )
     queued_for_s = settings.SPECREG_QUEUED_TIMEOUT_HOURS * 3600 if queued_for_s is None else queued_for_s
     old = BenchmarkRun.objects.filter(status=BenchmarkRun.QUEUED, created_at__lt=now - timedelta(seconds=queued_for_s))
     for queue in set(old.values_list("queue", flat=True)):
         if not workers_on(queue):
             n += old.filter(queue=queue).update(
-                status=BenchmarkRun.FAILED, finished_at=now,
+                status=BenchmarkRun.FAILED,
+                finished_at=now,
                 error=f"no worker listened on queue {queue} for {queued_for_s / 3600:g} h; start one for this "
-                      "hardware class and queue the run again")
+                "hardware class and queue the run again",
+            )
     return n
 
 
 def claim(run_id: int) -> bool:
     """Take a queued run for this process; False when another worker has it or it was cancelled."""
     now = timezone.now()
-    return BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.QUEUED).update(
-        status=BenchmarkRun.RUNNING, started_at=now, heartbeat_at=now, worker=worker_name()) == 1
+    return (
+        BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.QUEUED).update(
+            status=BenchmarkRun.RUNNING, started_at=now, heartbeat_at=now, worker=worker_name()
+        )
+        == 1
+    )
 
 
 def log(run_id: int, line: str) -> None:

@@ -14,6 +14,7 @@ way on Qwen2.5-Coder-1.5B, ngram-mod read 1.62x on a code prompt where fresh req
 Each request therefore starts from what a first request on a new server has; traffic that repeats
 itself may gain more in production, which the deployment's observed figures show.
 """
+
 from __future__ import annotations
 
 import json
@@ -71,31 +72,59 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _deployed_argv(caps: Capabilities, target: str, draft: str | None, setting: Setting | None, port: int, *,
-                   ctx_size: int, threads: int | None, gpu_layers: int | None) -> list[str]:
+def _deployed_argv(
+    caps: Capabilities,
+    target: str,
+    draft: str | None,
+    setting: Setting | None,
+    port: int,
+    *,
+    ctx_size: int,
+    threads: int | None,
+    gpu_layers: int | None,
+) -> list[str]:
     """The command the deployment builder writes (``registry.results.deploy``, the one builder), run by this binary
     on a loopback port. A GPU cell offloads everything, as the deployed command does."""
     if setting is not None and uses_draft_file(setting.method) and not draft:
         raise LlamaCppError(f"{setting.method} needs a draft file (-md)")
-    dep = deployment(caps, target, draft if setting is not None and uses_draft_file(setting.method) else None,
-                     setting.k if setting is not None else None, port=port, ctx_size=ctx_size, threads=threads,
-                     gpu=gpu_layers is not None, setting=setting)
+    dep = deployment(
+        caps,
+        target,
+        draft if setting is not None and uses_draft_file(setting.method) else None,
+        setting.k if setting is not None else None,
+        port=port,
+        ctx_size=ctx_size,
+        threads=threads,
+        gpu=gpu_layers is not None,
+        setting=setting,
+    )
     return [str(caps.binary), *dep.argv[1:]]
 
 
-def plain_server_argv(caps: Capabilities, target: str, port: int, *, ctx_size: int, threads: int | None,
-                      gpu_layers: int | None) -> list[str]:
+def plain_server_argv(
+    caps: Capabilities, target: str, port: int, *, ctx_size: int, threads: int | None, gpu_layers: int | None
+) -> list[str]:
     argv = _deployed_argv(caps, target, None, None, port, ctx_size=ctx_size, threads=threads, gpu_layers=gpu_layers)
     if caps.has("--spec-type"):
         argv += ["--spec-type", "none"]  # no default (upstream discusses ngram-mod on) may make it speculate
     return argv + _quiet(caps)
 
 
-def spec_server_argv(caps: Capabilities, target: str, draft: str | None, setting: Setting, port: int, *,
-                     ctx_size: int, threads: int | None, gpu_layers: int | None) -> list[str]:
+def spec_server_argv(
+    caps: Capabilities,
+    target: str,
+    draft: str | None,
+    setting: Setting,
+    port: int,
+    *,
+    ctx_size: int,
+    threads: int | None,
+    gpu_layers: int | None,
+) -> list[str]:
     """The server deployed for ``setting`` (same flags), on a loopback port."""
-    return _deployed_argv(caps, target, draft, setting, port, ctx_size=ctx_size, threads=threads,
-                          gpu_layers=gpu_layers) + _quiet(caps)
+    return _deployed_argv(
+        caps, target, draft, setting, port, ctx_size=ctx_size, threads=threads, gpu_layers=gpu_layers
+    ) + _quiet(caps)
 
 
 def _quiet(caps: Capabilities) -> list[str]:
@@ -149,23 +178,35 @@ class Server:
                 return ln[:300]
         return lines[-1][:300] if lines else "no output"
 
-    def complete(self, prompt: str, *, n_predict: int, temperature: float, seed: int,
-                 timeout_s: float) -> Completion:
-        body = json.dumps({"prompt": prompt, "n_predict": n_predict, "temperature": temperature, "seed": seed,
-                           "cache_prompt": False, "stream": False}).encode()
-        req = urllib.request.Request(self.base + "/completion", data=body,
-                                     headers={"Content-Type": "application/json"})
+    def complete(self, prompt: str, *, n_predict: int, temperature: float, seed: int, timeout_s: float) -> Completion:
+        body = json.dumps(
+            {
+                "prompt": prompt,
+                "n_predict": n_predict,
+                "temperature": temperature,
+                "seed": seed,
+                "cache_prompt": False,
+                "stream": False,
+            }
+        ).encode()
+        req = urllib.request.Request(  # noqa: S310 - http:// to the server we started
+            self.base + "/completion", data=body, headers={"Content-Type": "application/json"}
+        )
         t0 = time.monotonic()
         try:
-            with _OPENER.open(req, timeout=timeout_s) as r:  # noqa: S310 - http:// to the server we started
+            with _OPENER.open(req, timeout=timeout_s) as r:
                 data = json.loads(r.read(MAX_RESPONSE + 1)[:MAX_RESPONSE])
         except TimeoutError:
-            return Completion(wall_s=time.monotonic() - t0, state="timeout",
-                              error=f"llama-server gave no answer within {timeout_s:g} s")
+            return Completion(
+                wall_s=time.monotonic() - t0,
+                state="timeout",
+                error=f"llama-server gave no answer within {timeout_s:g} s",
+            )
         except urllib.error.HTTPError as exc:
             detail = exc.read(4096).decode("utf-8", "replace").strip().replace("\n", " ")
-            return Completion(wall_s=time.monotonic() - t0, state="failed",
-                              error=f"llama-server answered {exc.code}: {detail[:200]}")
+            return Completion(
+                wall_s=time.monotonic() - t0, state="failed", error=f"llama-server answered {exc.code}: {detail[:200]}"
+            )
         except (OSError, ValueError) as exc:
             gone = self.proc is not None and self.proc.poll() is not None
             why = f"llama-server exited ({self.last_error()})" if gone else f"request failed: {exc}"
@@ -174,9 +215,15 @@ class Server:
         fig = parse_server_completion(data)
         if isinstance(fig, RunFailure):
             return Completion(wall_s=wall, state="failed", error=fig.message)
-        return Completion(text=fig.text, tokens_per_s=fig.predicted_per_second or None, n_tokens=fig.predicted_n,
-                          n_drafted=fig.draft_n or 0, n_accept=fig.draft_n_accepted or 0,
-                          llama_s=(fig.predicted_ms + fig.prompt_ms) / 1000, wall_s=wall)
+        return Completion(
+            text=fig.text,
+            tokens_per_s=fig.predicted_per_second or None,
+            n_tokens=fig.predicted_n,
+            n_drafted=fig.draft_n or 0,
+            n_accept=fig.draft_n_accepted or 0,
+            llama_s=(fig.predicted_ms + fig.prompt_ms) / 1000,
+            wall_s=wall,
+        )
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -184,8 +231,9 @@ class Server:
             self.proc = None
 
 
-def measure_via_server(cell: Cell, caps: Capabilities, *, progress: Progress | None = None,
-                       should_cancel: Cancel | None = None) -> CellResult:
+def measure_via_server(
+    cell: Cell, caps: Capabilities, *, progress: Progress | None = None, should_cancel: Cancel | None = None
+) -> CellResult:
     """``measure_cell`` for ``cell.via == "server"``: the same runs, figures and summary, from two servers.
 
     The speculative server starts afresh before every request: ngram-mod's pool outlives requests in
@@ -204,8 +252,14 @@ def measure_via_server(cell: Cell, caps: Capabilities, *, progress: Progress | N
         if problem == "cancelled":
             return summarize(cell, [], "cancelled", "cancelled", time.monotonic() - start)
         if problem:
-            return summarize(cell, [], "failed", f"plain llama-server: {problem}", time.monotonic() - start,
-                             crash_signal=plain.crash_signal)
+            return summarize(
+                cell,
+                [],
+                "failed",
+                f"plain llama-server: {problem}",
+                time.monotonic() - start,
+                crash_signal=plain.crash_signal,
+            )
 
         def run_one(kind: str, i: int, r: int) -> Run:
             server = plain if kind == "plain" else spec
@@ -215,18 +269,45 @@ def measure_via_server(cell: Cell, caps: Capabilities, *, progress: Progress | N
                 if problem == "cancelled":
                     return Run(kind, i, r, "cancelled", 0.0, 0.0, error="cancelled")
                 if problem:
-                    return Run(kind, i, r, "failed", 0.0, 0.0, error=f"speculative llama-server: {problem}",
-                               signal=spec.crash_signal)
-            c = server.complete(cell.prompts[i], n_predict=cell.n_predict, temperature=cell.temperature,
-                                seed=cell.seed, timeout_s=cell.timeout_s)
+                    return Run(
+                        kind,
+                        i,
+                        r,
+                        "failed",
+                        0.0,
+                        0.0,
+                        error=f"speculative llama-server: {problem}",
+                        signal=spec.crash_signal,
+                    )
+            c = server.complete(
+                cell.prompts[i],
+                n_predict=cell.n_predict,
+                temperature=cell.temperature,
+                seed=cell.seed,
+                timeout_s=cell.timeout_s,
+            )
             spec_side = kind == "spec"
-            return Run(kind, i, r, c.state, c.wall_s, c.llama_s, c.tokens_per_s, c.n_tokens,
-                       c.n_drafted if spec_side else 0, c.n_accept if spec_side else 0, None, c.text, c.error,
-                       signal=server.crash_signal if c.state != "ok" else None)
+            return Run(
+                kind,
+                i,
+                r,
+                c.state,
+                c.wall_s,
+                c.llama_s,
+                c.tokens_per_s,
+                c.n_tokens,
+                c.n_drafted if spec_side else 0,
+                c.n_accept if spec_side else 0,
+                None,
+                c.text,
+                c.error,
+                signal=server.crash_signal if c.state != "ok" else None,
+            )
 
         label = f"{cell.setting.label} via server" + (f" {cell.content_type}" if cell.content_type else "")
-        return interleave(cell, run_one, what="request", label=label, progress=progress,
-                          should_cancel=should_cancel, start=start)
+        return interleave(
+            cell, run_one, what="request", label=label, progress=progress, should_cancel=should_cancel, start=start
+        )
     finally:
         plain.stop()
         spec.stop()

@@ -1,17 +1,18 @@
 """Storing a finished sweep: every cell as a measured result, the recommendations and the deploy artifacts."""
+
 from __future__ import annotations
 
 from dataclasses import asdict
 
 from django.db import transaction
 
-from registry.results.deploy import deployment, model_path
 from registry.models import BenchmarkResult, BenchmarkRun
+from registry.results.deploy import deployment, model_path
 from registry.results.figures import refresh_best
 
 from . import llamacpp
-from .report import markdown_report
 from .hardware import measurement_class
+from .report import markdown_report
 from .runs import log
 from .sweep import SweepResult
 
@@ -24,25 +25,49 @@ def store_results(run: BenchmarkRun, result: SweepResult, build: llamacpp.Build,
         failed_runs = [r for r in c.runs if r.error]
         if failed_runs:
             log(run.pk, f"{c.cell.setting.label} {c.cell.content_type}: {failed_runs[0].error}")
-        rows.append(BenchmarkResult(
-            run=run, pair=run.pair, k=c.cell.k, method=c.cell.method, options=[list(o) for o in c.cell.options],
-            content_type=c.cell.content_type, temperature=c.cell.temperature,
-            p_min=c.cell.p_min, n_predict=c.cell.n_predict, repeats=c.cell.repeats, n_prompts=len(c.cell.prompts),
-            status=c.status, error=c.error or "", speculation_ran=c.speculation_ran,
-            acceptance=c.acceptance_rate, speedup=c.speedup,
-            tokens_per_second=c.spec.median if c.spec else None, tps_min=c.spec.min if c.spec else None,
-            tps_max=c.spec.max if c.spec else None,
-            baseline_tokens_per_second=c.plain.median if c.plain else None,
-            baseline_min=c.plain.min if c.plain else None, baseline_max=c.plain.max if c.plain else None,
-            drafted=c.n_drafted, accepted=c.n_accept, mean_accepted=c.mean_accepted_per_verification,
-            identical=c.identical, divergences=[asdict(d) for d in c.divergences], other_cpu_share=c.other_cpu_share,
-            hardware=label, llama_cpp_build=build.label[:32], via=c.cell.via,
-        ))
+        rows.append(
+            BenchmarkResult(
+                run=run,
+                pair=run.pair,
+                k=c.cell.k,
+                method=c.cell.method,
+                options=[list(o) for o in c.cell.options],
+                content_type=c.cell.content_type,
+                temperature=c.cell.temperature,
+                p_min=c.cell.p_min,
+                n_predict=c.cell.n_predict,
+                repeats=c.cell.repeats,
+                n_prompts=len(c.cell.prompts),
+                status=c.status,
+                error=c.error or "",
+                speculation_ran=c.speculation_ran,
+                acceptance=c.acceptance_rate,
+                speedup=c.speedup,
+                tokens_per_second=c.spec.median if c.spec else None,
+                tps_min=c.spec.min if c.spec else None,
+                tps_max=c.spec.max if c.spec else None,
+                baseline_tokens_per_second=c.plain.median if c.plain else None,
+                baseline_min=c.plain.min if c.plain else None,
+                baseline_max=c.plain.max if c.plain else None,
+                drafted=c.n_drafted,
+                accepted=c.n_accept,
+                mean_accepted=c.mean_accepted_per_verification,
+                identical=c.identical,
+                divergences=[asdict(d) for d in c.divergences],
+                other_cpu_share=c.other_cpu_share,
+                hardware=label,
+                llama_cpp_build=build.label[:32],
+                via=c.cell.via,
+            )
+        )
     process_s = sum(c.process_s for c in result.cells)
     summary = {
-        "status": result.status, "error": result.error, "notes": list(result.prompt_notes),
+        "status": result.status,
+        "error": result.error,
+        "notes": list(result.prompt_notes),
         "recommendations": [asdict(r) for r in result.recommendations],
-        "elapsed_s": result.elapsed_s, "process_s": process_s,
+        "elapsed_s": result.elapsed_s,
+        "process_s": process_s,
         "overhead_pct": 100 * (result.elapsed_s - process_s) / result.elapsed_s if result.elapsed_s else None,
     }
     pair = run.pair
@@ -50,8 +75,10 @@ def store_results(run: BenchmarkRun, result: SweepResult, build: llamacpp.Build,
     # The files as a user will have them (models/… from the Hub, or the registered path), not this
     # worker's cache paths, so the command is the one the pair page shows.
     target, draft = model_path(pair.target), model_path(pair.draft)
-    deployments = {r.content_type: deployment(server_caps, target, draft, r.k, gpu=gpu, setting=r.setting)
-                   for r in result.recommendations}
+    deployments = {
+        r.content_type: deployment(server_caps, target, draft, r.k, gpu=gpu, setting=r.setting)
+        for r in result.recommendations
+    }
     # One server serves every content type: deploy the setting of the type with the best speed-up.
     best = max(result.recommendations, key=lambda r: (r.use_draft, r.speedup or 0), default=None)
     dep = deployments[best.content_type] if best else deployment(server_caps, target, None, None, gpu=gpu)
@@ -59,7 +86,7 @@ def store_results(run: BenchmarkRun, result: SweepResult, build: llamacpp.Build,
     report = markdown_report(result, hardware=hw, build=build, deployments=deployments)
     with transaction.atomic():
         BenchmarkResult.objects.bulk_create(rows)
-        BenchmarkRun.objects.filter(pk=run.pk).update(summary=summary, report_md=report,
-                                                      server_command=dep.command, systemd_unit=dep.unit)
+        BenchmarkRun.objects.filter(pk=run.pk).update(
+            summary=summary, report_md=report, server_command=dep.command, systemd_unit=dep.unit
+        )
     refresh_best(pair)
-

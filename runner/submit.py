@@ -2,6 +2,7 @@
 
 Views and management commands call this; the worker side (claim, log, sweep) is runner.runs.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,8 +17,15 @@ from .params import BenchmarkError, check_hardware_class, normalize_params
 from .queues import bench_queue, local_hardware_class
 
 
-def queue_benchmark(pair: Pair, params: dict[str, Any], *, user=None, hardware: str | None = None,
-                    send: bool = True, target_alone: bool = False) -> BenchmarkRun:
+def queue_benchmark(
+    pair: Pair,
+    params: dict[str, Any],
+    *,
+    user=None,
+    hardware: str | None = None,
+    send: bool = True,
+    target_alone: bool = False,
+) -> BenchmarkRun:
     """Record a queued run and (``send``) hand its task to the broker once the transaction commits.
 
     ``target_alone``: the run measures the target's draftless methods (n-gram, its own MTP heads); it is
@@ -26,8 +34,10 @@ def queue_benchmark(pair: Pair, params: dict[str, Any], *, user=None, hardware: 
     if target_alone:
         params = {**params, "target_alone": True}
     if not pair.compatible:
-        raise BenchmarkError(f"{pair.draft.source} cannot draft for {pair.target.source}: rule "
-                             f"'{pair.failed_rule}' fails ({_rule_detail(pair)})")
+        raise BenchmarkError(
+            f"{pair.draft.source} cannot draft for {pair.target.source}: rule "
+            f"'{pair.failed_rule}' fails ({_rule_detail(pair)})"
+        )
     params = normalize_params(params)
     hw = check_hardware_class(hardware or local_hardware_class())
     with transaction.atomic():
@@ -35,14 +45,22 @@ def queue_benchmark(pair: Pair, params: dict[str, Any], *, user=None, hardware: 
             # Count and create under the user's row lock (PostgreSQL; SQLite's IMMEDIATE transactions
             # serialize writers anyway), so requests sent at once cannot all pass the count.
             get_user_model().objects.select_for_update().filter(pk=user.pk).first()
-            active = BenchmarkRun.objects.filter(requested_by=user,
-                                                 status__in=(BenchmarkRun.QUEUED, BenchmarkRun.RUNNING))
+            active = BenchmarkRun.objects.filter(
+                requested_by=user, status__in=(BenchmarkRun.QUEUED, BenchmarkRun.RUNNING)
+            )
             limit = settings.SPECREG_MAX_ACTIVE_RUNS_PER_USER
             if active.count() >= limit:
-                raise BenchmarkError(f"you already have {limit} benchmark(s) queued or running, the most allowed "
-                                     "(SPECREG_MAX_ACTIVE_RUNS_PER_USER); cancel one or wait for it to finish")
-        run = BenchmarkRun.objects.create(pair=pair, params=params, queue=bench_queue(hw), hardware_class=hw,
-                                          requested_by=user if getattr(user, "is_authenticated", False) else None)
+                raise BenchmarkError(
+                    f"you already have {limit} benchmark(s) queued or running, the most allowed "
+                    "(SPECREG_MAX_ACTIVE_RUNS_PER_USER); cancel one or wait for it to finish"
+                )
+        run = BenchmarkRun.objects.create(
+            pair=pair,
+            params=params,
+            queue=bench_queue(hw),
+            hardware_class=hw,
+            requested_by=user if getattr(user, "is_authenticated", False) else None,
+        )
         if send:
             transaction.on_commit(lambda: _send(run))
     return run

@@ -1,16 +1,17 @@
 """Sweep speculation settings (method, K, p-min, the n-gram options) per content type and temperature, and
 recommend the fastest one that beats the plain target."""
+
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from inspector.spec_flags import NGRAM_SWEEP, Setting
+
 from . import llamacpp
 from .crashes import CrashDiagnosis
 from .measure import BUSY_SHARE, Cancel, Cell, CellResult, Progress, measure_cell
-from inspector.spec_flags import NGRAM_SWEEP, Setting
-
 from .methods import settings_for
 from .prompts import ChatTemplate, TaskSet, read_chat_template, render_prompt
 
@@ -122,19 +123,38 @@ def recommend(content_type: str, temperature: float, cells: Sequence[CellResult]
     caveat = None
     if busy:
         worst = max(c.other_cpu_share or 0 for c in busy)  # every busy cell has a share
-        caveat = (f"other work used up to {100 * worst:.0f}% of the CPU during "
-                  f"{', '.join(c.cell.setting.label for c in busy)}; re-run on a quiet machine before relying on it")
+        caveat = (
+            f"other work used up to {100 * worst:.0f}% of the CPU during "
+            f"{', '.join(c.cell.setting.label for c in busy)}; re-run on a quiet machine before relying on it"
+        )
     s = best.cell.setting
     if best.speedup is not None and best.speedup > 1.0:
-        return Recommendation(content_type, temperature, s.k, best.speedup, best.acceptance_rate,
-                              f"{s.label} was fastest: {best.speedup:.2f}x the target alone", caveat,
-                              s.method, s.p_min, s.options)
-    return Recommendation(content_type, temperature, None, best.speedup, best.acceptance_rate,
-                          f"no setting beat the target alone (best: {s.label} at {best.speedup:.2f}x)", caveat)
+        return Recommendation(
+            content_type,
+            temperature,
+            s.k,
+            best.speedup,
+            best.acceptance_rate,
+            f"{s.label} was fastest: {best.speedup:.2f}x the target alone",
+            caveat,
+            s.method,
+            s.p_min,
+            s.options,
+        )
+    return Recommendation(
+        content_type,
+        temperature,
+        None,
+        best.speedup,
+        best.acceptance_rate,
+        f"no setting beat the target alone (best: {s.label} at {best.speedup:.2f}x)",
+        caveat,
+    )
 
 
-def _prompts(config: SweepConfig, template: ChatTemplate | None,
-             content_type: str) -> tuple[tuple[str, ...], list[str]]:
+def _prompts(
+    config: SweepConfig, template: ChatTemplate | None, content_type: str
+) -> tuple[tuple[str, ...], list[str]]:
     tasks = config.task_set.by_type(content_type)
     if config.prompts_per_type is not None:
         tasks = tasks[: config.prompts_per_type]
@@ -143,16 +163,29 @@ def _prompts(config: SweepConfig, template: ChatTemplate | None,
     return tuple(r.text for r in rendered), notes
 
 
-def _cell(config: SweepConfig, prompts: tuple[str, ...], content_type: str, temperature: float,
-          setting: Setting) -> Cell:
+def _cell(
+    config: SweepConfig, prompts: tuple[str, ...], content_type: str, temperature: float, setting: Setting
+) -> Cell:
     from inspector.spec_flags import uses_draft_file
 
     return Cell(
-        target=config.target, draft=config.draft if uses_draft_file(setting.method) else "", k=setting.k,
-        prompts=prompts, temperature=temperature, p_min=setting.p_min, n_predict=config.n_predict,
-        repeats=config.repeats, threads=config.threads, gpu_layers=config.gpu_layers, seed=config.seed,
-        ctx_size=config.ctx_size, timeout_s=config.timeout_s, content_type=content_type,
-        method=setting.method, options=setting.options, via=config.via,
+        target=config.target,
+        draft=config.draft if uses_draft_file(setting.method) else "",
+        k=setting.k,
+        prompts=prompts,
+        temperature=temperature,
+        p_min=setting.p_min,
+        n_predict=config.n_predict,
+        repeats=config.repeats,
+        threads=config.threads,
+        gpu_layers=config.gpu_layers,
+        seed=config.seed,
+        ctx_size=config.ctx_size,
+        timeout_s=config.timeout_s,
+        content_type=content_type,
+        method=setting.method,
+        options=setting.options,
+        via=config.via,
     )
 
 
@@ -176,8 +209,9 @@ def run_sweep(
     try:
         template = template if template is not None else read_chat_template(config.target)
     except (OSError, ValueError) as exc:
-        return SweepResult(config, "failed", f"cannot read the target's header: {exc}", (), (), (),
-                           time.monotonic() - start)
+        return SweepResult(
+            config, "failed", f"cannot read the target's header: {exc}", (), (), (), time.monotonic() - start
+        )
     try:
         if config.via == "server":
             plain_caps = spec_caps = None
@@ -217,8 +251,14 @@ def run_sweep(
                     shown[0] = max(shown[0], min(0.99, (done + fraction) / expected))  # noqa: B023
                     progress(shown[0], message)
 
-            result = measure(_cell(config, prompts, content_type, temperature, setting), plain_caps=plain_caps,
-                             spec_caps=spec_caps, server_caps=server_caps, progress=sub, should_cancel=should_cancel)
+            result = measure(
+                _cell(config, prompts, content_type, temperature, setting),
+                plain_caps=plain_caps,
+                spec_caps=spec_caps,
+                server_caps=server_caps,
+                progress=sub,
+                should_cancel=should_cancel,
+            )
             cells.append(result)
             group.append(result)
             if result.status == "cancelled":
@@ -228,8 +268,12 @@ def run_sweep(
                 # every other setting would die the same way: one explanation, and the run stops
                 status, error = "failed", explanation
                 break
-            if config.extend and setting.method not in NGRAM_SWEEP and setting.method != "ngram-cache" \
-                    and not any(q.method == setting.method and q.p_min == setting.p_min for q in queue):
+            if (
+                config.extend
+                and setting.method not in NGRAM_SWEEP
+                and setting.method != "ngram-cache"
+                and not any(q.method == setting.method and q.p_min == setting.p_min for q in queue)
+            ):
                 # the last K of this method and p-min: go on upward while the largest K is the fastest
                 same = [c for c in group if c.cell.method == setting.method and c.cell.p_min == setting.p_min]
                 nk = next_k({c.cell.k: cell_speed(c) for c in same}, config.grid)
@@ -246,5 +290,6 @@ def run_sweep(
         by_type.setdefault(c.cell.content_type, []).append(c)
     if progress is not None and status == "ok":
         progress(1.0, "sweep finished")
-    return SweepResult(config, status, error, tuple(cells), tuple(recs), tuple(notes),
-                       time.monotonic() - start, by_type)
+    return SweepResult(
+        config, status, error, tuple(cells), tuple(recs), tuple(notes), time.monotonic() - start, by_type
+    )

@@ -2,6 +2,7 @@
 
 (The registry's tasks live in registry.tasks and registry.team.tasks.)
 """
+
 from __future__ import annotations
 
 from celery import shared_task

@@ -1,4 +1,5 @@
 """Routes for benchmark runs and Hub jobs."""
+
 from __future__ import annotations
 
 from django.urls import path, re_path

@@ -1,4 +1,5 @@
 """Pages that queue background work and follow it: benchmark runs and Hub jobs (imports, draft searches)."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -7,43 +8,72 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from registry.web.forms import ImportForm
 from registry.access.job_limits import JobLimit
-from registry.models import GGUFFile, HubJob, Pair
+from registry.hub.queue import queue_job
+from registry.models import BenchmarkRun, GGUFFile, HubJob, Pair
+from registry.web.forms import ImportForm
 from registry.web.pages import explained_checks
 
 from . import runs, submit
-from registry.hub.queue import queue_job
+from .forms import BenchmarkForm
 from .models import workers_on
 from .params import BenchmarkError
-from .forms import BenchmarkForm
-from registry.models import BenchmarkRun
 
 
 def run_state(run: BenchmarkRun) -> dict:
     return {
-        "id": run.pk, "status": run.status, "progress": run.progress, "message": run.progress_message,
-        "finished": run.finished, "error": run.error, "log": run.log[-20000:], "queue": run.queue,
-        "created_at": run.created_at.isoformat(), "started_at": run.started_at and run.started_at.isoformat(),
-        "finished_at": run.finished_at and run.finished_at.isoformat(), "params": run.params,
-        "hardware": run.hardware, "build": run.build, "summary": run.summary,
-        "server_command": run.server_command, "pair": run.pair_id,
-        "results": [{
-            "content_type": r.content_type, "temperature": r.temperature, "k": r.k, "status": r.status,
-            "method": r.method, "p_min": r.p_min, "options": r.options, "via": r.via,
-            "baseline_tokens_per_second": r.baseline_tokens_per_second, "tokens_per_second": r.tokens_per_second,
-            "baseline_spread": [r.baseline_min, r.baseline_max], "spread": [r.tps_min, r.tps_max],
-            "speedup": r.speedup, "acceptance": r.acceptance, "drafted": r.drafted, "accepted": r.accepted,
-            "mean_accepted": r.mean_accepted, "identical": r.identical, "divergences": r.divergences,
-            "speculation_ran": r.speculation_ran, "error": r.error, "other_cpu_share": r.other_cpu_share,
-        } for r in run.results.all()],
+        "id": run.pk,
+        "status": run.status,
+        "progress": run.progress,
+        "message": run.progress_message,
+        "finished": run.finished,
+        "error": run.error,
+        "log": run.log[-20000:],
+        "queue": run.queue,
+        "created_at": run.created_at.isoformat(),
+        "started_at": run.started_at and run.started_at.isoformat(),
+        "finished_at": run.finished_at and run.finished_at.isoformat(),
+        "params": run.params,
+        "hardware": run.hardware,
+        "build": run.build,
+        "summary": run.summary,
+        "server_command": run.server_command,
+        "pair": run.pair_id,
+        "results": [
+            {
+                "content_type": r.content_type,
+                "temperature": r.temperature,
+                "k": r.k,
+                "status": r.status,
+                "method": r.method,
+                "p_min": r.p_min,
+                "options": r.options,
+                "via": r.via,
+                "baseline_tokens_per_second": r.baseline_tokens_per_second,
+                "tokens_per_second": r.tokens_per_second,
+                "baseline_spread": [r.baseline_min, r.baseline_max],
+                "spread": [r.tps_min, r.tps_max],
+                "speedup": r.speedup,
+                "acceptance": r.acceptance,
+                "drafted": r.drafted,
+                "accepted": r.accepted,
+                "mean_accepted": r.mean_accepted,
+                "identical": r.identical,
+                "divergences": r.divergences,
+                "speculation_ran": r.speculation_ran,
+                "error": r.error,
+                "other_cpu_share": r.other_cpu_share,
+            }
+            for r in run.results.all()
+        ],
     }
 
 
 def run(request: HttpRequest, pk: int) -> HttpResponse:
     r = get_object_or_404(BenchmarkRun.objects.select_related("pair__target", "pair__draft"), pk=pk)
-    return render(request, "runner/run.html", {"run": r, "results": r.results.all(),
-                                               "may_cancel": may_cancel(request.user, r)})
+    return render(
+        request, "runner/run.html", {"run": r, "results": r.results.all(), "may_cancel": may_cancel(request.user, r)}
+    )
 
 
 def run_json(request: HttpRequest, pk: int) -> JsonResponse:
@@ -57,8 +87,9 @@ def benchmark(request: HttpRequest, pk: int) -> HttpResponse:
     form = BenchmarkForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         try:
-            r = submit.queue_benchmark(pair, form.params(), user=request.user,
-                                        hardware=form.cleaned_data["hardware"] or None)
+            r = submit.queue_benchmark(
+                pair, form.params(), user=request.user, hardware=form.cleaned_data["hardware"] or None
+            )
         except BenchmarkError as exc:
             form.add_error(None, str(exc))
         else:
@@ -78,8 +109,9 @@ def may_cancel(user, run: BenchmarkRun) -> bool:
 def cancel(request: HttpRequest, pk: int) -> HttpResponse:
     r = get_object_or_404(BenchmarkRun, pk=pk)
     if not may_cancel(request.user, r):
-        return HttpResponse("Only the user who queued this run, or staff, may cancel it.\n", status=403,
-                            content_type="text/plain")
+        return HttpResponse(
+            "Only the user who queued this run, or staff, may cancel it.\n", status=403, content_type="text/plain"
+        )
     state = runs.cancel(r.pk)
     messages.info(request, f"Run {r.pk}: {state}.")
     return redirect(r)
@@ -109,8 +141,11 @@ def import_view(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         try:
-            job = queue_job(HubJob.IMPORT_REPO, {"repo": d["repo"], "revision": d["revision"] or None,
-                                                 "include": d["include"]}, user=request.user)
+            job = queue_job(
+                HubJob.IMPORT_REPO,
+                {"repo": d["repo"], "revision": d["revision"] or None, "include": d["include"]},
+                user=request.user,
+            )
         except JobLimit as exc:
             form.add_error(None, str(exc))
             return render(request, "runner/import.html", {"form": form}, status=exc.status)
@@ -144,10 +179,20 @@ def find_drafts(request: HttpRequest, pk: int) -> HttpResponse:
 
 def job_state(job: HubJob) -> dict:
     waiting = job.status == HubJob.QUEUED and not workers_on(job.queue)
-    return {"id": job.pk, "kind": job.kind, "status": job.status, "finished": job.finished,
-            "message": job.progress_message, "messages": job.messages, "result": job.result, "error": job.error,
-            "queue": job.queue, "no_worker": waiting, "created_at": job.created_at.isoformat(),
-            "finished_at": job.finished_at and job.finished_at.isoformat()}
+    return {
+        "id": job.pk,
+        "kind": job.kind,
+        "status": job.status,
+        "finished": job.finished,
+        "message": job.progress_message,
+        "messages": job.messages,
+        "result": job.result,
+        "error": job.error,
+        "queue": job.queue,
+        "no_worker": waiting,
+        "created_at": job.created_at.isoformat(),
+        "finished_at": job.finished_at and job.finished_at.isoformat(),
+    }
 
 
 def hub_job(request: HttpRequest, pk: int) -> HttpResponse:
@@ -160,8 +205,11 @@ def hub_job(request: HttpRequest, pk: int) -> HttpResponse:
     if job.kind == HubJob.FIND_DRAFTS:
         back = GGUFFile.objects.filter(pk=job.params.get("file")).first()
     checks = explained_checks(job.result) if job.kind == HubJob.CHECK_PAIR else []
-    return render(request, "runner/hub_job.html", {"job": job, "state": job_state(job), "files": files, "back": back,
-                                                   "checks": checks})
+    return render(
+        request,
+        "runner/hub_job.html",
+        {"job": job, "state": job_state(job), "files": files, "back": back, "checks": checks},
+    )
 
 
 def hub_job_json(request: HttpRequest, pk: int) -> JsonResponse:

@@ -6,6 +6,7 @@
   ends as cancelled, saying why. Celery's warm shutdown alone would wait for the task to finish,
   which can take an hour; systemd, Docker and Kubernetes give about 10 s.
 """
+
 from __future__ import annotations
 
 import signal
@@ -27,7 +28,8 @@ def _presence_loop(name: str, queues: list[str], hardware: str) -> None:
     while True:
         try:
             WorkerPresence.objects.update_or_create(
-                name=name, defaults={"queues": queues, "hardware_class": hardware, "seen_at": timezone.now()})
+                name=name, defaults={"queues": queues, "hardware_class": hardware, "seen_at": timezone.now()}
+            )
         except DatabaseError:
             pass  # the database is busy or away for a moment: the next beat tries again
         finally:
@@ -42,8 +44,12 @@ def _worker_ready(sender=None, **kwargs) -> None:
 
     app = sender.app
     queues = sorted(app.amqp.queues.consume_from or app.amqp.queues)
-    threading.Thread(target=_presence_loop, args=(sender.hostname, queues, local_hardware_class()),
-                     daemon=True, name="specreg-presence").start()
+    threading.Thread(
+        target=_presence_loop,
+        args=(sender.hostname, queues, local_hardware_class()),
+        daemon=True,
+        name="specreg-presence",
+    ).start()
 
 
 @signals.worker_shutting_down.connect

@@ -3,6 +3,7 @@
 One plugin module, so that the session-scoped browser exists once: a fixture imported into several test
 modules is a fixture per module, and a second sync_playwright() inside the first one's running event
 loop fails."""
+
 from __future__ import annotations
 
 import os
@@ -28,9 +29,17 @@ def browser():
     before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--no-first-run"])
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+            ],
+        )
         yield b
         b.close()
     if before is None:
@@ -51,5 +60,3 @@ def page(browser):
 def shot(pg, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-
-

@@ -1,4 +1,5 @@
 """Shared fixtures: the real small models (fetched once per machine) and the local test Hub."""
+
 from __future__ import annotations
 
 import time

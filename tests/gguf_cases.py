@@ -5,6 +5,7 @@ and how ``get_handcrafted_file`` writes them, with Python's random generator in 
 ``EXTRA`` adds the refusals (and near misses that must be accepted) that test-gguf.cpp does not
 write. tests/test_gguf_agrees.py gives every file to llama.cpp and to specreg.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,15 +23,39 @@ STRING, ARRAY, UINT32, INT32 = 8, 9, 4, 5
 I8, I64, F32, Q4_0 = 24, 27, 0, 2
 
 HANDCRAFTED = [
-    "HEADER_BAD_MAGIC", "HEADER_BAD_VERSION_0", "HEADER_BAD_VERSION_1", "HEADER_BAD_VERSION_FUTURE",
-    "HEADER_BAD_N_TENSORS", "HEADER_BAD_N_KV", "HEADER_EMPTY",
-    "KV_BAD_KEY_SIZE", "KV_EMPTY_KEY", "KV_BAD_TYPE", "KV_DUPLICATE_KEY", "KV_BAD_ALIGN", "KV_WRONG_TYPE_ALIGN",
+    "HEADER_BAD_MAGIC",
+    "HEADER_BAD_VERSION_0",
+    "HEADER_BAD_VERSION_1",
+    "HEADER_BAD_VERSION_FUTURE",
+    "HEADER_BAD_N_TENSORS",
+    "HEADER_BAD_N_KV",
+    "HEADER_EMPTY",
+    "KV_BAD_KEY_SIZE",
+    "KV_EMPTY_KEY",
+    "KV_BAD_TYPE",
+    "KV_DUPLICATE_KEY",
+    "KV_BAD_ALIGN",
+    "KV_WRONG_TYPE_ALIGN",
     "KV_SUCCESS",
-    "TENSORS_BAD_NAME_SIZE", "TENSORS_BAD_N_DIMS", "TENSORS_BAD_SHAPE", "TENSORS_ZERO_DIM", "TENSORS_NE_TOO_BIG",
-    "TENSORS_NBYTES_TOO_BIG", "TENSORS_NBYTES_PAD_WRAP", "TENSORS_BAD_TYPE", "TENSORS_BAD_OFFSET",
-    "TENSORS_DUPLICATE_NAME", "TENSORS_BAD_ALIGN", "TENSORS_INCONSISTENT_ALIGN", "TENSORS_SUCCESS",
+    "TENSORS_BAD_NAME_SIZE",
+    "TENSORS_BAD_N_DIMS",
+    "TENSORS_BAD_SHAPE",
+    "TENSORS_ZERO_DIM",
+    "TENSORS_NE_TOO_BIG",
+    "TENSORS_NBYTES_TOO_BIG",
+    "TENSORS_NBYTES_PAD_WRAP",
+    "TENSORS_BAD_TYPE",
+    "TENSORS_BAD_OFFSET",
+    "TENSORS_DUPLICATE_NAME",
+    "TENSORS_BAD_ALIGN",
+    "TENSORS_INCONSISTENT_ALIGN",
+    "TENSORS_SUCCESS",
     "TENSORS_CUSTOM_ALIGN",
-    "DATA_NOT_ENOUGH_DATA", "DATA_BAD_ALIGN", "DATA_INCONSISTENT_ALIGN", "DATA_MEM_SIZE_OVERFLOW", "DATA_SUCCESS",
+    "DATA_NOT_ENOUGH_DATA",
+    "DATA_BAD_ALIGN",
+    "DATA_INCONSISTENT_ALIGN",
+    "DATA_MEM_SIZE_OVERFLOW",
+    "DATA_SUCCESS",
     "DATA_CUSTOM_ALIGN",
 ]
 
@@ -99,8 +124,14 @@ def handcrafted(kind: str, seed: int) -> bytes:
         configs = [(F32, [4, 2**30 - 1, 2**30 + 1, 1])]  # ggml_nbytes = 2^64 - 16: padding wraps to 0
     out += struct.pack("<Q", 2**64 - 1 if kind == "HEADER_BAD_N_TENSORS" else len(configs))
     kvs = _kv_types(rng) if _has(kind, "KV") else []
-    align_kinds = ("KV_BAD_ALIGN", "KV_WRONG_TYPE_ALIGN", "TENSORS_BAD_ALIGN", "TENSORS_CUSTOM_ALIGN",
-                   "DATA_BAD_ALIGN", "DATA_CUSTOM_ALIGN")
+    align_kinds = (
+        "KV_BAD_ALIGN",
+        "KV_WRONG_TYPE_ALIGN",
+        "TENSORS_BAD_ALIGN",
+        "TENSORS_CUSTOM_ALIGN",
+        "DATA_BAD_ALIGN",
+        "DATA_CUSTOM_ALIGN",
+    )
     n_kv = len(kvs) + (kind in align_kinds)
     out += struct.pack("<Q", 2**64 - 1 if kind == "HEADER_BAD_N_KV" else n_kv)
     alignment = ALIGN
@@ -133,7 +164,9 @@ def handcrafted(kind: str, seed: int) -> bytes:
             out += blob[: 1 if kind == "KV_BAD_TYPE" else GGUF_SIZES[t]]
     if kind in align_kinds:
         alignment = 1 if _expect_success(kind) else 13
-        out += _string(b"general.alignment") + struct.pack("<iI", INT32 if kind == "KV_WRONG_TYPE_ALIGN" else UINT32, alignment)
+        out += _string(b"general.alignment") + struct.pack(
+            "<iI", INT32 if kind == "KV_WRONG_TYPE_ALIGN" else UINT32, alignment
+        )
     if not _has(kind, "TENSORS"):
         return bytes(out + bytes(-len(out) % alignment))
     if kind in ("TENSORS_INCONSISTENT_ALIGN", "DATA_INCONSISTENT_ALIGN"):
@@ -181,6 +214,7 @@ def handcrafted(kind: str, seed: int) -> bytes:
 
 # --- refusals (and near misses) test-gguf.cpp does not write ----------------------------------
 
+
 def _header(n_tensors: int, kvs: list[bytes], version: int = GGUF_VERSION) -> bytes:
     return b"GGUF" + struct.pack("<IQQ", version, n_tensors, len(kvs)) + b"".join(kvs)
 
@@ -212,21 +246,33 @@ def extra(kind: str, seed: int) -> bytes:
     cases = {
         "HEADER_TRUNCATED": lambda: _header(0, [])[: 4 + rng.randrange(20)],
         "HEADER_VERSION_2": lambda: _header(0, [NAME], version=2) + bytes(7),
-        "KV_ARRAY_OF_ARRAYS": lambda: _file(0, [kv(b"a", ARRAY, struct.pack("<iQ", ARRAY, n) + struct.pack("<iQ", 0, 0) * n)], []),
-        "KV_ARRAY_BAD_TYPE": lambda: _file(0, [kv(b"a", ARRAY, struct.pack("<iQ", 13 + rng.randrange(100), 1) + bytes(8))], []),
+        "KV_ARRAY_OF_ARRAYS": lambda: _file(
+            0, [kv(b"a", ARRAY, struct.pack("<iQ", ARRAY, n) + struct.pack("<iQ", 0, 0) * n)], []
+        ),
+        "KV_ARRAY_BAD_TYPE": lambda: _file(
+            0, [kv(b"a", ARRAY, struct.pack("<iQ", 13 + rng.randrange(100), 1) + bytes(8))], []
+        ),
         "KV_ARRAY_OVER_LIMIT": lambda: _file(0, [kv(b"a", ARRAY, struct.pack("<iQ", 0, 2**30 + n))], []),
-        "KV_STRING_ARRAY_PAST_END": lambda: _file(0, [kv(b"a", ARRAY, struct.pack("<iQ", STRING, 1000 + n) + _string(b"x"))], []),
+        "KV_STRING_ARRAY_PAST_END": lambda: _file(
+            0, [kv(b"a", ARRAY, struct.pack("<iQ", STRING, 1000 + n) + _string(b"x"))], []
+        ),
         "KV_STRING_OVER_LIMIT": lambda: _file(0, [kv(b"s", STRING, struct.pack("<Q", 2**30 + n))], []),
         "KV_STRING_PAST_END": lambda: _file(0, [kv(b"s", STRING, struct.pack("<Q", 100 + n) + b"abc")], []),
         "KV_VALUE_TRUNCATED": lambda: _header(0, [kv(b"u", 10, b"\1\2\3")]),
         "KV_NEGATIVE_TYPE": lambda: _file(0, [kv(b"k", -1 - rng.randrange(5), bytes(8))], []),
-        "KV_NON_UTF8_KEY": lambda: _file(0, [kv(b"\xff\xfe" + bytes([n]), UINT32, bytes(4)), kv(b"\xff\xfe", UINT32, bytes(4))], []),
+        "KV_NON_UTF8_KEY": lambda: _file(
+            0, [kv(b"\xff\xfe" + bytes([n]), UINT32, bytes(4)), kv(b"\xff\xfe", UINT32, bytes(4))], []
+        ),
         "KV_DUPLICATE_NON_UTF8_KEY": lambda: _file(0, [kv(b"\xff\xfe", UINT32, bytes(4))] * 2, []),
         "KV_BOOL_ODD_BYTE": lambda: _file(0, [kv(b"b", 7, bytes([2 + n]))], []),
         "KV_ALIGN_ZERO": lambda: _file(0, [kv(b"general.alignment", UINT32, struct.pack("<I", 0))], []),
-        "KV_ALIGN_I32_32": lambda: _file(1, [kv(b"general.alignment", INT32, struct.pack("<i", 32))], ok_tensor, F32_4x8),
+        "KV_ALIGN_I32_32": lambda: _file(
+            1, [kv(b"general.alignment", INT32, struct.pack("<i", 32))], ok_tensor, F32_4x8
+        ),
         "KV_ALIGN_U64": lambda: _file(0, [kv(b"general.alignment", 10, struct.pack("<Q", 32))], []),
-        "KV_ALIGN_64": lambda: _file(1, [kv(b"general.alignment", UINT32, struct.pack("<I", 64))], ok_tensor, F32_4x8, 64),
+        "KV_ALIGN_64": lambda: _file(
+            1, [kv(b"general.alignment", UINT32, struct.pack("<I", 64))], ok_tensor, F32_4x8, 64
+        ),
         "TENSORS_NAME_63": lambda: _file(1, [], [tensor(b"n" * 63, [4, 8], F32, 0)], F32_4x8),
         "TENSORS_NAME_64": lambda: _file(1, [], [tensor(b"n" * (64 + n), [4, 8], F32, 0)], F32_4x8),
         "TENSORS_EMPTY_NAME": lambda: _file(1, [], [tensor(b"", [4, 8], F32, 0)], F32_4x8),
@@ -236,35 +282,82 @@ def extra(kind: str, seed: int) -> bytes:
         "TENSORS_MINUS_ONE_DIM": lambda: _file(1, [], [tensor(b"t", [4096, -1], F32, 0)], 64),
         "TENSORS_NEGATIVE_TYPE": lambda: _file(1, [], [tensor(b"t", [4, 8], -n, 0)], F32_4x8),
         "TENSORS_TYPE_43": lambda: _file(1, [], [tensor(b"t", [4, 8], GGML_TYPE_COUNT + rng.randrange(3), 0)], F32_4x8),
-        "TENSORS_REMOVED_TYPE": lambda: _file(1, [], [tensor(b"t", [32, 8], rng.choice([4, 5, 31, 32, 33, 36, 37, 38]), 0)], 1024),
+        "TENSORS_REMOVED_TYPE": lambda: _file(
+            1, [], [tensor(b"t", [32, 8], rng.choice([4, 5, 31, 32, 33, 36, 37, 38]), 0)], 1024
+        ),
         "TENSORS_ROW_NOT_BLOCK": lambda: _file(1, [], [tensor(b"t", [32 * n + 1, 2], Q4_0, 0)], 4096),
         # ne0 * 18 wraps in ggml_nbytes: llama.cpp takes the first tensor as 2^58 bytes, not 2^57 * 18
-        "TENSORS_NBYTES_WRAP_IN_ROW": lambda: _file(2, [], [tensor(b"t", [2**62, 1], Q4_0, 0), tensor(b"u", [4], F32, 2**58)], 64),
-        "TENSORS_SIZES_SUM_PAST_64_BITS": lambda: _file(3, [], [tensor(b"a", [2**63 - 64], I8, 0), tensor(b"b", [2**63 - 64], I8, 2**63 - 64),
-                                                               tensor(b"c", [2**63 - 64], I8, 2**64 - 128)], 64),
-        "TENSORS_OFFSETS_SWAPPED": lambda: _file(2, [], [tensor(b"a", [4, 8], F32, F32_4x8), tensor(b"b", [4, 8], F32, 0)], 2 * F32_4x8),
+        "TENSORS_NBYTES_WRAP_IN_ROW": lambda: _file(
+            2, [], [tensor(b"t", [2**62, 1], Q4_0, 0), tensor(b"u", [4], F32, 2**58)], 64
+        ),
+        "TENSORS_SIZES_SUM_PAST_64_BITS": lambda: _file(
+            3,
+            [],
+            [
+                tensor(b"a", [2**63 - 64], I8, 0),
+                tensor(b"b", [2**63 - 64], I8, 2**63 - 64),
+                tensor(b"c", [2**63 - 64], I8, 2**64 - 128),
+            ],
+            64,
+        ),
+        "TENSORS_OFFSETS_SWAPPED": lambda: _file(
+            2, [], [tensor(b"a", [4, 8], F32, F32_4x8), tensor(b"b", [4, 8], F32, 0)], 2 * F32_4x8
+        ),
         "TENSORS_OFFSET_MISALIGNED": lambda: _file(2, [], [tensor(b"a", [3], F32, 0), tensor(b"b", [3], F32, 12)], 64),
         "TENSORS_OFFSET_MAX": lambda: _file(1, [], [tensor(b"a", [4, 8], F32, 2**64 - 1)], F32_4x8),
-        "TENSORS_DATA_UNREACHABLE": lambda: _file(1, [kv(b"general.alignment", UINT32, struct.pack("<I", 1 << 16))],
-                                                  [tensor(b"a", [4], F32, 0)], 0, 1),
+        "TENSORS_DATA_UNREACHABLE": lambda: _file(
+            1, [kv(b"general.alignment", UINT32, struct.pack("<I", 1 << 16))], [tensor(b"a", [4], F32, 0)], 0, 1
+        ),
         "TENSORS_HEADER_TRUNCATED": lambda: _header(2, []) + ok_tensor[0] + tensor(b"v", [4, 8], F32, 128)[: 5 + n],
         "TENSORS_DATA_MISSING": lambda: _file(1, [NAME], ok_tensor, F32_4x8 - n),
-        "TENSORS_DATA_EXACT_NO_PAD": lambda: _file(2, [], [tensor(b"a", [3], F32, 0), tensor(b"b", [3], F32, 32)], 32 + 12),
-        "TENSORS_DUPLICATE_NAME_FAR": lambda: _file(3, [], [tensor(b"a", [4], F32, 0), tensor(b"b", [4], F32, 32),
-                                                            tensor(b"a", [4], F32, 64)], 96),
+        "TENSORS_DATA_EXACT_NO_PAD": lambda: _file(
+            2, [], [tensor(b"a", [3], F32, 0), tensor(b"b", [3], F32, 32)], 32 + 12
+        ),
+        "TENSORS_DUPLICATE_NAME_FAR": lambda: _file(
+            3, [], [tensor(b"a", [4], F32, 0), tensor(b"b", [4], F32, 32), tensor(b"a", [4], F32, 64)], 96
+        ),
     }
     return cases[kind]()
 
 
 EXTRA = [
-    "HEADER_TRUNCATED", "HEADER_VERSION_2", "KV_ARRAY_OF_ARRAYS", "KV_ARRAY_BAD_TYPE", "KV_ARRAY_OVER_LIMIT",
-    "KV_STRING_ARRAY_PAST_END", "KV_STRING_OVER_LIMIT", "KV_STRING_PAST_END", "KV_VALUE_TRUNCATED", "KV_NEGATIVE_TYPE",
-    "KV_NON_UTF8_KEY", "KV_DUPLICATE_NON_UTF8_KEY", "KV_BOOL_ODD_BYTE", "KV_ALIGN_ZERO", "KV_ALIGN_I32_32",
-    "KV_ALIGN_U64", "KV_ALIGN_64", "TENSORS_NAME_63", "TENSORS_NAME_64", "TENSORS_EMPTY_NAME", "TENSORS_ZERO_DIMS",
-    "TENSORS_FIVE_DIMS", "TENSORS_NEGATIVE_LAST_DIM", "TENSORS_MINUS_ONE_DIM", "TENSORS_NEGATIVE_TYPE",
-    "TENSORS_TYPE_43", "TENSORS_REMOVED_TYPE", "TENSORS_ROW_NOT_BLOCK", "TENSORS_NBYTES_WRAP_IN_ROW",
-    "TENSORS_SIZES_SUM_PAST_64_BITS", "TENSORS_OFFSETS_SWAPPED", "TENSORS_OFFSET_MISALIGNED", "TENSORS_OFFSET_MAX",
-    "TENSORS_DATA_UNREACHABLE", "TENSORS_HEADER_TRUNCATED", "TENSORS_DATA_MISSING", "TENSORS_DATA_EXACT_NO_PAD",
+    "HEADER_TRUNCATED",
+    "HEADER_VERSION_2",
+    "KV_ARRAY_OF_ARRAYS",
+    "KV_ARRAY_BAD_TYPE",
+    "KV_ARRAY_OVER_LIMIT",
+    "KV_STRING_ARRAY_PAST_END",
+    "KV_STRING_OVER_LIMIT",
+    "KV_STRING_PAST_END",
+    "KV_VALUE_TRUNCATED",
+    "KV_NEGATIVE_TYPE",
+    "KV_NON_UTF8_KEY",
+    "KV_DUPLICATE_NON_UTF8_KEY",
+    "KV_BOOL_ODD_BYTE",
+    "KV_ALIGN_ZERO",
+    "KV_ALIGN_I32_32",
+    "KV_ALIGN_U64",
+    "KV_ALIGN_64",
+    "TENSORS_NAME_63",
+    "TENSORS_NAME_64",
+    "TENSORS_EMPTY_NAME",
+    "TENSORS_ZERO_DIMS",
+    "TENSORS_FIVE_DIMS",
+    "TENSORS_NEGATIVE_LAST_DIM",
+    "TENSORS_MINUS_ONE_DIM",
+    "TENSORS_NEGATIVE_TYPE",
+    "TENSORS_TYPE_43",
+    "TENSORS_REMOVED_TYPE",
+    "TENSORS_ROW_NOT_BLOCK",
+    "TENSORS_NBYTES_WRAP_IN_ROW",
+    "TENSORS_SIZES_SUM_PAST_64_BITS",
+    "TENSORS_OFFSETS_SWAPPED",
+    "TENSORS_OFFSET_MISALIGNED",
+    "TENSORS_OFFSET_MAX",
+    "TENSORS_DATA_UNREACHABLE",
+    "TENSORS_HEADER_TRUNCATED",
+    "TENSORS_DATA_MISSING",
+    "TENSORS_DATA_EXACT_NO_PAD",
     "TENSORS_DUPLICATE_NAME_FAR",
 ]
 SEEDS = range(5)

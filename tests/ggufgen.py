@@ -1,4 +1,5 @@
 """Synthetic GGUF files for tests, written with the gguf package's own writer (and struct for hostile ones)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -75,4 +76,3 @@ def write_gguf(
     w.write_tensors_to_file()
     w.close()
     return path
-

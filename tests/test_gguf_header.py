@@ -1,4 +1,5 @@
 """The streaming header reader on real models, synthetic files of every shape, and hostile bytes."""
+
 from __future__ import annotations
 
 import io
@@ -18,14 +19,25 @@ from inspector.sources import FileSource
 from tests.ggufgen import vocab, write_gguf
 
 ALL_SCALARS = {
-    "x.u8": (200, T.UINT8), "x.i8": (-100, T.INT8), "x.u16": (60000, T.UINT16), "x.i16": (-30000, T.INT16),
-    "x.u32": (4_000_000_000, T.UINT32), "x.i32": (-2_000_000_000, T.INT32), "x.f32": (1.5, T.FLOAT32),
-    "x.bool": (True, T.BOOL), "x.str": ("héllo", T.STRING), "x.u64": (2**63 + 5, T.UINT64),
-    "x.i64": (-(2**62), T.INT64), "x.f64": (2.25, T.FLOAT64),
+    "x.u8": (200, T.UINT8),
+    "x.i8": (-100, T.INT8),
+    "x.u16": (60000, T.UINT16),
+    "x.i16": (-30000, T.INT16),
+    "x.u32": (4_000_000_000, T.UINT32),
+    "x.i32": (-2_000_000_000, T.INT32),
+    "x.f32": (1.5, T.FLOAT32),
+    "x.bool": (True, T.BOOL),
+    "x.str": ("héllo", T.STRING),
+    "x.u64": (2**63 + 5, T.UINT64),
+    "x.i64": (-(2**62), T.INT64),
+    "x.f64": (2.25, T.FLOAT64),
 }
 ARRAYS = {
-    "a.u8": ([1, 2, 255], T.ARRAY), "a.i32": ([-1, 0, 7], T.ARRAY), "a.f32": ([0.5, 1.5], T.ARRAY),
-    "a.bool": ([True, False], T.ARRAY), "a.str": (["x", "yy", ""], T.ARRAY),
+    "a.u8": ([1, 2, 255], T.ARRAY),
+    "a.i32": ([-1, 0, 7], T.ARRAY),
+    "a.f32": ([0.5, 1.5], T.ARRAY),
+    "a.bool": ([True, False], T.ARRAY),
+    "a.str": (["x", "yy", ""], T.ARRAY),
     "a.big": (list(range(1000)), T.ARRAY),
 }
 
@@ -56,8 +68,12 @@ def test_it_reads_gemma3_from_the_first_part_only(gemma3_header_path):
 
 
 def test_every_value_type_matches_gguf_py(tmp_path):
-    p = write_gguf(tmp_path / "all.gguf", tokens=vocab(100), kv={**ALL_SCALARS, **ARRAYS},
-                   tensors={"w": np.ones((3, 5), dtype=np.float32)})
+    p = write_gguf(
+        tmp_path / "all.gguf",
+        tokens=vocab(100),
+        kv={**ALL_SCALARS, **ARRAYS},
+        tensors={"w": np.ones((3, 5), dtype=np.float32)},
+    )
     ours = read(p).kv
     ref = GGUFReader(p)
     for key in {**ALL_SCALARS, **ARRAYS}:
@@ -76,10 +92,18 @@ def test_every_value_type_matches_gguf_py(tmp_path):
 
 def test_big_endian_files_read_the_same_as_little_endian(tmp_path):
     kv = {k: v for k, v in ALL_SCALARS.items()}
-    little = inspect_source(write_gguf(tmp_path / "le.gguf", tokens=vocab(300), kv=kv,
-                                       tensors={"w": np.ones((2, 4), dtype=np.float32)}))
-    big = inspect_source(write_gguf(tmp_path / "be.gguf", tokens=vocab(300), kv=kv, big_endian=True,
-                                    tensors={"w": np.ones((2, 4), dtype=np.float32)}))
+    little = inspect_source(
+        write_gguf(tmp_path / "le.gguf", tokens=vocab(300), kv=kv, tensors={"w": np.ones((2, 4), dtype=np.float32)})
+    )
+    big = inspect_source(
+        write_gguf(
+            tmp_path / "be.gguf",
+            tokens=vocab(300),
+            kv=kv,
+            big_endian=True,
+            tensors={"w": np.ones((2, 4), dtype=np.float32)},
+        )
+    )
     assert big.byteorder == "big" and little.byteorder == "little"
     for key in kv:
         assert big.metadata[key] == little.metadata[key]
@@ -103,12 +127,21 @@ def test_a_file_object_is_a_source(smollm2_path):
 
 
 def test_split_files_sum_tensors_over_shards(tmp_path):
-    write_gguf(tmp_path / "m-00001-of-00002.gguf", tokens=vocab(64),
-               kv={"split.no": (0, T.UINT16), "split.count": (2, T.UINT16)},
-               tensors={"a": np.ones((4, 4), dtype=np.float32)})
-    write_gguf(tmp_path / "m-00002-of-00002.gguf", tokens=None, model=None, pre=None, hparams=False,
-               kv={"split.no": (1, T.UINT16), "split.count": (2, T.UINT16)},
-               tensors={"b": np.ones((2, 8), dtype=np.float32), "c": np.ones(3, dtype=np.float32)})
+    write_gguf(
+        tmp_path / "m-00001-of-00002.gguf",
+        tokens=vocab(64),
+        kv={"split.no": (0, T.UINT16), "split.count": (2, T.UINT16)},
+        tensors={"a": np.ones((4, 4), dtype=np.float32)},
+    )
+    write_gguf(
+        tmp_path / "m-00002-of-00002.gguf",
+        tokens=None,
+        model=None,
+        pre=None,
+        hparams=False,
+        kv={"split.no": (1, T.UINT16), "split.count": (2, T.UINT16)},
+        tensors={"b": np.ones((2, 8), dtype=np.float32), "c": np.ones(3, dtype=np.float32)},
+    )
     info = inspect_source(str(tmp_path / "m-00001-of-00002.gguf"))
     assert info.split_count == 2 and info.n_tensors == 3 and info.parameter_count == 16 + 16 + 3
     assert info.tokenizer.n_tokens == 64
@@ -121,6 +154,7 @@ def test_a_missing_shard_is_a_clear_error(tmp_path):
 
 
 # --- hostile and broken input -------------------------------------------------------------
+
 
 def _header(version=3, n_tensors=0, n_kv=1):
     return b"GGUF" + struct.pack("<IQQ", version, n_tensors, n_kv)
@@ -141,12 +175,27 @@ HOSTILE = {
     "key length larger than the file": (_header() + struct.pack("<Q", 2**62), "only"),
     "unknown value type": (_header() + _key(b"k") + struct.pack("<I", 99) + bytes(4), "unknown value type 99"),
     "string value longer than the file": (_header() + _key(b"k") + struct.pack("<IQ", 8, 2**29), "only"),
-    "string value longer than llama.cpp's limit": (_header() + _key(b"k") + struct.pack("<IQ", 8, 2**40), "over llama.cpp's limit"),
+    "string value longer than llama.cpp's limit": (
+        _header() + _key(b"k") + struct.pack("<IQ", 8, 2**40),
+        "over llama.cpp's limit",
+    ),
     "array count larger than the file": (_header() + _key(b"k") + struct.pack("<IIQ", 9, 4, 2**28), "claims"),
-    "array count larger than llama.cpp's limit": (_header() + _key(b"k") + struct.pack("<IIQ", 9, 4, 2**61), "over llama.cpp's limit"),
-    "unknown array element type": (_header() + _key(b"k") + struct.pack("<IIQ", 9, 77, 1), "array of unknown value type 77"),
-    "arrays of arrays": (_header() + _key(b"k") + struct.pack("<I", 9) + struct.pack("<IQ", 9, 1) * 10, "array of arrays"),
-    "tensor with too many dimensions": (_header(n_tensors=1, n_kv=0) + _key(b"t") + struct.pack("<I", 1000) + bytes(64), "dimensions"),
+    "array count larger than llama.cpp's limit": (
+        _header() + _key(b"k") + struct.pack("<IIQ", 9, 4, 2**61),
+        "over llama.cpp's limit",
+    ),
+    "unknown array element type": (
+        _header() + _key(b"k") + struct.pack("<IIQ", 9, 77, 1),
+        "array of unknown value type 77",
+    ),
+    "arrays of arrays": (
+        _header() + _key(b"k") + struct.pack("<I", 9) + struct.pack("<IQ", 9, 1) * 10,
+        "array of arrays",
+    ),
+    "tensor with too many dimensions": (
+        _header(n_tensors=1, n_kv=0) + _key(b"t") + struct.pack("<I", 1000) + bytes(64),
+        "dimensions",
+    ),
 }
 
 
@@ -207,12 +256,21 @@ def test_inspect_gguf_prints_tokenizer_and_first_tokens(smollm2_path):
 def test_data_complete_is_per_shard_and_check_pair_warns(tmp_path):
     from inspector.compat import check_pair
 
-    write_gguf(tmp_path / "m-00001-of-00002.gguf", tokens=vocab(64),
-               kv={"split.no": (0, T.UINT16), "split.count": (2, T.UINT16)},
-               tensors={"a": np.ones((4, 4), dtype=np.float32)})
-    second = write_gguf(tmp_path / "m-00002-of-00002.gguf", tokens=None, model=None, pre=None, hparams=False,
-                        kv={"split.no": (1, T.UINT16), "split.count": (2, T.UINT16)},
-                        tensors={"b": np.ones((2, 8), dtype=np.float32)})
+    write_gguf(
+        tmp_path / "m-00001-of-00002.gguf",
+        tokens=vocab(64),
+        kv={"split.no": (0, T.UINT16), "split.count": (2, T.UINT16)},
+        tensors={"a": np.ones((4, 4), dtype=np.float32)},
+    )
+    second = write_gguf(
+        tmp_path / "m-00002-of-00002.gguf",
+        tokens=None,
+        model=None,
+        pre=None,
+        hparams=False,
+        kv={"split.no": (1, T.UINT16), "split.count": (2, T.UINT16)},
+        tensors={"b": np.ones((2, 8), dtype=np.float32)},
+    )
     whole = inspect_source(str(tmp_path / "m-00001-of-00002.gguf"))
     assert whole.data_complete is True
     second.write_bytes(second.read_bytes()[:-1])  # an unfinished download of the second shard
@@ -234,8 +292,9 @@ def test_a_source_of_unknown_size_leaves_data_complete_open(smollm2_path):
     assert header.tensors and header.data_complete is None
 
 
-@pytest.mark.parametrize("complete, words", [(True, "all inside the file"), (False, "ends before its tensor data"),
-                                             (None, "not checked")])
+@pytest.mark.parametrize(
+    "complete, words", [(True, "all inside the file"), (False, "ends before its tensor data"), (None, "not checked")]
+)
 def test_the_model_page_shows_whether_the_data_is_complete(tmp_path, complete, words):
     from django.template.loader import render_to_string
 

@@ -4,6 +4,7 @@ C: Hub jobs per user and in all; G: deeply nested JSON; H: lock-outs per usernam
 together, a throttle per address; I: the server-path oracle of anonymous checks; J: CSV formula
 injection and protocol-relative links in notes.
 """
+
 from __future__ import annotations
 
 import csv
@@ -14,8 +15,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from registry.models import GGUFFile, HubJob
 from registry.hub.sources import register_source
+from registry.models import GGUFFile, HubJob
 from registry.team.notes import render
 
 pytestmark = pytest.mark.db_service  # CI runs these again on PostgreSQL
@@ -60,8 +61,11 @@ def test_deeply_nested_json_is_a_400_not_a_500(user_client):
     body = "[" * 100_000 + "]" * 100_000
     r = user_client.post("/api/notes", body, content_type="application/json")
     assert r.status_code == 400 and "nested too deeply" in r.json()["error"]
-    r = user_client.post("/api/notes", json.dumps({"body": "x", "on": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}),
-                         content_type="application/json")
+    r = user_client.post(
+        "/api/notes",
+        json.dumps({"body": "x", "on": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}),
+        content_type="application/json",
+    )
     assert r.status_code == 400 and "at most 32 levels" in r.json()["error"]
 
 
@@ -111,7 +115,7 @@ def test_anonymous_checks_take_names_and_hub_specs_never_server_paths(client, db
 
 def test_csv_cells_that_start_like_formulas_are_text(client, db, smollm2_path, monkeypatch):
     f = register_source(str(smollm2_path)).file
-    GGUFFile.objects.filter(pk=f.pk).update(source="=HYPERLINK(\"http://evil.example\",\"x\")")
+    GGUFFile.objects.filter(pk=f.pk).update(source='=HYPERLINK("http://evil.example","x")')
     from registry.catalog.pairing import pair_for
 
     pair_for(GGUFFile.objects.get(pk=f.pk), GGUFFile.objects.get(pk=f.pk))
@@ -121,14 +125,24 @@ def test_csv_cells_that_start_like_formulas_are_text(client, db, smollm2_path, m
     assert rows[1][0].startswith("'=HYPERLINK") and rows[1][1].startswith("'=")
 
 
-@pytest.mark.parametrize("link", ["//evil.example/x", "\\\\evil.example", "/\\evil.example", "javascript:alert(1)",
-                                  "JaVaScRiPt:alert(1)", " //evil.example"])
+@pytest.mark.parametrize(
+    "link",
+    [
+        "//evil.example/x",
+        "\\\\evil.example",
+        "/\\evil.example",
+        "javascript:alert(1)",
+        "JaVaScRiPt:alert(1)",
+        " //evil.example",
+    ],
+)
 def test_note_links_leave_the_site_only_as_absolute_urls(link):
     html = render(f"[click]({link})")
     assert "href" not in html and "evil" not in html.split(">click")[0].split("rel=")[0]
 
 
-@pytest.mark.parametrize("link", ["https://github.com/ggml-org/llama.cpp", "mailto:team@example.org", "/pairs/1/",
-                                  "notes/2"])
+@pytest.mark.parametrize(
+    "link", ["https://github.com/ggml-org/llama.cpp", "mailto:team@example.org", "/pairs/1/", "notes/2"]
+)
 def test_note_links_to_urls_mail_and_this_site_stay(link):
     assert f'href="{link}"' in render(f"[x]({link})")

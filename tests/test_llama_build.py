@@ -1,5 +1,6 @@
 """The portable llama.cpp build: what it chooses per machine, the AMX probe, the wheel cache, the smoke
 check, and what a run does when llama.cpp dies of SIGILL (reproduced with stand-ins that kill themselves)."""
+
 from __future__ import annotations
 
 import json
@@ -99,8 +100,10 @@ def _stand_in(folder: Path, name: str, sig: int) -> Path:
         missing(str(exc))
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
-    path.write_text(f'#!/bin/sh\ncase "$*" in *--help*|*--version*) exec "{real}" "$@";; esac\n'
-                    f"kill -{signal.Signals(sig).name.removeprefix('SIG')} $$\n")
+    path.write_text(
+        f'#!/bin/sh\ncase "$*" in *--help*|*--version*) exec "{real}" "$@";; esac\n'
+        f"kill -{signal.Signals(sig).name.removeprefix('SIG')} $$\n"
+    )
     path.chmod(0o755)
     # the stand-in's folder must also tell the build's instruction set: link the real ggml-cpu beside it
     for lib in real.parent.glob("libggml-cpu*.so"):
@@ -124,13 +127,24 @@ def test_the_installed_build_passes_the_smoke_check_and_records_its_instruction_
 
 
 @pytest.mark.llama
-@pytest.mark.parametrize("sig, words", [(signal.SIGILL, "killed by SIGILL: this llama.cpp build"),
-                                        (signal.SIGSEGV, "was killed by SIGSEGV on a tiny model")])
+@pytest.mark.parametrize(
+    "sig, words",
+    [
+        (signal.SIGILL, "killed by SIGILL: this llama.cpp build"),
+        (signal.SIGSEGV, "was killed by SIGSEGV on a tiny model"),
+    ],
+)
 def test_smoke_check_names_the_cause_and_the_fix_in_one_line(tmp_path, monkeypatch, sig, words):
     _stand_in(tmp_path / "bin", llamacpp.COMPLETION, sig)
     env = {**os.environ, llamacpp.ENV_BIN_DIR: str(tmp_path / "bin")}
-    r = subprocess.run([sys.executable, "-m", "runner.llama_build", "smoke"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "runner.llama_build", "smoke"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1 and "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0] and "instructions this machine does not allow" in lines[0]
@@ -138,11 +152,27 @@ def test_smoke_check_names_the_cause_and_the_fix_in_one_line(tmp_path, monkeypat
 
 
 def _tiny_sweep(target: Path, **kw) -> SweepConfig:
-    tasks = parse_task_set({"name": "tiny", "tasks": [
-        {"id": "c", "content_type": "code", "prompt": "Write the numbers 1 to 30 as a Python list."},
-        {"id": "p", "content_type": "prose", "prompt": "Describe a cat in two sentences."}]})
-    return SweepConfig(str(target), str(target), tasks, ks=(2, 4), grid=(2, 4), n_predict=8, repeats=1,
-                       prompts_per_type=1, extend=False, **kw)
+    tasks = parse_task_set(
+        {
+            "name": "tiny",
+            "tasks": [
+                {"id": "c", "content_type": "code", "prompt": "Write the numbers 1 to 30 as a Python list."},
+                {"id": "p", "content_type": "prose", "prompt": "Describe a cat in two sentences."},
+            ],
+        }
+    )
+    return SweepConfig(
+        str(target),
+        str(target),
+        tasks,
+        ks=(2, 4),
+        grid=(2, 4),
+        n_predict=8,
+        repeats=1,
+        prompts_per_type=1,
+        extend=False,
+        **kw,
+    )
 
 
 @pytest.mark.llama
@@ -172,14 +202,48 @@ def test_a_segfault_the_smoke_check_does_not_share_is_a_crash_of_that_setting(tm
 def test_a_segfault_the_smoke_check_shares_blames_the_build(tmp_path, monkeypatch):
     _stand_in(tmp_path / "bin", llamacpp.COMPLETION, signal.SIGSEGV)
     monkeypatch.setenv(llamacpp.ENV_BIN_DIR, str(tmp_path / "bin"))
-    crashed = CellResult(Cell("t", "d", 4, ("p",)), "failed", "x", None, None, None, False, 0, 0, None, None, None,
-                         (), 1.0, 1.0, 0.0, (Run("spec", 0, 0, "failed", 1.0, 0.0, signal=signal.SIGSEGV),),
-                         crash_signal=signal.SIGSEGV)
+    crashed = CellResult(
+        Cell("t", "d", 4, ("p",)),
+        "failed",
+        "x",
+        None,
+        None,
+        None,
+        False,
+        0,
+        0,
+        None,
+        None,
+        None,
+        (),
+        1.0,
+        1.0,
+        0.0,
+        (Run("spec", 0, 0, "failed", 1.0, 0.0, signal=signal.SIGSEGV),),
+        crash_signal=signal.SIGSEGV,
+    )
     diagnosis = CrashDiagnosis()
     why = diagnosis.build_at_fault(crashed)
     assert why is not None and "SIGSEGV on a tiny model" in why and "instructions this machine does not allow" in why
-    killed = CellResult(Cell("t", "d", 4, ("p",)), "failed", "x", None, None, None, False, 0, 0, None, None, None,
-                        (), 1.0, 1.0, 0.0, crash_signal=signal.SIGKILL)
+    killed = CellResult(
+        Cell("t", "d", 4, ("p",)),
+        "failed",
+        "x",
+        None,
+        None,
+        None,
+        False,
+        0,
+        0,
+        None,
+        None,
+        None,
+        (),
+        1.0,
+        1.0,
+        0.0,
+        crash_signal=signal.SIGKILL,
+    )
     assert diagnosis.build_at_fault(killed) is None  # stopped from outside (OOM killer, a stopping worker)
 
 
@@ -187,29 +251,70 @@ def test_a_segfault_the_smoke_check_shares_blames_the_build(tmp_path, monkeypatc
 def test_run_benchmark_here_reports_the_sigill_once_and_stops(tmp_path, smollm2_path):
     _stand_in(tmp_path / "bin", llamacpp.COMPLETION, signal.SIGILL)
     _stand_in(tmp_path / "bin", llamacpp.SPECULATIVE, signal.SIGILL)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "TEST_DATABASE_NAME", "SPECREG_QUEUE_PREFIX")}
-    env.update(SPECREG_DATA_DIR=str(tmp_path / "data"), SPECREG_HARDWARE_CLASS="cpu-sigill",
-               **{llamacpp.ENV_BIN_DIR: str(tmp_path / "bin")})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "TEST_DATABASE_NAME", "SPECREG_QUEUE_PREFIX")
+    }
+    env.update(
+        SPECREG_DATA_DIR=str(tmp_path / "data"),
+        SPECREG_HARDWARE_CLASS="cpu-sigill",
+        **{llamacpp.ENV_BIN_DIR: str(tmp_path / "bin")},
+    )
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], env=env, cwd=ROOT, check=True)
-    r = subprocess.run([sys.executable, "manage.py", "run_benchmark", str(smollm2_path), str(smollm2_path),
-                        "--methods", "draft-simple", "--k", "2,4", "--no-extend", "--tasks", "code,prose",
-                        "--n-predict", "8", "--repeats", "1", "--prompts-per-type", "1", "--here"],
-                       env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "run_benchmark",
+            str(smollm2_path),
+            str(smollm2_path),
+            "--methods",
+            "draft-simple",
+            "--k",
+            "2,4",
+            "--no-extend",
+            "--tasks",
+            "code,prose",
+            "--n-predict",
+            "8",
+            "--repeats",
+            "1",
+            "--prompts-per-type",
+            "1",
+            "--here",
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     both = r.stdout + r.stderr
     assert r.returncode != 0 and "Traceback" not in both
     assert both.count("instructions this machine does not allow") == 1, both[-3000:]
-    out = subprocess.run([sys.executable, "manage.py", "shell", "-c",
-                          "import json; from registry.models import BenchmarkRun as R; r = R.objects.get();"
-                          "print(json.dumps([r.status, r.error, r.results.count(), r.hardware.get('llama_isa')]))"],
-                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "shell",
+            "-c",
+            "import json; from registry.models import BenchmarkRun as R; r = R.objects.get();"
+            "print(json.dumps([r.status, r.error, r.results.count(), r.hardware.get('llama_isa')]))",
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     status, error, n_results, isa = json.loads(out.stdout.strip().splitlines()[-1])
     assert status == "failed" and "SIGILL" in error and n_results == 1 and isa
 
 
 def test_builds_of_different_instruction_sets_are_different_hardware_classes():
-    from registry.results.history import hardware_class_of
     from registry.models import BenchmarkResult, BenchmarkRun
+    from registry.results.history import hardware_class_of
     from runner.hardware import measurement_class
 
     info = {"hardware_class": "cpu-2c", "llama_isa": "avx512"}

@@ -3,6 +3,7 @@
 The same files are loaded vocab-only by the real libllama in test_llama_agrees.py, which asserts
 that llama.cpp reaches the values and verdicts asserted here.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,10 +67,19 @@ PAIRS = {
     "size_diff_128_allowed": (dict(tokens=vocab(428)), dict(tokens=vocab(300)), set(), None),
     "size_diff_129_refused": (dict(tokens=vocab(429)), dict(tokens=vocab(300)), {"vocab_size"}, None),
     "text_differs": (dict(tokens=vocab(300)), dict(tokens=vocab(150) + ["zz"] + vocab(300)[151:]), {"token_text"}, 150),
-    "text_differs_below_5_ignored": (dict(tokens=vocab(300)), dict(tokens=["a", "b", "c", "d", "e"] + vocab(300)[5:]), set(), None),
+    "text_differs_below_5_ignored": (
+        dict(tokens=vocab(300)),
+        dict(tokens=["a", "b", "c", "d", "e"] + vocab(300)[5:]),
+        set(),
+        None,
+    ),
     "raw_bytes_compared": (dict(tokens=vocab(300)), dict(tokens=vocab(299) + [b"\xff\xfe"]), {"token_text"}, 299),
-    "three_problems": (dict(add_bos=True, tokens=vocab(600)), dict(add_bos=False, tokens=vocab(300, seed="u")),
-                       {"bos", "vocab_size", "token_text"}, 5),
+    "three_problems": (
+        dict(add_bos=True, tokens=vocab(600)),
+        dict(add_bos=False, tokens=vocab(300, seed="u")),
+        {"bos", "vocab_size", "token_text"},
+        5,
+    ),
 }
 
 
@@ -99,12 +109,15 @@ def test_the_mismatch_names_both_texts(tmp_path):
     assert "Token 299 differs" in result.checks[-1].detail
 
 
-@pytest.mark.parametrize("arch, kind, words", [
-    ("mamba", "recurrent", "falls back to state checkpoints"),
-    ("qwen35", "hybrid", "can roll this architecture's state back"),
-    ("jamba", "hybrid", "falls back to state checkpoints"),
-    ("llada", "diffusion", "diffusion model"),
-])
+@pytest.mark.parametrize(
+    "arch, kind, words",
+    [
+        ("mamba", "recurrent", "falls back to state checkpoints"),
+        ("qwen35", "hybrid", "can roll this architecture's state back"),
+        ("jamba", "hybrid", "falls back to state checkpoints"),
+        ("llada", "diffusion", "diffusion model"),
+    ],
+)
 def test_recurrent_hybrid_and_diffusion_models_are_excluded(tmp_path, arch, kind, words):
     t = inspect_source(make(tmp_path, "t", arch=arch, hparams=False))
     d = inspect_source(make(tmp_path, "d"))
@@ -155,7 +168,9 @@ def test_small_vocabularies_are_looked_up_by_type():
 
 
 def run_check_pair(*args):
-    return subprocess.run([sys.executable, "manage.py", "check_pair", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", "check_pair", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_check_pair_json_has_the_documented_shape(tmp_path):
@@ -163,12 +178,34 @@ def test_check_pair_json_has_the_documented_shape(tmp_path):
     r = run_check_pair(str(t), str(d), "--json")
     assert r.returncode == 1
     obj = json.loads(r.stdout)
-    assert set(obj) == {"compatible", "llama_cpp_compatible", "rules_from", "checks", "failed_rule",
-                        "first_mismatch_token_id", "first_mismatch", "target", "draft", "warnings", "method"}
+    assert set(obj) == {
+        "compatible",
+        "llama_cpp_compatible",
+        "rules_from",
+        "checks",
+        "failed_rule",
+        "first_mismatch_token_id",
+        "first_mismatch",
+        "target",
+        "draft",
+        "warnings",
+        "method",
+    }
     assert obj["rules_from"] == "b11434" and obj["failed_rule"] == "bos" and obj["method"] == "draft-simple"
     assert [c["rule"] for c in obj["checks"]] == RULES
-    assert set(obj["target"]) == {"source", "architecture", "vocab_type", "n_vocab", "add_bos_stored", "add_bos",
-                                  "add_eos_stored", "add_eos", "bos_id", "eos_id", "vocab_key"}
+    assert set(obj["target"]) == {
+        "source",
+        "architecture",
+        "vocab_type",
+        "n_vocab",
+        "add_bos_stored",
+        "add_bos",
+        "add_eos_stored",
+        "add_eos",
+        "bos_id",
+        "eos_id",
+        "vocab_key",
+    }
     assert obj["first_mismatch_token_id"] == 5
 
 

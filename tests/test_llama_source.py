@@ -1,4 +1,5 @@
 """specreg's copies of llama.cpp's tables agree with the pinned build's source."""
+
 from __future__ import annotations
 
 import re
@@ -26,12 +27,15 @@ def _switch_cases(src, function: str) -> set[str]:
     return set(re.findall(r"case (LLM_ARCH_\w+):", true_part))
 
 
-@pytest.mark.parametrize("function, ours", [
-    ("llm_arch_is_recurrent", llama_rules.RECURRENT_ARCHS),
-    ("llm_arch_is_hybrid", llama_rules.HYBRID_ARCHS),
-    ("llm_arch_is_diffusion", llama_rules.DIFFUSION_ARCHS),
-    ("llm_arch_supports_rs_rollback", llama_rules.RS_ROLLBACK_ARCHS),
-])
+@pytest.mark.parametrize(
+    "function, ours",
+    [
+        ("llm_arch_is_recurrent", llama_rules.RECURRENT_ARCHS),
+        ("llm_arch_is_hybrid", llama_rules.HYBRID_ARCHS),
+        ("llm_arch_is_diffusion", llama_rules.DIFFUSION_ARCHS),
+        ("llm_arch_supports_rs_rollback", llama_rules.RS_ROLLBACK_ARCHS),
+    ],
+)
 def test_architecture_lists_match_llama_arch_cpp(src, function, ours):
     names = _arch_names(src)
     assert {names[c] for c in _switch_cases(src, function)} == set(ours)
@@ -67,7 +71,9 @@ def test_pre_tokenizers_that_add_bos_match(src):
 def test_default_special_ids_match(src):
     body = _load_body(src)
     found = {}
-    for models, block in re.findall(r'if \((tokenizer_model == "[^{]+)\) \{(.*?)(?=\} else if|\n        \}\n)', body, re.S):
+    for models, block in re.findall(
+        r'if \((tokenizer_model == "[^{]+)\) \{(.*?)(?=\} else if|\n        \}\n)', body, re.S
+    ):
         bos = re.search(r"special_bos_id\s*=\s*(\w+);", block)
         eos = re.search(r"special_eos_id\s*=\s*(\w+);", block)
         if not (bos and eos):

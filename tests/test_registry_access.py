@@ -2,6 +2,7 @@
 
 Each test reproduces what an outside review did to the running site and failed before the fix.
 """
+
 from __future__ import annotations
 
 import json
@@ -10,11 +11,11 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from registry.hub.jobs import execute_job
-from registry.models import BenchmarkRun, HubJob, RateCount
+from inspector.info import inspect_source
 from registry.access.rate_limits import hit
 from registry.catalog.registration import register
-from inspector.info import inspect_source
+from registry.hub.jobs import execute_job
+from registry.models import BenchmarkRun, HubJob, RateCount
 from tests.models import model_path
 
 pytestmark = pytest.mark.django_db
@@ -43,8 +44,12 @@ def _queued_check(client: Client, target: str, draft: str) -> HubJob:
     r = _check(client, target, draft)
     assert r.status_code == 202, r.content
     body = r.json()
-    assert body == {"status": "queued", "job": body["job"], "url": f"/api/jobs/{body['job']}",
-                    "page": f"/jobs/{body['job']}/"}
+    assert body == {
+        "status": "queued",
+        "job": body["job"],
+        "url": f"/api/jobs/{body['job']}",
+        "page": f"/jobs/{body['job']}/",
+    }
     assert HubJob.objects.get(pk=body["job"]).status == HubJob.QUEUED  # nothing was read in the request
     execute_job(body["job"])
     return HubJob.objects.get(pk=body["job"])
@@ -56,8 +61,12 @@ def test_anonymous_checks_never_borrow_the_server_token_and_private_reads_like_m
     assert job.status == "done" and job.result["compatible"] is True and job.params["server_token"] is False
     assert not any("Authorization" in r.headers for r in hub_with_private.requests)  # no token was sent
     answers = {}
-    for name, spec in {"private": f"hf://{PRIVATE}/m.gguf", "gated": f"hf://{GATED}/m.gguf",
-                       "missing repo": "hf://acme/nothing-GGUF/m.gguf", "missing file": f"hf://{SMOL}/none.gguf"}.items():
+    for name, spec in {
+        "private": f"hf://{PRIVATE}/m.gguf",
+        "gated": f"hf://{GATED}/m.gguf",
+        "missing repo": "hf://acme/nothing-GGUF/m.gguf",
+        "missing file": f"hf://{SMOL}/none.gguf",
+    }.items():
         job = _queued_check(client, spec, public)
         answers[name] = (job.status, job.error.replace(spec, "SPEC"))
     assert len(set(answers.values())) == 1, answers  # the same status and words for all four
@@ -81,7 +90,9 @@ def test_a_signed_in_user_needs_the_permission_for_the_server_token(hub_with_pri
     assert _check(c, private, private).status_code == 200
 
 
-def test_anonymous_checks_are_rate_limited_per_address_across_processes(client, hub_with_private, settings, still_clock):
+def test_anonymous_checks_are_rate_limited_per_address_across_processes(
+    client, hub_with_private, settings, still_clock
+):
     settings.SPECREG_ANON_CHECKS_PER_MINUTE = 3
     public = f"hf://{SMOL}/m.gguf"
     codes = [_check(client, public, public).status_code for _ in range(4)]
@@ -127,7 +138,9 @@ def test_a_check_of_a_split_file_with_too_many_shards_is_refused_at_once(client,
     started = time.monotonic()
     r = _check(client, "hf://a/b/m-00001-of-99999.gguf", f"hf://{SMOL}/m.gguf")  # was: 99,999 names, then reads
     assert time.monotonic() - started < 1
-    assert r.status_code == 400 and f"a split file of 99,999 shards; at most {MAX_SHARDS:,} are read" in r.json()["error"]
+    assert (
+        r.status_code == 400 and f"a split file of 99,999 shards; at most {MAX_SHARDS:,} are read" in r.json()["error"]
+    )
 
 
 def test_anonymous_header_uploads_have_the_public_cap(client, settings, smollm2_path):
@@ -136,8 +149,12 @@ def test_anonymous_header_uploads_have_the_public_cap(client, settings, smollm2_
     size = str(smollm2_path.stat().st_size)
 
     def send(c: Client, n: int):
-        return c.post("/local/inspect", data[:n], content_type="application/octet-stream",
-                      headers={"X-File-Name": "smol.gguf", "X-File-Size": size})
+        return c.post(
+            "/local/inspect",
+            data[:n],
+            content_type="application/octet-stream",
+            headers={"X-File-Name": "smol.gguf", "X-File-Size": size},
+        )
 
     r = send(client, 200_000)  # was: read in full (up to 64 MiB) for anyone
     assert r.status_code == 413 and "more than the 100,000-byte header cap" in r.json()["error"]
@@ -157,12 +174,31 @@ def test_server_paths_stay_hidden_from_anonymous_visitors(client, qwen05_header_
     # A finished run quotes the paths in its report (served as text/markdown), unit, command and log.
     command = f"llama-server -m {pair.target.source} -md {pair.draft.source}"
     run = BenchmarkRun.objects.create(
-        pair=pair, queue="bench.cpu", status="done", server_command=command, log=f"ran {command}\n",
-        report_md=f"# Run\n\n    {command}\n", systemd_unit=f"[Service]\nExecStart={command}\n")
-    pages = ["/", "/check/", f"/models/{reg.file.model_id}/", "/api/pairs", f"/api/models/{reg.file.model_id}",
-             f"/api/files/{reg.file.pk}", "/pairs.csv", "/api/pairs?all=1", f"/pairs/{pair.pk}/", f"/api/pairs/{pair.pk}",
-             f"/runs/{run.pk}/", f"/runs/{run.pk}/report", f"/runs/{run.pk}/unit", f"/runs/{run.pk}/command",
-             f"/api/runs/{run.pk}"]
+        pair=pair,
+        queue="bench.cpu",
+        status="done",
+        server_command=command,
+        log=f"ran {command}\n",
+        report_md=f"# Run\n\n    {command}\n",
+        systemd_unit=f"[Service]\nExecStart={command}\n",
+    )
+    pages = [
+        "/",
+        "/check/",
+        f"/models/{reg.file.model_id}/",
+        "/api/pairs",
+        f"/api/models/{reg.file.model_id}",
+        f"/api/files/{reg.file.pk}",
+        "/pairs.csv",
+        "/api/pairs?all=1",
+        f"/pairs/{pair.pk}/",
+        f"/api/pairs/{pair.pk}",
+        f"/runs/{run.pk}/",
+        f"/runs/{run.pk}/report",
+        f"/runs/{run.pk}/unit",
+        f"/runs/{run.pk}/command",
+        f"/api/runs/{run.pk}",
+    ]
     for url in pages:
         r = client.get(url)
         body = b"".join(r.streaming_content) if r.streaming else r.content

@@ -1,5 +1,6 @@
 """The JSON API under Django REST Framework: anonymous reads, writes with a token (or a session with
 CSRF) under the site's own permissions, tokens stored as digests only, the OpenAPI schema and its docs page."""
+
 from __future__ import annotations
 
 import hashlib
@@ -25,9 +26,19 @@ from tests.test_team_notes import alice, client_for, infos, pair, staff  # noqa:
 pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
 
 CMD = "llama-server -m t.gguf -md d.gguf --spec-type draft-simple --spec-draft-n-max 8"
-REPORTED = {"k": 8, "method": "draft-simple", "acceptance": 0.71, "speedup": 1.42, "tokens_per_second": 50.1,
-            "baseline_tokens_per_second": 35.3, "content_type": "code", "hardware": "RTX 4090",
-            "llama_cpp_build": "b11434", "citation": "team CI job 1234", "source_url": "https://ci.example/1234"}
+REPORTED = {
+    "k": 8,
+    "method": "draft-simple",
+    "acceptance": 0.71,
+    "speedup": 1.42,
+    "tokens_per_second": 50.1,
+    "baseline_tokens_per_second": 35.3,
+    "content_type": "code",
+    "hardware": "RTX 4090",
+    "llama_cpp_build": "b11434",
+    "citation": "team CI job 1234",
+    "source_url": "https://ci.example/1234",
+}
 
 
 def make_token(user: User, name: str = "ci", expires: str = "90") -> str:
@@ -48,12 +59,28 @@ def post(client: Client, url: str, data: dict):
 
 
 def test_every_read_is_open_to_anonymous_visitors(pair):
-    d = Deployment.objects.create(target=pair.target, draft=pair.draft, pair=pair, method="draft-simple", k=4,
-                                  command=CMD, author_name="ops", deployed_at=timezone.now())
+    d = Deployment.objects.create(
+        target=pair.target,
+        draft=pair.draft,
+        pair=pair,
+        method="draft-simple",
+        k=4,
+        command=CMD,
+        author_name="ops",
+        deployed_at=timezone.now(),
+    )
     anon = Client()
-    for url in ["/api/pairs", "/api/pairs?all=1", f"/api/pairs/{pair.pk}", f"/api/models/{pair.target.model_id}",
-                f"/api/files/{pair.draft_id}", "/api/examples", f"/api/deployments/{d.pk}", "/api/schema/",
-                "/api/docs/"]:
+    for url in [
+        "/api/pairs",
+        "/api/pairs?all=1",
+        f"/api/pairs/{pair.pk}",
+        f"/api/models/{pair.target.model_id}",
+        f"/api/files/{pair.draft_id}",
+        "/api/examples",
+        f"/api/deployments/{d.pk}",
+        "/api/schema/",
+        "/api/docs/",
+    ]:
         assert anon.get(url).status_code == 200, url
     assert anon.get(f"/api/pairs/{pair.pk}/").status_code == 404  # no trailing-slash redirects, as before
     assert anon.get("/api/pairs/999999").json() == {"detail": "No Pair matches the given query."}
@@ -62,9 +89,11 @@ def test_every_read_is_open_to_anonymous_visitors(pair):
 def test_writes_without_a_token_are_refused_with_401(pair):
     anon, bad = Client(), with_token("specreg_" + "0" * 64)
     for client in (anon, bad):
-        for url, data in [("/api/notes", {"subject": "pair", "id": pair.pk, "body": "x"}),
-                          ("/api/deployments", {"target": pair.target_id, "method": "none", "command": CMD}),
-                          (f"/api/pairs/{pair.pk}/reported", REPORTED)]:
+        for url, data in [
+            ("/api/notes", {"subject": "pair", "id": pair.pk, "body": "x"}),
+            ("/api/deployments", {"target": pair.target_id, "method": "none", "command": CMD}),
+            (f"/api/pairs/{pair.pk}/reported", REPORTED),
+        ]:
             r = post(client, url, data)
             assert r.status_code == 401, (url, r.content)
             assert r["WWW-Authenticate"] == "Token"
@@ -81,8 +110,14 @@ def test_a_token_writes_notes_deployments_and_reported_results_under_the_sites_p
     assert post(ci, "/api/notes", {"subject": "pair", "id": 999999, "body": "x"}).status_code == 404
     assert post(ci, "/api/notes", {"subject": "planet", "id": pair.pk, "body": "x"}).status_code == 400
 
-    dep = {"target": pair.target_id, "draft": pair.draft_id, "method": "draft-simple", "k": 8, "command": CMD,
-           "host": "gpu-3"}
+    dep = {
+        "target": pair.target_id,
+        "draft": pair.draft_id,
+        "method": "draft-simple",
+        "k": 8,
+        "command": CMD,
+        "host": "gpu-3",
+    }
     r = post(ci, "/api/deployments", dep)
     assert r.status_code == 201, r.content
     assert r.json()["pair"] == pair.pk and r.json()["author"] == "alice" and r.json()["host"] == "gpu-3"
@@ -90,7 +125,9 @@ def test_a_token_writes_notes_deployments_and_reported_results_under_the_sites_p
     r = post(ci, "/api/deployments", dep | {"url": "http://127.0.0.1:8080"})
     assert r.status_code == 403 and "only staff" in r.json()["error"]
     assert post(ci, "/api/deployments", dep | {"method": "ngram-mod"}).status_code == 400  # a draft with n-gram
-    assert post(ci, "/api/deployments", dep | {"target": 999999}).json() == {"error": "no registered file with id 999999"}
+    assert post(ci, "/api/deployments", dep | {"target": 999999}).json() == {
+        "error": "no registered file with id 999999"
+    }
 
     # Reported results: staff or the permission, never any account.
     r = post(ci, f"/api/pairs/{pair.pk}/reported", REPORTED)
@@ -147,8 +184,12 @@ def test_the_browser_session_writes_with_csrf_only(pair, alice):
     r = post(browser, "/api/notes", data)
     assert r.status_code == 403 and "CSRF" in r.json()["detail"]
     browser.get("/accounts/tokens/")  # any page sets the CSRF cookie
-    r = browser.post("/api/notes", json.dumps(data), content_type="application/json",
-                     HTTP_X_CSRFTOKEN=browser.cookies["csrftoken"].value)
+    r = browser.post(
+        "/api/notes",
+        json.dumps(data),
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=browser.cookies["csrftoken"].value,
+    )
     assert r.status_code == 201
 
 
@@ -166,8 +207,18 @@ def test_the_openapi_schema_is_valid_and_lists_every_endpoint():
     schema = json.loads(r.content)
     validate_schema(schema)  # drf-spectacular's own check against the OpenAPI 3 JSON schema
     assert set(schema["paths"]) >= {
-        "/api/pairs", "/api/pairs/{id}", "/api/pairs/{id}/reported", "/api/models/{id}", "/api/files/{id}",
-        "/api/check", "/api/examples", "/api/deployments", "/api/deployments/{id}", "/api/notes", "/api/notes/{id}"}
+        "/api/pairs",
+        "/api/pairs/{id}",
+        "/api/pairs/{id}/reported",
+        "/api/models/{id}",
+        "/api/files/{id}",
+        "/api/check",
+        "/api/examples",
+        "/api/deployments",
+        "/api/deployments/{id}",
+        "/api/notes",
+        "/api/notes/{id}",
+    }
     assert "all" in {p["name"] for p in schema["paths"]["/api/pairs"]["get"]["parameters"]}
     assert schema["components"]["securitySchemes"]["knoxApiToken"]["name"] == "Authorization"
     validate_schema(yaml.safe_load(Client().get("/api/schema/").content))  # the default answer is YAML
@@ -198,7 +249,9 @@ def test_the_docs_page_renders_in_chromium_without_csp_violations(live_server, p
     page.click("#operations-pairs-pairs_list .opblock-summary")
     page.wait_for_selector("text=cursor of the next page")
     shot(page, "api-docs")
-    violations = [m for m in console if "Content Security Policy" in m or "Refused to" in m or m.startswith("pageerror")]
+    violations = [
+        m for m in console if "Content Security Policy" in m or "Refused to" in m or m.startswith("pageerror")
+    ]
     assert violations == [], violations
     assert page.locator(".opblock").count() >= 11
 
@@ -227,17 +280,38 @@ def test_notes_and_deployments_are_listed_paged_and_filtered_for_anyone(pair, al
     assert [n["hidden"] for n in listed] == [False, False, False, True]
 
     url = "http://10.9.8.7:8080"
-    live = Deployment.objects.create(target=pair.target, draft=pair.draft, pair=pair, method="draft-simple", k=8,
-                                     command=CMD, host="gpu-3", url=url, author_name="ops", deployed_at=timezone.now())
-    gone = Deployment.objects.create(target=pair.draft, method="ngram-mod", k=16, command="llama-server -m d.gguf",
-                                     author_name="ops", deployed_at=timezone.now(), retired_at=timezone.now())
+    live = Deployment.objects.create(
+        target=pair.target,
+        draft=pair.draft,
+        pair=pair,
+        method="draft-simple",
+        k=8,
+        command=CMD,
+        host="gpu-3",
+        url=url,
+        author_name="ops",
+        deployed_at=timezone.now(),
+    )
+    gone = Deployment.objects.create(
+        target=pair.draft,
+        method="ngram-mod",
+        k=16,
+        command="llama-server -m d.gguf",
+        author_name="ops",
+        deployed_at=timezone.now(),
+        retired_at=timezone.now(),
+    )
     r = anon.get("/api/deployments")
     assert r.status_code == 200 and [d["id"] for d in r.json()["results"]] == [live.pk, gone.pk]  # active first
     assert url not in r.content.decode() and "gpu-3" not in r.content.decode()
-    assert r.json()["results"][0] | {"observed": None} == anon.get(f"/api/deployments/{live.pk}").json() | {"observed": None}
+    assert r.json()["results"][0] | {"observed": None} == anon.get(f"/api/deployments/{live.pk}").json() | {
+        "observed": None
+    }
     assert [d["id"] for d in anon.get(f"/api/deployments?pair={pair.pk}").json()["results"]] == [live.pk]
     assert [d["id"] for d in anon.get("/api/deployments?active=0").json()["results"]] == [gone.pk]
-    assert [d["id"] for d in anon.get(f"/api/deployments?model={pair.draft.model_id}&active=1").json()["results"]] == [live.pk]
+    assert [d["id"] for d in anon.get(f"/api/deployments?model={pair.draft.model_id}&active=1").json()["results"]] == [
+        live.pk
+    ]
     assert anon.get("/api/deployments?pair=999999").json()["count"] == 0
     assert anon.get("/api/deployments?active=maybe").status_code == 400
     # With a token the same reads work, and a signed-in user sees the URL and host.

@@ -1,4 +1,5 @@
 """The one deployment builder: llama-server commands from a build's options, systemd units, model names."""
+
 from __future__ import annotations
 
 import json
@@ -65,8 +66,9 @@ def test_deployed_server_speculates(smollm2_path):
     binary = _server_binary()
     port = _free_port()
     dep = deployment(llamacpp.capabilities(binary), str(smollm2_path), str(smollm2_path), 4, port=port, ctx_size=1024)
-    proc = subprocess.Popen([str(binary), *dep.argv[1:]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [str(binary), *dep.argv[1:]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -78,8 +80,9 @@ def test_deployed_server_speculates(smollm2_path):
                 assert time.monotonic() < deadline
                 time.sleep(0.3)
         body = json.dumps({"prompt": "Count: 1, 2, 3, 4,", "n_predict": 16, "temperature": 0}).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=body,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/completion", data=body, headers={"Content-Type": "application/json"}
+        )
         fig = parse_server_completion(json.load(urllib.request.urlopen(req, timeout=60)))
     finally:
         proc.terminate()

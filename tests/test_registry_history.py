@@ -1,4 +1,5 @@
 """History across llama.cpp builds (results kept per build, changes beyond the spreads) and recheck_pairs."""
+
 from __future__ import annotations
 
 import json
@@ -9,11 +10,11 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from inspector.info import inspect_source
-from registry.results.history import build_changes, build_number
-from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, Pair, VerdictChange
 from registry.catalog.pairing import pair_for
 from registry.catalog.registration import register
+from registry.models import BenchmarkResult, BenchmarkRun, Pair, VerdictChange
 from registry.results.figures import refresh_best
+from registry.results.history import build_changes, build_number
 
 # db_service: CI runs these again on PostgreSQL.
 pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
@@ -21,13 +22,16 @@ pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
 
 @pytest.fixture(scope="session")
 def infos(qwen05_header_path, qwen15_header_path, smollm2_path):
-    return {k: inspect_source(str(p)) for k, p in
-            [("qwen05", qwen05_header_path), ("qwen15", qwen15_header_path), ("smollm2", smollm2_path)]}
+    return {
+        k: inspect_source(str(p))
+        for k, p in [("qwen05", qwen05_header_path), ("qwen15", qwen15_header_path), ("smollm2", smollm2_path)]
+    }
 
 
 def reg(info, name: str):
-    return register(info, source=f"hf://org/{name}/{name}.gguf", repo=f"org/{name}", path=f"{name}.gguf",
-                    etag=f"e-{name}", size=1).file
+    return register(
+        info, source=f"hf://org/{name}/{name}.gguf", repo=f"org/{name}", path=f"{name}.gguf", etag=f"e-{name}", size=1
+    ).file
 
 
 @pytest.fixture
@@ -39,15 +43,30 @@ def qwen_pair(infos):
 
 def run_of(pair, build: str, hw_class: str, cells: list[tuple], minutes_ago: int) -> BenchmarkRun:
     """A finished run of ``build`` with cells (content, K, median t/s, min, max, speedup)."""
-    run = BenchmarkRun.objects.create(pair=pair, queue=f"bench.{hw_class}", status="done", hardware_class=hw_class,
-                                      build={"label": build})
+    run = BenchmarkRun.objects.create(
+        pair=pair, queue=f"bench.{hw_class}", status="done", hardware_class=hw_class, build={"label": build}
+    )
     BenchmarkRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(minutes=minutes_ago))
     run.refresh_from_db()
     for content, k, tps, lo, hi, speedup in cells:
         BenchmarkResult.objects.create(
-            run=run, pair=pair, k=k, content_type=content, n_predict=64, repeats=3, n_prompts=2, status="ok",
-            tokens_per_second=tps, tps_min=lo, tps_max=hi, speedup=speedup, acceptance=0.6,
-            baseline_tokens_per_second=tps / speedup, hardware=f"Some CPU ({hw_class})", llama_cpp_build=build)
+            run=run,
+            pair=pair,
+            k=k,
+            content_type=content,
+            n_predict=64,
+            repeats=3,
+            n_prompts=2,
+            status="ok",
+            tokens_per_second=tps,
+            tps_min=lo,
+            tps_max=hi,
+            speedup=speedup,
+            acceptance=0.6,
+            baseline_tokens_per_second=tps / speedup,
+            hardware=f"Some CPU ({hw_class})",
+            llama_cpp_build=build,
+        )
     return run
 
 
@@ -57,13 +76,24 @@ def test_build_numbers_order_builds_numerically():
 
 
 def test_a_newer_build_keeps_the_older_figures_and_the_pair_page_shows_only_changes_beyond_the_spreads(
-        client, qwen_pair):
+    client, qwen_pair
+):
     # b9999 was measured after b11434 (a re-test of an old build): builds are ordered by number, not by
     # when they ran, and not as text ("b9999" > "b11434").
-    run_of(qwen_pair, "b11434 (abc1234)", "cpu-2c",
-           [("code", 4, 14.0, 13.5, 14.4, 0.62), ("prose", 4, 10.5, 9.5, 11.2, 0.45)], minutes_ago=60)
-    run_of(qwen_pair, "b9999 (0123abc)", "cpu-2c",
-           [("code", 4, 11.4, 11.0, 11.9, 0.48), ("prose", 4, 10.0, 9.0, 11.0, 0.43)], minutes_ago=10)
+    run_of(
+        qwen_pair,
+        "b11434 (abc1234)",
+        "cpu-2c",
+        [("code", 4, 14.0, 13.5, 14.4, 0.62), ("prose", 4, 10.5, 9.5, 11.2, 0.45)],
+        minutes_ago=60,
+    )
+    run_of(
+        qwen_pair,
+        "b9999 (0123abc)",
+        "cpu-2c",
+        [("code", 4, 11.4, 11.0, 11.9, 0.48), ("prose", 4, 10.0, 9.0, 11.0, 0.43)],
+        minutes_ago=10,
+    )
     run_of(qwen_pair, "b9999 (0123abc)", "gpu-nvidia-h100", [("code", 4, 200.0, 190.0, 210.0, 1.9)], minutes_ago=5)
     refresh_best(qwen_pair)
 
@@ -76,7 +106,12 @@ def test_a_newer_build_keeps_the_older_figures_and_the_pair_page_shows_only_chan
     assert len(changes) == 1  # prose overlaps (9.0–11.0 and 9.5–11.2); the GPU has one build only
     c = changes[0]
     assert (c.old_build, c.new_build, c.content_type, c.hardware_class, c.method) == (
-        "b9999 (0123abc)", "b11434 (abc1234)", "code", "cpu-2c", "draft-simple")
+        "b9999 (0123abc)",
+        "b11434 (abc1234)",
+        "code",
+        "cpu-2c",
+        "draft-simple",
+    )
     assert c.direction == "faster" and c.percent == pytest.approx(100 * (14.0 / 11.4 - 1))
 
     data = client.get(f"/api/pairs/{qwen_pair.pk}").json()
@@ -96,8 +131,13 @@ def test_a_slower_newer_build_is_shown_as_slower(qwen_pair):
 
 def test_no_change_is_claimed_within_the_spreads_or_across_k(qwen_pair):
     run_of(qwen_pair, "b11000", "cpu-2c", [("code", 4, 12.0, 10.0, 13.0, 0.5)], minutes_ago=30)
-    run_of(qwen_pair, "b11434", "cpu-2c", [("code", 4, 12.9, 12.5, 13.4, 0.52), ("code", 16, 30.0, 29, 31, 1.2)],
-           minutes_ago=20)
+    run_of(
+        qwen_pair,
+        "b11434",
+        "cpu-2c",
+        [("code", 4, 12.9, 12.5, 13.4, 0.52), ("code", 16, 30.0, 29, 31, 1.2)],
+        minutes_ago=20,
+    )
     assert build_changes(qwen_pair.pk) == []
 
 
@@ -121,8 +161,10 @@ def test_recheck_pairs_lists_and_stores_the_verdicts_the_pinned_rules_change(inf
     out = []
     call_command("recheck_pairs", stdout=_Lines(out))
     assert len(out) == 3 and out[-1] == "2 pairs checked with the rules of llama.cpp b11434; 2 verdicts changed"
-    assert f"pair {pair.pk}: hf://org/qwen05/qwen05.gguf drafting for hf://org/qwen15/qwen15.gguf: " \
-           "incompatible (vocab_size) under b4000 → compatible under b11434" in out
+    assert (
+        f"pair {pair.pk}: hf://org/qwen05/qwen05.gguf drafting for hf://org/qwen15/qwen15.gguf: "
+        "incompatible (vocab_size) under b4000 → compatible under b11434" in out
+    )
     assert any(line.startswith(f"pair {odd.pk}: ") and "compatible under b4000 → incompatible" in line for line in out)
     pair.refresh_from_db(), odd.refresh_from_db()
     assert pair.compatible and pair.rules_from == "b11434" and pair.failed_rule == ""
@@ -148,7 +190,9 @@ def test_the_pair_page_lists_its_verdict_changes(client, infos):
     html = client.get(pair.get_absolute_url()).content.decode()
     assert 'id="verdict-changes"' in html and "incompatible (token_text) under the rules of b4000" in html
     data = client.get(f"/api/pairs/{pair.pk}").json()
-    assert data["verdict_changes"][0]["old_failed_rule"] == "token_text" and data["verdict_changes"][0]["new_compatible"]
+    assert (
+        data["verdict_changes"][0]["old_failed_rule"] == "token_text" and data["verdict_changes"][0]["new_compatible"]
+    )
 
 
 class _Lines:

@@ -1,4 +1,5 @@
 """import_hf, register_gguf and find_drafts through the real huggingface_hub client against the local test Hub."""
+
 from __future__ import annotations
 
 import io
@@ -11,8 +12,8 @@ from django.db import connection
 
 from inspector.management.base import UserError
 from registry.hub.drafts import family_stem, find_drafts, size_from_name
-from registry.hub.jobs import execute_job
 from registry.hub.importing import HubImportError, HubUnreachable, import_hf
+from registry.hub.jobs import execute_job
 from registry.models import GGUFFile, Pair, ReportedResult, TokenTable
 from tests.ggufgen import vocab, write_gguf
 from tests.models import MODELS
@@ -84,8 +85,15 @@ def test_it_imports_only_files_matching_include_whatever_their_case(hub, smollm2
 def test_it_imports_a_split_file_as_one_file(hub, tmp_path):
     first = write_gguf(tmp_path / "s1.gguf", tokens=vocab(5000), kv=None)
     second = write_gguf(tmp_path / "s2.gguf", model=None, pre=None)
-    hub.add_repo("org/split-GGUF", {"big-Q4_K_M-00001-of-00002.gguf": first, "big-Q4_K_M-00002-of-00002.gguf": second,
-                                    "broken-00001-of-00003.gguf": first, "huge-00002-of-999999999.gguf": second})
+    hub.add_repo(
+        "org/split-GGUF",
+        {
+            "big-Q4_K_M-00001-of-00002.gguf": first,
+            "big-Q4_K_M-00002-of-00002.gguf": second,
+            "broken-00001-of-00003.gguf": first,
+            "huge-00002-of-999999999.gguf": second,
+        },
+    )
     report = import_hf("org/split-GGUF")
     by_path = {o.path: o for o in report.outcomes}
     assert by_path["big-Q4_K_M-00001-of-00002.gguf"].status == "added"
@@ -106,15 +114,18 @@ def test_a_gated_repo_needs_a_token(hub, monkeypatch, smollm2_path):
     assert import_hf("google/gated-GGUF").count("added") == 1
 
 
-@pytest.mark.parametrize("repo, include, message", [
-    ("not a repo", None, "is not a model repository name"),
-    ("a/../b", None, "is not a model repository name"),
-    ("/etc/passwd", None, "is not a model repository name"),
-    ("datasets/x", None, "is not a model repository name"),
-    ("org/repo", "../*.gguf", "without '..'"),
-    ("org/repo", "/abs/*.gguf", "without '..'"),
-    ("nobody/nothing", None, "repository nobody/nothing not found"),
-])
+@pytest.mark.parametrize(
+    "repo, include, message",
+    [
+        ("not a repo", None, "is not a model repository name"),
+        ("a/../b", None, "is not a model repository name"),
+        ("/etc/passwd", None, "is not a model repository name"),
+        ("datasets/x", None, "is not a model repository name"),
+        ("org/repo", "../*.gguf", "without '..'"),
+        ("org/repo", "/abs/*.gguf", "without '..'"),
+        ("nobody/nothing", None, "repository nobody/nothing not found"),
+    ],
+)
 def test_it_refuses_bad_names_in_one_line(hub, repo, include, message):
     args = ["import_hf", repo] + (["--include", include] if include else [])
     with pytest.raises(UserError) as exc:
@@ -173,7 +184,9 @@ def test_importing_the_qwen_repos_pairs_them_and_attaches_the_reported_examples(
 @pytest.mark.django_db(transaction=True)
 def test_two_imports_of_the_same_repo_racing_register_each_file_once(hub):
     if connection.vendor == "sqlite" and connection.is_in_memory_db():
-        pytest.skip("in-memory SQLite's shared cache reports 'table is locked' instead of waiting; run on a file or PostgreSQL")
+        pytest.skip(
+            "in-memory SQLite's shared cache reports 'table is locked' instead of waiting; run on a file or PostgreSQL"
+        )
     errors, reports = [], []
 
     def work() -> None:
@@ -206,8 +219,12 @@ def test_register_gguf_registers_local_files_by_absolute_path(qwen05_header_path
 
 def test_find_drafts_registers_a_draft_found_on_the_hub(hub, qwen05_header_path, smollm2_path):
     import_hf(Q15)
-    hub.add_repo("someone/Qwen2.5-Coder-1.5B-Instruct-DRAFT-0.5B-GGUF", {"draft-Q8_0.gguf": qwen05_header_path},
-                 tags=["draft"], downloads=5)
+    hub.add_repo(
+        "someone/Qwen2.5-Coder-1.5B-Instruct-DRAFT-0.5B-GGUF",
+        {"draft-Q8_0.gguf": qwen05_header_path},
+        tags=["draft"],
+        downloads=5,
+    )
     hub.add_repo("other/SmolLM2-135M-DRAFT-GGUF", {"s.gguf": smollm2_path}, tags=["draft"])
     hub.add_repo("big/Qwen2.5-Coder-7B-Instruct-GGUF", {"q7.gguf": qwen05_header_path})
     out = run("find_drafts", f"hf://{Q15}/{Q15_FILE}")
@@ -238,7 +255,9 @@ def test_the_find_drafts_button_reports_what_it_found(hub, qwen05_header_path, c
     from django.contrib.auth.models import User
 
     import_hf(Q15)
-    hub.add_repo("someone/Qwen2.5-Coder-1.5B-Instruct-DRAFT-0.5B-GGUF", {"draft-Q8_0.gguf": qwen05_header_path}, tags=["draft"])
+    hub.add_repo(
+        "someone/Qwen2.5-Coder-1.5B-Instruct-DRAFT-0.5B-GGUF", {"draft-Q8_0.gguf": qwen05_header_path}, tags=["draft"]
+    )
     target = GGUFFile.objects.get()
     assert client.post(f"/files/{target.pk}/find-drafts").status_code == 302  # to the login page
     assert GGUFFile.objects.count() == 1
@@ -273,8 +292,9 @@ def test_one_hostile_file_is_recorded_and_the_files_after_it_are_imported(hub, t
     assert GGUFFile.objects.get(path="b-wide.gguf").parameter_count == 2**63 - 1  # saturated, stored
 
 
-def test_an_unforeseen_failure_of_one_file_is_recorded_and_the_files_after_it_are_imported(hub, monkeypatch,
-                                                                                              smollm2_path):
+def test_an_unforeseen_failure_of_one_file_is_recorded_and_the_files_after_it_are_imported(
+    hub, monkeypatch, smollm2_path
+):
     from registry.hub import importing as hub_import
 
     real = hub_import.register
@@ -299,8 +319,16 @@ def _sidecar(path, arch: str, layers: list[int], width: int = 576, hidden: int |
     kv = {f"{arch}.target_layers": (layers, T.ARRAY), f"{arch}.embedding_length": (width, T.UINT32)}
     if hidden is not None and arch == "eagle3":
         kv["eagle3.target_hidden_size"] = (hidden, T.UINT32)
-    return write_gguf(path, arch=arch, tokens=None, model=None, pre=None, hparams=False, kv=kv,
-                      tensors={"w": np.zeros((4, 4), dtype=np.float32)})
+    return write_gguf(
+        path,
+        arch=arch,
+        tokens=None,
+        model=None,
+        pre=None,
+        hparams=False,
+        kv=kv,
+        tensors={"w": np.zeros((4, 4), dtype=np.float32)},
+    )
 
 
 def test_find_drafts_lists_sidecars_apart_with_their_method_and_verdict(hub, tmp_path):
@@ -311,8 +339,10 @@ def test_find_drafts_lists_sidecars_apart_with_their_method_and_verdict(hub, tmp
     hub.add_repo(eagle, {"eagle3-f16.gguf": _sidecar(tmp_path / "e.gguf", "eagle3", [2, 15, 30])})
     tree = "lab/speculator-dflash-GGUF"  # its model tree points at the target's repo
     hub.add_repo(tree, {"d.gguf": _sidecar(tmp_path / "d.gguf", "dflash", [1, 30])}, base_model=SMOL)
-    hub.add_repo("other/Qwen2.5-Coder-1.5B-Instruct-EAGLE3-GGUF",  # another model's head
-                 {"e.gguf": _sidecar(tmp_path / "q.gguf", "eagle3", [2, 14, 28], 1536, 1536)})
+    hub.add_repo(
+        "other/Qwen2.5-Coder-1.5B-Instruct-EAGLE3-GGUF",  # another model's head
+        {"e.gguf": _sidecar(tmp_path / "q.gguf", "eagle3", [2, 14, 28], 1536, 1536)},
+    )
     family = "x/SmolLM2-EAGLE3-GGUF"  # met by the draft search (same family name): checked as a sidecar
     hub.add_repo(family, {"e.gguf": _sidecar(tmp_path / "f.gguf", "eagle3", [2, 15, 30], 960, 960)})
     out = run("find_drafts", f"hf://{SMOL}/{SMOL_FILE}")
@@ -324,7 +354,12 @@ def test_find_drafts_lists_sidecars_apart_with_their_method_and_verdict(hub, tmp
     # registered now: a second search lists them from the registry, with the same verdicts
     again = json.loads(run("find_drafts", f"hf://{SMOL}/{SMOL_FILE}", "--json"))
     assert sorted((s["method"], s["status"], s["why"]) for s in again["sidecars"]) == [
-        ("draft-dflash", "incompatible", "registered"), ("draft-eagle3", "compatible", "registered"),
-        ("draft-eagle3", "incompatible", "registered")]
+        ("draft-dflash", "incompatible", "registered"),
+        ("draft-eagle3", "compatible", "registered"),
+        ("draft-eagle3", "incompatible", "registered"),
+    ]
     assert again["registered"] == []
-    assert Pair.objects.get(draft__repo=eagle).compatible and Pair.objects.get(draft__repo=tree).failed_rule == "dflash_layers"
+    assert (
+        Pair.objects.get(draft__repo=eagle).compatible
+        and Pair.objects.get(draft__repo=tree).failed_rule == "dflash_layers"
+    )

@@ -1,4 +1,5 @@
 """export_kb / import_kb: a whole knowledge base between installations, with provenance, idempotent, all or nothing."""
+
 from __future__ import annotations
 
 import json
@@ -15,12 +16,21 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from inspector.info import inspect_source
-from registry.kb.export import export_kb, knowledge_base
-from registry.kb.importer import KBError, import_kb
-from registry.models import (BenchmarkResult, BenchmarkRun, Family, GGUFFile, Model, Pair, PairCheckResult,
-                             ReportedResult, TokenTable)
 from registry.catalog.pairing import pair_for
 from registry.catalog.registration import register
+from registry.kb.export import export_kb, knowledge_base
+from registry.kb.importer import KBError, import_kb
+from registry.models import (
+    BenchmarkResult,
+    BenchmarkRun,
+    Family,
+    GGUFFile,
+    Model,
+    Pair,
+    PairCheckResult,
+    ReportedResult,
+    TokenTable,
+)
 from registry.results.figures import refresh_best
 
 # db_service: CI runs these again on PostgreSQL.
@@ -33,8 +43,15 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 @pytest.fixture(scope="session")
 def infos(qwen05_header_path, qwen15_header_path, smollm2_path, gemma3_header_path):
-    return {k: inspect_source(str(p)) for k, p in [("qwen05", qwen05_header_path), ("qwen15", qwen15_header_path),
-                                                   ("smollm2", smollm2_path), ("gemma3", gemma3_header_path)]}
+    return {
+        k: inspect_source(str(p))
+        for k, p in [
+            ("qwen05", qwen05_header_path),
+            ("qwen15", qwen15_header_path),
+            ("smollm2", smollm2_path),
+            ("gemma3", gemma3_header_path),
+        ]
+    }
 
 
 @pytest.fixture(autouse=True)
@@ -44,8 +61,15 @@ def installation_a(settings):
 
 
 def reg(info, name: str):
-    return register(info, source=f"hf://org/{name}/{name}.gguf", repo=f"org/{name}", path=f"{name}.gguf",
-                    commit=COMMIT, etag=f"e-{name}", size=1).file
+    return register(
+        info,
+        source=f"hf://org/{name}/{name}.gguf",
+        repo=f"org/{name}",
+        path=f"{name}.gguf",
+        commit=COMMIT,
+        etag=f"e-{name}",
+        size=1,
+    ).file
 
 
 @pytest.fixture
@@ -58,20 +82,54 @@ def kb_a(infos):
     pair_for(q15, smol)
     alice = User.objects.create_user("alice", password="x" * 12)
     for i, (build, tps, speedup) in enumerate([("b11000", 11.4, 0.48), ("b11434 (abc1234)", 14.0, 0.62)]):
-        run = BenchmarkRun.objects.create(pair=pair, queue="bench.cpu-2c", status="done", hardware_class="cpu-2c",
-                                          requested_by=alice, build={"label": build}, summary={"status": "done"},
-                                          server_command="llama-server -m models/qwen15.gguf", hardware={"cpus": 2})
+        run = BenchmarkRun.objects.create(
+            pair=pair,
+            queue="bench.cpu-2c",
+            status="done",
+            hardware_class="cpu-2c",
+            requested_by=alice,
+            build={"label": build},
+            summary={"status": "done"},
+            server_command="llama-server -m models/qwen15.gguf",
+            hardware={"cpus": 2},
+        )
         BenchmarkRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(hours=2 - i))
         for k in (4, 8):
             BenchmarkResult.objects.create(
-                run=run, pair=pair, k=k, content_type="code", n_predict=64, repeats=3, n_prompts=2, status="ok",
-                tokens_per_second=tps + k / 10, tps_min=tps - 0.3, tps_max=tps + 0.9, speedup=speedup + k / 100,
-                baseline_tokens_per_second=23.8, acceptance=0.7, drafted=100, accepted=70, identical=True,
-                divergences=[{"prompt": 0, "position": None}], hardware="Some CPU (cpu-2c)", llama_cpp_build=build)
+                run=run,
+                pair=pair,
+                k=k,
+                content_type="code",
+                n_predict=64,
+                repeats=3,
+                n_prompts=2,
+                status="ok",
+                tokens_per_second=tps + k / 10,
+                tps_min=tps - 0.3,
+                tps_max=tps + 0.9,
+                speedup=speedup + k / 100,
+                baseline_tokens_per_second=23.8,
+                acceptance=0.7,
+                drafted=100,
+                accepted=70,
+                identical=True,
+                divergences=[{"prompt": 0, "position": None}],
+                hardware="Some CPU (cpu-2c)",
+                llama_cpp_build=build,
+            )
     BenchmarkRun.objects.create(pair=pair, queue="bench.cpu-2c", status="queued")  # in progress: not exported
-    ReportedResult.objects.create(pair=pair, k=24, speedup=1.9, acceptance=0.8, content_type="code",
-                                  citation="llama.cpp PR 10455", source_url="https://github.com/ggml-org/llama.cpp/pull/10455",
-                                  reported_by=alice, hardware="M2 Ultra", llama_cpp_build="b4182")
+    ReportedResult.objects.create(
+        pair=pair,
+        k=24,
+        speedup=1.9,
+        acceptance=0.8,
+        content_type="code",
+        citation="llama.cpp PR 10455",
+        source_url="https://github.com/ggml-org/llama.cpp/pull/10455",
+        reported_by=alice,
+        hardware="M2 Ultra",
+        llama_cpp_build="b4182",
+    )
     refresh_best(pair)
     team_records(pair, run, alice)
     return pair
@@ -88,18 +146,44 @@ def team_records(pair, run, alice) -> None:
     add_note(run, "ran on the *old* box", alice)
     staff = User.objects.create_user("root", password="x" * 12, is_staff=True)
     set_hidden(add_note(pair.target.model, "spam <script>x</script>", alice), True, staff)
-    d = Deployment.objects.create(target=pair.target, draft=pair.draft, pair=pair, run=run, method="draft-simple",
-                                  k=8, command="llama-server -m models/qwen15.gguf -md models/qwen05.gguf",
-                                  host="gpu-7", url="http://10.0.0.7:8080", created_by=alice, author_name="alice",
-                                  deployed_at=timezone.now() - timedelta(days=3))
+    d = Deployment.objects.create(
+        target=pair.target,
+        draft=pair.draft,
+        pair=pair,
+        run=run,
+        method="draft-simple",
+        k=8,
+        command="llama-server -m models/qwen15.gguf -md models/qwen05.gguf",
+        host="gpu-7",
+        url="http://10.0.0.7:8080",
+        created_by=alice,
+        author_name="alice",
+        deployed_at=timezone.now() - timedelta(days=3),
+    )
     t0 = timezone.now() - timedelta(hours=1)
-    record(d, counters={"draft_tokens": 100, "accepted_tokens": 60,
-                        "drafts": 25, "tokens_predicted": 300, "tokens_predicted_seconds": 10},
-           at=t0)
+    record(
+        d,
+        counters={
+            "draft_tokens": 100,
+            "accepted_tokens": 60,
+            "drafts": 25,
+            "tokens_predicted": 300,
+            "tokens_predicted_seconds": 10,
+        },
+        at=t0,
+    )
     record(d, counters=None, error="connection refused", at=t0 + timedelta(minutes=5))
-    record(d, counters={"draft_tokens": 500, "accepted_tokens": 380,
-                        "drafts": 120, "tokens_predicted": 1300, "tokens_predicted_seconds": 40},
-           at=t0 + timedelta(minutes=10))
+    record(
+        d,
+        counters={
+            "draft_tokens": 500,
+            "accepted_tokens": 380,
+            "drafts": 120,
+            "tokens_predicted": 1300,
+            "tokens_predicted_seconds": 40,
+        },
+        at=t0 + timedelta(minutes=10),
+    )
 
 
 def team_of() -> dict:
@@ -112,21 +196,48 @@ def team_of() -> dict:
             return f"run of {n.run.pair} started {n.run.created_at.isoformat()}"
         return f"model {n.model.repo}/{n.model.name}" if n.model_id else str(n.subject)
 
-    notes = sorted([n.body, subject(n), n.author_name, n.hidden, [v.body for v in n.versions.all()]]
-                   for n in Note.objects.all())
-    deployments = [{"target": d.target.source, "draft": d.draft.source if d.draft else None, "method": d.method,
-                    "k": d.k, "command": d.command, "host": d.host, "author": d.author_name,
-                    "deployed_at": d.deployed_at.isoformat(), "run": bool(d.run_id),
-                    "observed": observed(d).to_dict()} for d in Deployment.objects.order_by("deployed_at")]
+    notes = sorted(
+        [n.body, subject(n), n.author_name, n.hidden, [v.body for v in n.versions.all()]] for n in Note.objects.all()
+    )
+    deployments = [
+        {
+            "target": d.target.source,
+            "draft": d.draft.source if d.draft else None,
+            "method": d.method,
+            "k": d.k,
+            "command": d.command,
+            "host": d.host,
+            "author": d.author_name,
+            "deployed_at": d.deployed_at.isoformat(),
+            "run": bool(d.run_id),
+            "observed": observed(d).to_dict(),
+        }
+        for d in Deployment.objects.order_by("deployed_at")
+    ]
     return {"notes": notes, "deployments": deployments}
 
 
 def counts() -> dict[str, int]:
     from registry.team.models import Deployment, Note, NoteVersion, TelemetrySample
 
-    return {m.__name__: m.objects.count() for m in (GGUFFile, TokenTable, Model, Family, Pair, PairCheckResult,
-                                                    BenchmarkRun, BenchmarkResult, ReportedResult, Note,
-                                                    NoteVersion, Deployment, TelemetrySample)}
+    return {
+        m.__name__: m.objects.count()
+        for m in (
+            GGUFFile,
+            TokenTable,
+            Model,
+            Family,
+            Pair,
+            PairCheckResult,
+            BenchmarkRun,
+            BenchmarkResult,
+            ReportedResult,
+            Note,
+            NoteVersion,
+            Deployment,
+            TelemetrySample,
+        )
+    }
 
 
 def empty_installation(settings, name: str) -> None:
@@ -142,7 +253,11 @@ def test_the_export_is_versioned_json_with_provenance(kb_a, tmp_path):
     n = export_kb(tmp_path / "kb.json")
     doc = json.loads((tmp_path / "kb.json").read_text())
     assert doc["format"] == "specreg-knowledge-base" and doc["schema_version"] == "1.0"
-    assert doc["installation"] == {"id": HERE, "rules_from": "b11434", "specreg_version": doc["installation"]["specreg_version"]}
+    assert doc["installation"] == {
+        "id": HERE,
+        "rules_from": "b11434",
+        "specreg_version": doc["installation"]["specreg_version"],
+    }
     assert n == {"files": 4, "pairs": 2, "runs": 2, "reported": 1, "results": 4, "notes": 3, "deployments": 1}
     (dep,) = doc["sections"]["deployments"]
     assert "url" not in dep and "10.0.0.7" not in json.dumps(doc)  # a server inside A's network stays A's
@@ -151,7 +266,12 @@ def test_the_export_is_versioned_json_with_provenance(kb_a, tmp_path):
     assert len(doc["token_tables"]) == 3  # the two Qwen files share theirs
     assert {f["installation"] for f in doc["files"]} == {HERE}
     run = doc["runs"][0]
-    assert (run["installation"], run["author"], run["hardware_class"], run["build"]) == (HERE, "alice", "cpu-2c", {"label": "b11000"})
+    assert (run["installation"], run["author"], run["hardware_class"], run["build"]) == (
+        HERE,
+        "alice",
+        "cpu-2c",
+        {"label": "b11000"},
+    )
     assert [r["llama_cpp_build"] for r in doc["runs"][1]["results"]] == ["b11434 (abc1234)"] * 2
     rep = doc["reported"][0]
     assert (rep["installation"], rep["author"], rep["citation"]) == (HERE, "alice", "llama.cpp PR 10455")
@@ -163,8 +283,15 @@ def test_importing_into_an_empty_installation_twice_gives_the_same_records_once(
     empty_installation(settings, "installation-b")
     report = import_kb(tmp_path / "kb.json")
     assert report.source_installation == HERE
-    assert report.counts == {"files added": 4, "runs added": 2, "measured results added": 4, "reported results added": 1,
-                             "notes added": 3, "deployments added": 1, "observed samples added": 3}
+    assert report.counts == {
+        "files added": 4,
+        "runs added": 2,
+        "measured results added": 4,
+        "reported results added": 1,
+        "notes added": 3,
+        "deployments added": 1,
+        "observed samples added": 3,
+    }
     assert report.messages == []
     assert counts() == {**before, "BenchmarkRun": 2}  # the queued run stayed home
     run = BenchmarkRun.objects.order_by("origin_id").first()
@@ -185,8 +312,13 @@ def test_importing_into_an_empty_installation_twice_gives_the_same_records_once(
     assert [v.body for v in Note.objects.get(pair__isnull=False).versions.all()] == ["K=8 **held** in CI"]
 
     again = import_kb(tmp_path / "kb.json")
-    assert again.counts == {"files already here": 4, "runs already here": 2, "reported results already here": 1,
-                            "notes already here": 3, "deployments already here": 1}
+    assert again.counts == {
+        "files already here": 4,
+        "runs already here": 2,
+        "reported results already here": 1,
+        "notes already here": 3,
+        "deployments already here": 1,
+    }
     assert counts() == {**before, "BenchmarkRun": 2}
 
     # And its own export comes back into A unchanged: A's records are recognised as A's.
@@ -200,8 +332,13 @@ def test_an_installation_importing_its_own_export_changes_nothing(kb_a, tmp_path
     export_kb(tmp_path / "kb.json")
     before = counts()
     report = import_kb(tmp_path / "kb.json")
-    assert report.counts == {"files already here": 4, "runs already here": 2, "reported results already here": 1,
-                             "notes already here": 3, "deployments already here": 1}
+    assert report.counts == {
+        "files already here": 4,
+        "runs already here": 2,
+        "reported results already here": 1,
+        "notes already here": 3,
+        "deployments already here": 1,
+    }
     assert counts() == before
 
 
@@ -213,12 +350,22 @@ def test_conflicts_keep_both_with_their_provenance(kb_a, tmp_path, settings, inf
     q15 = reg(infos["qwen15"], "qwen15")
     reg(infos["qwen05"], "qwen05-b")
     pair_b = Pair.objects.get(target=q15)
-    ReportedResult.objects.create(pair=pair_b, k=24, speedup=1.2, acceptance=0.6, content_type="code",
-                                  citation="our notes", hardware="M2 Ultra", llama_cpp_build="b4182")
+    ReportedResult.objects.create(
+        pair=pair_b,
+        k=24,
+        speedup=1.2,
+        acceptance=0.6,
+        content_type="code",
+        citation="our notes",
+        hardware="M2 Ultra",
+        llama_cpp_build="b4182",
+    )
     report = import_kb(tmp_path / "kb.json")
     theirs = f"hf://org/qwen05@{COMMIT}/qwen05.gguf"
-    assert any(m.startswith("file hf://org/qwen05/qwen05.gguf differs") and m.endswith(f"theirs as {theirs}")
-               for m in report.messages)
+    assert any(
+        m.startswith("file hf://org/qwen05/qwen05.gguf differs") and m.endswith(f"theirs as {theirs}")
+        for m in report.messages
+    )
     assert report.counts["files kept beside ours"] == 1 and "reported results kept beside ours" not in report.counts
     assert GGUFFile.objects.get(source="hf://org/qwen05/qwen05.gguf").architecture == "gemma3"
     assert GGUFFile.objects.get(source=theirs).architecture == "qwen2"
@@ -226,16 +373,27 @@ def test_conflicts_keep_both_with_their_provenance(kb_a, tmp_path, settings, inf
     pair_a = Pair.objects.get(target=q15, draft__source=theirs)
     assert pair_a.compatible and pair_a.best_kind == "measured"
     assert [(r.citation, r.origin_installation) for r in ReportedResult.objects.order_by("pk")] == [
-        ("our notes", ""), ("llama.cpp PR 10455", HERE)]
+        ("our notes", ""),
+        ("llama.cpp PR 10455", HERE),
+    ]
 
 
 def test_figures_for_the_same_cell_from_two_installations_are_both_kept(kb_a, tmp_path, settings, infos):
     export_kb(tmp_path / "kb.json")
     empty_installation(settings, "installation-b")
-    q05, q15 = reg(infos["qwen05"], "qwen05"), reg(infos["qwen15"], "qwen15")
+    reg(infos["qwen05"], "qwen05")
+    reg(infos["qwen15"], "qwen15")
     pair = Pair.objects.get()
-    ReportedResult.objects.create(pair=pair, k=24, speedup=1.2, acceptance=0.6, content_type="code",
-                                  citation="our notes", hardware="M2 Ultra", llama_cpp_build="b4182")
+    ReportedResult.objects.create(
+        pair=pair,
+        k=24,
+        speedup=1.2,
+        acceptance=0.6,
+        content_type="code",
+        citation="our notes",
+        hardware="M2 Ultra",
+        llama_cpp_build="b4182",
+    )
     report = import_kb(tmp_path / "kb.json")
     assert report.counts["files already here"] == 2 and report.counts["reported results kept beside ours"] == 1
     assert any("kept both, theirs from installation installation-a" in m for m in report.messages)
@@ -269,21 +427,28 @@ print(json.dumps({**table_of(Client(HTTP_HOST="localhost")), "team": team_of()})
 
 def normalised(table: dict) -> dict:
     """The table as a visitor sees it, without what differs by installation (ids, check times)."""
+
     def strip(v):
         if isinstance(v, dict):
             # "origin" says where a figure came from: compared on its own in the test.
-            return {k: strip(x) for k, x in v.items() if k not in ("id", "model_id", "checked_at", "changed_at",
-                                                                    "origin")}
+            return {
+                k: strip(x) for k, x in v.items() if k not in ("id", "model_id", "checked_at", "changed_at", "origin")
+            }
         if isinstance(v, list):
             return [strip(x) for x in v]
         return v
 
     html = table["html"]
-    body = html[html.index("<table"):html.index("</table>")]
+    body = html[html.index("<table") : html.index("</table>")]
     body = re.sub(r'href="[^"]*"', "", body)
     body = re.sub(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d[^<\"]*", "", body)
-    pages = {k: {f: strip(v[f]) for f in ("compatible", "failed_rule", "checks", "measured", "reported",
-                                          "build_changes", "recommendation")} for k, v in table["pages"].items()}
+    pages = {
+        k: {
+            f: strip(v[f])
+            for f in ("compatible", "failed_rule", "checks", "measured", "reported", "build_changes", "recommendation")
+        }
+        for k, v in table["pages"].items()
+    }
     return {"rows": strip(table["rows"]), "pages": pages, "html": body, "team": table["team"]}
 
 
@@ -367,8 +532,11 @@ def hostile_cases(doc: dict) -> dict[str, tuple[bytes, str]]:
         "note on two things": (with_(note_on_two), "is not on exactly one thing"),
         "deployment of an unknown file": (with_(deployment_elsewhere), "/home/someone/else.gguf: not among"),
         "sample not a number": (with_(sample_text), "sections.deployments: 0.samples.0.draft_tokens: Input should be"),
-        "notes not a list": (with_(lambda d: d["sections"].update(notes={"a": 1})), "sections.notes: Input should be a valid list"),
-        "not json": (b"{\"format\": ", "not valid JSON"),
+        "notes not a list": (
+            with_(lambda d: d["sections"].update(notes={"a": 1})),
+            "sections.notes: Input should be a valid list",
+        ),
+        "not json": (b'{"format": ', "not valid JSON"),
         "not utf-8": (b"\xff\xfe{}", "not UTF-8 text"),
         "nan": (json.dumps(doc).replace('"speedup": 1.9', '"speedup": NaN').encode(), "holds NaN"),
         "deep": (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
@@ -380,8 +548,10 @@ def hostile_cases(doc: dict) -> dict[str, tuple[bytes, str]]:
         "table hash": (with_(table_lies), "its content hashes to"),
         "table count": (with_(tokens_short), "its entries do not fill the blob exactly"),
         "table count huge": (with_(tokens_huge), "cannot hold 4,194,304 tokens"),
-        "table count past bound": (with_(lambda d: d["token_tables"][0].update(count=2**40)),
-                                   "token_tables.0.count: Input should be less than or equal to 4194304"),
+        "table count past bound": (
+            with_(lambda d: d["token_tables"][0].update(count=2**40)),
+            "token_tables.0.count: Input should be less than or equal to 4194304",
+        ),
         "info types": (with_(info_types), "info.tokenizer.n_tokens: Input should be a valid integer"),
         "vocab key": (with_(vocab_key_lies), "vocabulary key does not match"),
         "javascript url": (with_(xss), "source_url must be an http(s) address"),
@@ -415,8 +585,10 @@ def test_the_commands_answer_in_one_line_with_exit_status_2(tmp_path):
     bad.write_text(json.dumps({"format": "specreg-knowledge-base", "schema_version": "9.1"}))
     out = manage(tmp_path / "d", "import_kb", str(bad))
     assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr == (f"import_kb: {bad}: nothing imported: schema version 9.1 is not supported: this specreg "
-                          "reads 1.x (export it with a specreg that writes 1.x)\n")
+    assert out.stderr == (
+        f"import_kb: {bad}: nothing imported: schema version 9.1 is not supported: this specreg "
+        "reads 1.x (export it with a specreg that writes 1.x)\n"
+    )
     out = manage(tmp_path / "d", "export_kb", str(tmp_path / "no-such-dir" / "kb.json"))
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "No such file or directory" in out.stderr
 
@@ -452,12 +624,15 @@ def test_import_kb_reports_what_it_did(kb_a, tmp_path, settings):
             pass
 
     call_command("import_kb", str(tmp_path / "kb.json"), stdout=Out())
-    assert lines[-1] == (f"imported {tmp_path / 'kb.json'} from installation {HERE}: 4 files added, 2 runs added, "
-                         "4 measured results added, 1 reported results added, 3 notes added, 1 deployments added, "
-                         "3 observed samples added")
+    assert lines[-1] == (
+        f"imported {tmp_path / 'kb.json'} from installation {HERE}: 4 files added, 2 runs added, "
+        "4 measured results added, 1 reported results added, 3 notes added, 1 deployments added, "
+        "3 observed samples added"
+    )
 
 
 # --- Issue 23: import_kb streams its input and takes only what the forms take -------------------------------
+
 
 def _renamed(doc: dict, old: str, new: str) -> bytes:
     return json.dumps(doc).replace(json.dumps(old), json.dumps(new)).encode()
@@ -478,12 +653,22 @@ def test_a_local_path_source_is_refused_in_one_line_unless_the_operator_allows_i
     out = manage(tmp_path / "c", "migrate", "--noinput", "-v", "0")
     assert out.returncode == 0, out.stderr
     out = manage(tmp_path / "c", "import_kb", str(kb))
-    assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1 and "/etc/passwd: a local path" in out.stderr
+    assert (
+        out.returncode == 2
+        and out.stdout == ""
+        and out.stderr.count("\n") == 1
+        and "/etc/passwd: a local path" in out.stderr
+    )
     report = import_kb(kb, allow_local_paths=True)
     assert report.counts["files added"] == 4 and GGUFFile.objects.filter(source="/etc/passwd").exists()
     # Other names that are neither hf:// nor registered here are refused even so.
-    for source in ("relative/x.gguf", "http://10.0.0.1/x.gguf", "hf://datasets/x/y.gguf", "hf://a/b/../c.gguf",
-                   "/tmp/x\n.gguf"):
+    for source in (
+        "relative/x.gguf",
+        "http://10.0.0.1/x.gguf",
+        "hf://datasets/x/y.gguf",
+        "hf://a/b/../c.gguf",
+        "/tmp/x\n.gguf",
+    ):
         (tmp_path / "other.json").write_bytes(_renamed(doc, "hf://org/qwen15/qwen15.gguf", source))
         with pytest.raises(KBError, match=r"^file ") as err:
             import_kb(tmp_path / "other.json", allow_local_paths=True)
@@ -504,12 +689,16 @@ def test_unknown_methods_and_figures_the_forms_refuse_are_refused(kb_a, tmp_path
         assert counts() == before
 
     dep = lambda d: d["sections"]["deployments"][0]  # noqa: E731
-    refused(lambda d: dep(d).update(method="draft-telepathy"), r"deployment \d+ of installation-a: method 'draft-telepathy'")
+    refused(
+        lambda d: dep(d).update(method="draft-telepathy"), r"deployment \d+ of installation-a: method 'draft-telepathy'"
+    )
     refused(lambda d: dep(d).update(k=0), "K=0: expected 1 to 1024")
     refused(lambda d: dep(d).update(draft=None), "needs a draft")
     refused(lambda d: dep(d).update(command="x" * 9000), "at most 8,000 characters")
-    refused(lambda d: d["runs"][0]["results"][0].update(method="draft-telepathy"),
-            r"runs\.0\.results\.0\.method: Value error, method must be one of")
+    refused(
+        lambda d: d["runs"][0]["results"][0].update(method="draft-telepathy"),
+        r"runs\.0\.results\.0\.method: Value error, method must be one of",
+    )
     refused(lambda d: d["reported"][0].update(acceptance=70.8), r"reported\.0\.acceptance: .*between 0 and 1")
     refused(lambda d: d["reported"][0].update(speedup=0), r"reported\.0\.speedup: .*above 0")
 
@@ -537,11 +726,18 @@ def large_kb(doc: dict, path: Path, megabytes: float, *, shape: str = "summaries
     Written as it is produced (every run shares one summary or results list), so this process stays small."""
     run = next(r for r in doc["runs"] if r["results"])
     if shape == "divergences":
-        extra = {"results": [{**run["results"][0], "k": k,
-                              "divergences": [{"prompt": i % 7, "position": i} for i in range(250)]} for k in (2, 4, 8, 16)]}
+        extra = {
+            "results": [
+                {**run["results"][0], "k": k, "divergences": [{"prompt": i % 7, "position": i} for i in range(250)]}
+                for k in (2, 4, 8, 16)
+            ]
+        }
     else:
-        extra = {"summary": {"cells": [{"k": 1 + i % 16, "prompt": i % 50, "tps": 10.5 + i % 9, "accepted": i}
-                                       for i in range(600)]}}
+        extra = {
+            "summary": {
+                "cells": [{"k": 1 + i % 16, "prompt": i % 50, "tps": 10.5 + i % 9, "accepted": i} for i in range(600)]
+            }
+        }
     per_run = len(json.dumps({**run, **extra}))
     n = int(megabytes * 1e6 / per_run)
     base = max(r["id"] for r in doc["runs"])

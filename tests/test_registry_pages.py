@@ -1,4 +1,5 @@
 """The web pages, JSON API and CSV export through Django's test client."""
+
 from __future__ import annotations
 
 import csv
@@ -11,11 +12,11 @@ from django.test import Client
 from django.urls import reverse
 
 from inspector.info import inspect_source
-from registry.web.header_upload import inspect_prefix, NeedMore
+from registry.catalog.registration import register
 from registry.hub.jobs import execute_job
 from registry.models import GGUFFile, HubJob, Pair, ReportedResult
-from registry.catalog.registration import register
 from registry.results.figures import refresh_best
+from registry.web.header_upload import NeedMore, inspect_prefix
 from tests.ggufgen import vocab, write_gguf
 
 # db_service: CI runs these again on PostgreSQL.
@@ -29,8 +30,10 @@ EVIL = '<script>alert("x")</script>'
 
 @pytest.fixture(scope="session")
 def infos(qwen05_header_path, qwen15_header_path, smollm2_path):
-    return {k: inspect_source(str(p)) for k, p in
-            [("qwen05", qwen05_header_path), ("qwen15", qwen15_header_path), ("smollm2", smollm2_path)]}
+    return {
+        k: inspect_source(str(p))
+        for k, p in [("qwen05", qwen05_header_path), ("qwen15", qwen15_header_path), ("smollm2", smollm2_path)]
+    }
 
 
 def reg(info, repo: str, path: str):
@@ -49,10 +52,14 @@ def qwen_pair(infos):
 def evil_pair(tmp_path):
     toks = vocab(300)
     toks[7] = EVIL
-    paths = [write_gguf(tmp_path / f"{n}.gguf", tokens=toks, eos=7, chat_template=EVIL + "{{ messages }}")
-             for n in ("a", "b")]
+    paths = [
+        write_gguf(tmp_path / f"{n}.gguf", tokens=toks, eos=7, chat_template=EVIL + "{{ messages }}")
+        for n in ("a", "b")
+    ]
     for i, p in enumerate(paths):
-        register(inspect_source(str(p)), source=f"hf://evil/{EVIL}-{i}/m{i}.gguf", repo=f"evil/{i}", path=f"{EVIL}{i}.gguf")
+        register(
+            inspect_source(str(p)), source=f"hf://evil/{EVIL}-{i}/m{i}.gguf", repo=f"evil/{i}", path=f"{EVIL}{i}.gguf"
+        )
     return Pair.objects.get()
 
 
@@ -73,17 +80,20 @@ def test_the_first_start_page_offers_the_reported_examples_and_the_curated_list(
 
 
 def test_the_table_shows_compatible_pairs_with_their_best_reported_result(client, qwen_pair):
-    ReportedResult.objects.create(pair=qwen_pair, k=24, acceptance=0.708, speedup=11.0, content_type="code",
-                                  citation="client notes")
+    ReportedResult.objects.create(
+        pair=qwen_pair, k=24, acceptance=0.708, speedup=11.0, content_type="code", citation="client notes"
+    )
     refresh_best(qwen_pair)
     html = client.get("/").content.decode()
     assert "Getting started" not in html and "1 pair" in html
     assert "qwen2.5-coder-1.5b-instruct" in html and "qwen2.5-coder-0.5b-instruct" in html
-    assert "11.00×" in html and "70.8%" in html and 'badge reported' in html and "2.8×" in html
+    assert "11.00×" in html and "70.8%" in html and "badge reported" in html and "2.8×" in html
 
 
 def test_search_and_filters_narrow_the_table(client, qwen_pair, infos):
-    ReportedResult.objects.create(pair=qwen_pair, k=4, speedup=0.5, content_type="code", hardware="2-core CPU", citation="x")
+    ReportedResult.objects.create(
+        pair=qwen_pair, k=4, speedup=0.5, content_type="code", hardware="2-core CPU", citation="x"
+    )
     refresh_best(qwen_pair)
     count = lambda **q: client.get("/api/pairs", q).json()["count"]  # noqa: E731
     assert count() == 1
@@ -123,11 +133,24 @@ def test_the_csv_export_has_every_filtered_row(client, qwen_pair):
 
 def test_the_model_page_shows_the_inspection_and_compatible_drafts(client, qwen_pair):
     html = client.get(qwen_pair.target.get_absolute_url()).content.decode()
-    for text in ("qwen2", "151936 tokens", "Stored in the file", "Effective in llama.cpp", "&lt;|endoftext|&gt;",
-                 "Compatible drafts", "qwen2.5-coder-0.5b-instruct", "All metadata", "Q4_K", "general.architecture"):
+    for text in (
+        "qwen2",
+        "151936 tokens",
+        "Stored in the file",
+        "Effective in llama.cpp",
+        "&lt;|endoftext|&gt;",
+        "Compatible drafts",
+        "qwen2.5-coder-0.5b-instruct",
+        "All metadata",
+        "Q4_K",
+        "general.architecture",
+    ):
         assert text in html, text
     data = client.get(f"/api/models/{qwen_pair.target.model_id}").json()
-    assert data["drafts"][0]["draft"]["id"] == qwen_pair.draft_id and data["file"]["info"]["tokenizer"]["n_tokens"] == 151936
+    assert (
+        data["drafts"][0]["draft"]["id"] == qwen_pair.draft_id
+        and data["file"]["info"]["tokenizer"]["n_tokens"] == 151936
+    )
 
 
 def test_model_supplied_strings_are_escaped_everywhere(client, evil_pair):
@@ -140,20 +163,33 @@ def test_model_supplied_strings_are_escaped_everywhere(client, evil_pair):
 
 def test_the_pair_page_explains_each_rule_and_recommends_a_command(client, qwen_pair):
     html = client.get(qwen_pair.get_absolute_url()).content.decode()
-    for text in ("1. Vocabulary type", "2. BOS token", "4. Vocabulary size", "5. Token texts from id 5",
-                 "Compatible: the draft can draft for this target", "Not benchmarked yet", "llama-server -m models/qwen2.5-coder-1.5b",
-                 "-md models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "--spec-draft-n-max 8", 'id="runs"'):
+    for text in (
+        "1. Vocabulary type",
+        "2. BOS token",
+        "4. Vocabulary size",
+        "5. Token texts from id 5",
+        "Compatible: the draft can draft for this target",
+        "Not benchmarked yet",
+        "llama-server -m models/qwen2.5-coder-1.5b",
+        "-md models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        "--spec-draft-n-max 8",
+        'id="runs"',
+    ):
         assert text in html, text
 
 
 def test_the_pair_page_plots_reported_results_and_uses_only_a_winning_k(client, qwen_pair):
     for k, s, a in ((4, 0.5, 0.77), (8, 0.35, 0.56)):
-        ReportedResult.objects.create(pair=qwen_pair, k=k, acceptance=a, speedup=s, content_type="<b>code</b>", citation="notes")
+        ReportedResult.objects.create(
+            pair=qwen_pair, k=k, acceptance=a, speedup=s, content_type="<b>code</b>", citation="notes"
+        )
     html = client.get(qwen_pair.get_absolute_url()).content.decode()
     assert "<svg" in html and "Reported speedup and acceptance" in html and "&lt;b&gt;code&lt;/b&gt;" in html
     assert "<b>code</b>" not in html
     assert "run without a draft" in html and "-md " not in html.split('id="server-command"')[1].split("</pre>")[0]
-    ReportedResult.objects.create(pair=qwen_pair, k=24, acceptance=0.708, speedup=11.0, content_type="code", citation="client")
+    ReportedResult.objects.create(
+        pair=qwen_pair, k=24, acceptance=0.708, speedup=11.0, content_type="code", citation="client"
+    )
     data = client.get(f"/api/pairs/{qwen_pair.pk}").json()
     assert data["recommendation"]["use_draft"] and data["recommendation"]["k"] == 24
     assert "Reported, not measured here" in data["recommendation"]["basis"]
@@ -181,7 +217,8 @@ def test_check_a_pair_reads_hf_files_remotely(client, fake_hub, qwen05_header_pa
 
 
 def test_an_anonymous_check_that_reads_the_hub_is_queued_not_read_in_the_request(
-        client, user_client, fake_hub, qwen05_header_path, qwen15_header_path, smollm2_path):
+    client, user_client, fake_hub, qwen05_header_path, qwen15_header_path, smollm2_path
+):
     fake_hub.add_repo(Q05, {"q05.gguf": qwen05_header_path})
     fake_hub.add_repo(Q15, {"q15.gguf": qwen15_header_path, "smol.gguf": smollm2_path})
     pair = {"target": f"hf://{Q15}/q15.gguf", "draft": f"hf://{Q05}/q05.gguf"}
@@ -235,24 +272,37 @@ def test_the_local_header_endpoint_asks_for_more_bytes_until_it_has_the_header(c
     data = smollm2_path.read_bytes()[:3_000_000]
     total = smollm2_path.stat().st_size
     url = reverse("local_inspect")
-    short = client.post(url, data[:100_000], content_type="application/octet-stream",
-                        headers={"X-File-Name": "smol.gguf", "X-File-Size": str(total)}).json()
+    short = client.post(
+        url,
+        data[:100_000],
+        content_type="application/octet-stream",
+        headers={"X-File-Name": "smol.gguf", "X-File-Size": str(total)},
+    ).json()
     assert short["status"] == "need_more"
     header_size = inspect_source(str(smollm2_path)).header_size
     assert 100_000 < short["need"] <= header_size  # a lower bound: never asks for more than the header
-    ok = client.post(url, data[:header_size], content_type="application/octet-stream",
-                     headers={"X-File-Name": "smol.gguf", "X-File-Size": str(total)}).json()
+    ok = client.post(
+        url,
+        data[:header_size],
+        content_type="application/octet-stream",
+        headers={"X-File-Name": "smol.gguf", "X-File-Size": str(total)},
+    ).json()
     assert ok["status"] == "ok" and ok["header_size"] == header_size and ok["info"]["tokenizer"]["n_tokens"] == 49152
     assert "Registered files it can pair with" in ok["html"]
 
 
 def test_the_local_header_endpoint_refuses_non_gguf_bytes_and_needs_csrf(client):
-    answer = client.post(reverse("local_inspect"), b"<html>", content_type="application/octet-stream",
-                         headers={"X-File-Size": "6"})
+    answer = client.post(
+        reverse("local_inspect"), b"<html>", content_type="application/octet-stream", headers={"X-File-Size": "6"}
+    )
     assert answer.status_code == 422 and "not a GGUF file" in answer.json()["error"]
     strict = Client(enforce_csrf_checks=True)
-    assert strict.post(reverse("local_inspect"), b"GGUF", content_type="application/octet-stream",
-                       headers={"X-File-Size": "4"}).status_code == 403
+    assert (
+        strict.post(
+            reverse("local_inspect"), b"GGUF", content_type="application/octet-stream", headers={"X-File-Size": "4"}
+        ).status_code
+        == 403
+    )
 
 
 def test_the_zero_padded_parse_gives_a_lower_bound_for_every_prefix(smollm2_path):
@@ -311,10 +361,17 @@ def test_the_curated_import_says_clearly_when_the_hub_is_unreachable(user_client
 
 
 def test_the_curated_import_imports_what_the_hub_has(user_client, fake_hub, qwen05_header_path, qwen15_header_path):
-    fake_hub.add_repo(Q05, {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf": qwen05_header_path,
-                            "qwen2.5-coder-0.5b-instruct-q8_0.gguf": qwen05_header_path})
+    fake_hub.add_repo(
+        Q05,
+        {
+            "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf": qwen05_header_path,
+            "qwen2.5-coder-0.5b-instruct-q8_0.gguf": qwen05_header_path,
+        },
+    )
     # The 1.5B's header stands in for the 32B, the target of the shipped (published) figures.
-    fake_hub.add_repo("Qwen/Qwen2.5-Coder-32B-Instruct-GGUF", {"qwen2.5-coder-32b-instruct-q4_k_m.gguf": qwen15_header_path})
+    fake_hub.add_repo(
+        "Qwen/Qwen2.5-Coder-32B-Instruct-GGUF", {"qwen2.5-coder-32b-instruct-q4_k_m.gguf": qwen15_header_path}
+    )
     html = _run_job(user_client.post("/import/curated"))
     assert GGUFFile.objects.count() == 2  # one quant each, as the curated globs say
     assert "not found" in html  # the repos this Hub lacks are named
@@ -343,8 +400,9 @@ def test_adding_a_reported_result_needs_staff_or_the_permission_and_valid_figure
 
 
 def test_deleting_reported_results_in_bulk_in_the_admin_recomputes_the_best(client, qwen_pair):
-    from registry.admin import ReportedResultAdmin
     from django.contrib.admin.sites import site
+
+    from registry.admin import ReportedResultAdmin
 
     for speedup in (50, 1.2):
         ReportedResult.objects.create(pair=qwen_pair, k=4, speedup=speedup, citation="x")
@@ -372,10 +430,20 @@ def test_the_api_serves_files_and_examples(client, qwen_pair):
 def test_measured_results_take_precedence_and_are_never_mixed_with_reported_ones(client, qwen_pair):
     from registry.models import BenchmarkResult, BenchmarkRun
 
-    ReportedResult.objects.create(pair=qwen_pair, k=24, acceptance=0.708, speedup=11.0, content_type="code", citation="client")
+    ReportedResult.objects.create(
+        pair=qwen_pair, k=24, acceptance=0.708, speedup=11.0, content_type="code", citation="client"
+    )
     run = BenchmarkRun.objects.create(pair=qwen_pair, queue="bench.cpu", status="done")
-    common = dict(run=run, pair=qwen_pair, n_predict=128, repeats=3, n_prompts=3, content_type="code",
-                  hardware="2-core CPU", llama_cpp_build="b11434")
+    common = dict(
+        run=run,
+        pair=qwen_pair,
+        n_predict=128,
+        repeats=3,
+        n_prompts=3,
+        content_type="code",
+        hardware="2-core CPU",
+        llama_cpp_build="b11434",
+    )
     BenchmarkResult.objects.create(k=4, acceptance=0.77, speedup=0.5, status="ok", **common)
     BenchmarkResult.objects.create(k=8, acceptance=None, speedup=9.9, status="failed", **common)  # not a figure
     refresh_best(qwen_pair)
@@ -409,17 +477,27 @@ def _server_command(html: str) -> str:
 
 
 def test_the_pair_page_recommends_the_best_results_method_not_a_draft_model(client, qwen_pair):
-    from registry.models import BenchmarkResult, BenchmarkRun
     from registry.catalog.pairing import pair_for
+    from registry.models import BenchmarkResult, BenchmarkRun
 
     target = qwen_pair.target
     own = pair_for(target, target)  # draftless results live on the target's own pair
     run = BenchmarkRun.objects.create(pair=own, queue="bench.cpu", status="done")  # wrote no command
-    common = dict(run=run, pair=own, n_predict=128, repeats=3, n_prompts=3, content_type="code",
-                  hardware="2-core CPU", llama_cpp_build="b11434", status="ok")
+    common = dict(
+        run=run,
+        pair=own,
+        n_predict=128,
+        repeats=3,
+        n_prompts=3,
+        content_type="code",
+        hardware="2-core CPU",
+        llama_cpp_build="b11434",
+        status="ok",
+    )
     BenchmarkResult.objects.create(method="draft-simple", k=8, speedup=1.1, **common)
-    BenchmarkResult.objects.create(method="ngram-map-k", k=16, speedup=1.6, acceptance=0.4,
-                                   options=[["--spec-ngram-map-k-size-n", "6"]], **common)
+    BenchmarkResult.objects.create(
+        method="ngram-map-k", k=16, speedup=1.6, acceptance=0.4, options=[["--spec-ngram-map-k-size-n", "6"]], **common
+    )
     html = client.get(own.get_absolute_url()).content.decode()
     command = _server_command(html)
     assert "--spec-type ngram-map-k" in command and "--spec-ngram-map-k-size-m 16" in command
@@ -434,9 +512,15 @@ def test_an_untested_sidecar_pair_is_recommended_with_its_method(client, qwen_pa
 
     from registry.catalog.pairing import pair_for
 
-    path = write_gguf(tmp_path / "e.gguf", arch="eagle3", tokens=None, model=None, pre=None, tensors={
-        "w": np.zeros((4, 4), dtype=np.float32)}, kv={"eagle3.target_layers": ([2, 15, 30], T.ARRAY),
-                                                        "eagle3.target_hidden_size": (576, T.UINT32)})
+    path = write_gguf(
+        tmp_path / "e.gguf",
+        arch="eagle3",
+        tokens=None,
+        model=None,
+        pre=None,
+        tensors={"w": np.zeros((4, 4), dtype=np.float32)},
+        kv={"eagle3.target_layers": ([2, 15, 30], T.ARRAY), "eagle3.target_hidden_size": (576, T.UINT32)},
+    )
     side = reg(inspect_source(str(path)), "someone/SmolLM2-135M-Instruct-EAGLE3", "e.gguf").file
     pair = pair_for(GGUFFile.objects.get(architecture="llama"), side)  # SmolLM2: 30 blocks, 576 wide
     assert pair.compatible
@@ -457,8 +541,13 @@ def test_a_model_renamed_in_the_admin_shows_renamed_in_the_table(client, qwen_pa
     staff = User.objects.create_user("staff", password="x" * 12, is_staff=True, is_superuser=True)
     client.force_login(staff)
     m = qwen_pair.draft.model
-    form = {"repo": m.repo, "name": "Tiny Coder Draft", "family": m.family_id or "", "architecture": m.architecture,
-            "parameter_count": m.parameter_count}
+    form = {
+        "repo": m.repo,
+        "name": "Tiny Coder Draft",
+        "family": m.family_id or "",
+        "architecture": m.architecture,
+        "parameter_count": m.parameter_count,
+    }
     r = client.post(f"/admin/registry/model/{m.pk}/change/", form)
     assert r.status_code == 302, r.content[-2000:]
     cache.clear()

@@ -1,15 +1,16 @@
 """Registering files: stored inspection, shared token tables, candidates by vocabulary key, exact checks, pairs."""
+
 from __future__ import annotations
 
 import pytest
 
 from inspector.info import inspect_source
-from registry.results.examples import apply_reported_examples
-from registry.models import Family, GGUFFile, Model, Pair, ReportedResult, TokenTable
-from registry.jsonsafe import json_safe
 from registry.catalog.pairing import candidates
 from registry.catalog.registration import register
 from registry.catalog.stored import load_info
+from registry.jsonsafe import json_safe
+from registry.models import Family, GGUFFile, Model, Pair, ReportedResult, TokenTable
+from registry.results.examples import apply_reported_examples
 from registry.results.figures import refresh_best
 from tests.ggufgen import vocab, write_gguf
 
@@ -26,13 +27,27 @@ def _fresh_cache():
 
 @pytest.fixture(scope="session")
 def real_infos(qwen05_header_path, qwen15_header_path, smollm2_path, gemma3_header_path):
-    return {k: inspect_source(str(p)) for k, p in [("qwen05", qwen05_header_path), ("qwen15", qwen15_header_path),
-                                                   ("smollm2", smollm2_path), ("gemma3", gemma3_header_path)]}
+    return {
+        k: inspect_source(str(p))
+        for k, p in [
+            ("qwen05", qwen05_header_path),
+            ("qwen15", qwen15_header_path),
+            ("smollm2", smollm2_path),
+            ("gemma3", gemma3_header_path),
+        ]
+    }
 
 
 def reg(info, name: str, **kw):
-    return register(info, source=f"hf://org/{name}-GGUF/{name}-Q4_K_M.gguf", repo=f"org/{name}-GGUF",
-                    path=f"{name}-Q4_K_M.gguf", etag=kw.pop("etag", f"etag-{name}"), size=kw.pop("size", 1000), **kw)
+    return register(
+        info,
+        source=f"hf://org/{name}-GGUF/{name}-Q4_K_M.gguf",
+        repo=f"org/{name}-GGUF",
+        path=f"{name}-Q4_K_M.gguf",
+        etag=kw.pop("etag", f"etag-{name}"),
+        size=kw.pop("size", 1000),
+        **kw,
+    )
 
 
 def synth(tmp_path, name: str, n: int = 5000, change: dict[int, str] | None = None, **kw):
@@ -83,7 +98,10 @@ def test_it_pairs_vocabularies_that_differ_by_up_to_128_tokens(tmp_path):
     reg(synth(tmp_path, "base", 5000), "base")
     reg(synth(tmp_path, "plus128", 5128), "plus128")
     reg(synth(tmp_path, "plus129", 5129), "plus129")
-    pairs = {(p.target.model.name, p.draft.model.name): p for p in Pair.objects.select_related("target__model", "draft__model")}
+    pairs = {
+        (p.target.model.name, p.draft.model.name): p
+        for p in Pair.objects.select_related("target__model", "draft__model")
+    }
     assert pairs[("plus128", "base")].compatible
     assert pairs[("plus129", "plus128")].compatible  # 1 apart
     assert ("plus129", "base") not in pairs  # 129 apart: not even a candidate
@@ -93,10 +111,15 @@ def test_it_records_the_first_failing_rule_of_a_candidate(tmp_path):
     reg(synth(tmp_path, "base"), "base")
     reg(synth(tmp_path, "late", change={4500: "different"}), "late")  # same key: texts agree below 4096
     reg(synth(tmp_path, "bos", add_bos=True, bos=1), "bos")
-    failed = {p.draft.model.name if p.draft.model.name != "base" else p.target.model.name: p.failed_rule
-              for p in Pair.objects.select_related("target__model", "draft__model") if "base" in (p.target.model.name, p.draft.model.name)}
+    failed = {
+        p.draft.model.name if p.draft.model.name != "base" else p.target.model.name: p.failed_rule
+        for p in Pair.objects.select_related("target__model", "draft__model")
+        if "base" in (p.target.model.name, p.draft.model.name)
+    }
     assert failed == {"late": "token_text", "bos": "bos"}
-    late = Pair.objects.get(failed_rule="token_text", target__model__name__in=["base", "late"], draft__model__name__in=["base", "late"])
+    late = Pair.objects.get(
+        failed_rule="token_text", target__model__name__in=["base", "late"], draft__model__name__in=["base", "late"]
+    )
     assert late.result["first_mismatch_token_id"] == 4500
 
 
@@ -154,13 +177,23 @@ def test_nul_characters_are_kept_visible_for_postgresql():
 
 
 def test_reported_examples_attach_to_registered_pairs_of_their_repos(real_infos):
-    register(real_infos["qwen05"], source="hf://Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF/q05.gguf",
-             repo="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", path="q05.gguf")
+    register(
+        real_infos["qwen05"],
+        source="hf://Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF/q05.gguf",
+        repo="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+        path="q05.gguf",
+    )
     # The 1.5B's header stands in for the 32B (same tokenizer): the shipped figures are for 32B + a small draft.
-    register(real_infos["qwen15"], source="hf://Qwen/Qwen2.5-Coder-32B-Instruct-GGUF/q32.gguf",
-             repo="Qwen/Qwen2.5-Coder-32B-Instruct-GGUF", path="q32.gguf")
+    register(
+        real_infos["qwen15"],
+        source="hf://Qwen/Qwen2.5-Coder-32B-Instruct-GGUF/q32.gguf",
+        repo="Qwen/Qwen2.5-Coder-32B-Instruct-GGUF",
+        path="q32.gguf",
+    )
     assert apply_reported_examples() == 2
     assert apply_reported_examples() == 0
     pair = Pair.objects.get()
     assert pair.best_kind == "reported" and pair.best_k == 16 and pair.best_speedup == pytest.approx(1.623)
-    assert {r.source_url for r in pair.reported_results.all()} == {"https://www.reddit.com/r/LocalLLaMA/comments/1gzm93o/"}
+    assert {r.source_url for r in pair.reported_results.all()} == {
+        "https://www.reddit.com/r/LocalLLaMA/comments/1gzm93o/"
+    }

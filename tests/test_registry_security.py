@@ -1,4 +1,5 @@
 """Deployment settings and logins: a race-free private secret key, HTTPS settings, CSP, login throttling."""
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,10 @@ def test_six_processes_starting_at_once_share_one_private_key(tmp_path):
     data = tmp_path / "fresh"
     code = "import django; django.setup(); from django.conf import settings; print(settings.SECRET_KEY)"
     env = _env(data, DJANGO_SETTINGS_MODULE="registry.settings")
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-             for _ in range(6)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        for _ in range(6)
+    ]
     keys = {p.communicate(timeout=60)[0].strip() for p in procs}
     assert len(keys) == 1 and len(keys.pop()) > 40
     assert stat.S_IMODE((data / "secret_key").stat().st_mode) == 0o600
@@ -38,8 +41,14 @@ def test_six_processes_starting_at_once_share_one_private_key(tmp_path):
 
 def test_check_deploy_is_clean_behind_https(tmp_path):
     env = _env(tmp_path / "d", DEBUG="0", SPECREG_HTTPS="1")
-    r = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], env=env,
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and "no issues" in r.stdout, r.stdout + r.stderr
 
 

@@ -1,4 +1,5 @@
 """The pairs table's keyset paging, counts and streams: every row once, in order, in every sort."""
+
 from __future__ import annotations
 
 import base64
@@ -13,13 +14,13 @@ from django.core.cache import cache
 from django.http import QueryDict
 
 from inspector.info import inspect_source
-from registry.table import pages as table_pages
-from registry.models import Pair, ReportedResult
 from registry.catalog.registration import register
+from registry.models import Pair, ReportedResult
 from registry.results.figures import refresh_best
 from registry.sort_keys import COLUMNS
-from registry.table.query import TableQuery
+from registry.table import pages as table_pages
 from registry.table.pages import page_of
+from registry.table.query import TableQuery
 from tests.ggufgen import vocab, write_gguf
 
 # db_service: CI runs these again on PostgreSQL.
@@ -39,8 +40,14 @@ def pairs(tmp_path) -> list[Pair]:
     rng = random.Random(7)
     all_pairs = list(Pair.objects.all())
     for p in rng.sample(all_pairs, 30):
-        ReportedResult.objects.create(pair=p, k=rng.choice([4, 8]), speedup=rng.choice([0.5, 1.5, 2.0, None]),
-                                      acceptance=rng.choice([0.5, 0.7, None]), content_type="code", citation="t")
+        ReportedResult.objects.create(
+            pair=p,
+            k=rng.choice([4, 8]),
+            speedup=rng.choice([0.5, 1.5, 2.0, None]),
+            acceptance=rng.choice([0.5, 0.7, None]),
+            content_type="code",
+            citation="t",
+        )
         refresh_best(p)
     return list(Pair.objects.all())
 
@@ -144,13 +151,14 @@ def test_filters_narrow_the_streams_too(pairs, client):
     data = json.loads(b"".join(client.get("/api/pairs", {"all": "1", "content_type": "code"}).streaming_content))
     assert {r["id"] for r in data["results"]} == with_results
     data = json.loads(b"".join(client.get("/api/pairs", {"all": "1", "q": "m3.gguf"}).streaming_content))
-    assert len(data["results"]) == 11 and all("m3.gguf" in r["target"]["source"] + r["draft"]["source"]
-                                              for r in data["results"])
+    assert len(data["results"]) == 11 and all(
+        "m3.gguf" in r["target"]["source"] + r["draft"]["source"] for r in data["results"]
+    )
 
 
 def test_registration_fills_the_search_column_and_a_renamed_family_or_model_follows(pairs, client):
-    from registry.models import GGUFFile
     from registry.catalog.columns import refresh_table_columns
+    from registry.models import GGUFFile
 
     count = lambda q: client.get("/api/pairs", {"q": q}).json()["count"]  # noqa: E731
     f = GGUFFile.objects.select_related("model__family").get(source="/models/m3.gguf")

@@ -1,4 +1,5 @@
 """inspector.remote through the real huggingface_hub client against the local fake Hub, with real GGUF files."""
+
 from __future__ import annotations
 
 import os
@@ -15,9 +16,9 @@ import pytest
 from huggingface_hub import constants
 
 import tests.hub
+from inspector import readahead
 from inspector.hub_names import shard_names
 from inspector.info import InspectError, inspect_source
-from inspector import readahead
 from inspector.readahead import FIRST_READ
 from inspector.remote import list_gguf_files, open_remote, parse_hf_spec, search_models
 from inspector.sources import SourceError, open_source
@@ -30,9 +31,18 @@ SMOL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 @pytest.fixture
 def smol_hub(fake_hub):
-    fake_hub.add_repo(SMOL, {SMOL_FILE: model_path("smollm2"), "README.md": b"# SmolLM2 GGUF\n",
-                             "sub/other.gguf": model_path("smollm2"), "config.json": b"{}"},
-                      tags=["text-generation"], base_model="HuggingFaceTB/SmolLM2-135M-Instruct", downloads=500)
+    fake_hub.add_repo(
+        SMOL,
+        {
+            SMOL_FILE: model_path("smollm2"),
+            "README.md": b"# SmolLM2 GGUF\n",
+            "sub/other.gguf": model_path("smollm2"),
+            "config.json": b"{}",
+        },
+        tags=["text-generation"],
+        base_model="HuggingFaceTB/SmolLM2-135M-Instruct",
+        downloads=500,
+    )
     return fake_hub
 
 
@@ -46,7 +56,7 @@ def test_it_reads_the_same_bytes_as_the_local_file(smol_hub):
     local = model_path("smollm2").read_bytes()
     src = open_remote(f"hf://{SMOL}/{SMOL_FILE}")
     for offset, n in [(0, 4), (4, 20), (12_345, 100_000), (len(local) // 2, 7), (len(local) - 10, 10)]:
-        assert src.read_at(offset, n) == local[offset:offset + n]
+        assert src.read_at(offset, n) == local[offset : offset + n]
     assert src.read_at(len(local) - 3, 100) == local[-3:]  # short only at EOF
     assert src.read_at(len(local) + 5, 10) == b""
     # The first FIRST_READ bytes came with the answer that opened the file; reads inside them cost nothing.
@@ -204,24 +214,27 @@ def test_it_reads_plain_http_urls(smol_hub):
         open_remote(f"{smol_hub.cdn_url}/no/such/file.gguf")
 
 
-@pytest.mark.parametrize("spec, why", [
-    ("hf://a/../b", "invalid repository id"),
-    ("hf://owner/repo/../x.gguf", "may not contain '..'"),
-    ("hf:///etc/passwd", "absolute path"),
-    ("hf://owner/repo//etc/passwd", "must be relative"),
-    ("hf://owner/repo", "missing the file path"),
-    ("hf://owner/repo@main", "missing the file path"),
-    ("hf://owner", "expected hf://OWNER/REPO"),
-    ("hf://datasets/owner/repo/x.gguf", "only model repositories"),
-    ("hf://api/models@main/evil/private", "only model repositories"),
-    ("hf://api/models@%2e%2e/evil/private", "only model repositories"),
-    ("hf://owner/repo@%2e%2e/x.gguf", "the revision may not contain '..'"),
-    ("hf://owner/repo@..%2F..%2Fapi/x.gguf", "the revision may not contain '..'"),
-    ("hf://owner/repo@refs/convert/../x.gguf", "the revision may not contain '..'"),
-    ("hf://owner/repo@%252e%252e/x.gguf", "the revision may not contain '..'"),
-    ("hf://owner/repo@./x.gguf", "the revision may not contain '..'"),
-    ("hf://owner/repo/q4/%2E%2E/x.gguf", "may not contain '..'"),
-])
+@pytest.mark.parametrize(
+    "spec, why",
+    [
+        ("hf://a/../b", "invalid repository id"),
+        ("hf://owner/repo/../x.gguf", "may not contain '..'"),
+        ("hf:///etc/passwd", "absolute path"),
+        ("hf://owner/repo//etc/passwd", "must be relative"),
+        ("hf://owner/repo", "missing the file path"),
+        ("hf://owner/repo@main", "missing the file path"),
+        ("hf://owner", "expected hf://OWNER/REPO"),
+        ("hf://datasets/owner/repo/x.gguf", "only model repositories"),
+        ("hf://api/models@main/evil/private", "only model repositories"),
+        ("hf://api/models@%2e%2e/evil/private", "only model repositories"),
+        ("hf://owner/repo@%2e%2e/x.gguf", "the revision may not contain '..'"),
+        ("hf://owner/repo@..%2F..%2Fapi/x.gguf", "the revision may not contain '..'"),
+        ("hf://owner/repo@refs/convert/../x.gguf", "the revision may not contain '..'"),
+        ("hf://owner/repo@%252e%252e/x.gguf", "the revision may not contain '..'"),
+        ("hf://owner/repo@./x.gguf", "the revision may not contain '..'"),
+        ("hf://owner/repo/q4/%2E%2E/x.gguf", "may not contain '..'"),
+    ],
+)
 def test_it_rejects_invalid_specs(spec, why):
     with pytest.raises(SourceError) as exc:
         parse_hf_spec(spec)
@@ -266,23 +279,34 @@ def test_it_reports_unknown_and_private_repos_when_listing(fake_hub, monkeypatch
 
 
 def test_it_searches_models_by_tag_base_model_and_name(fake_hub):
-    fake_hub.add_repo("a/Qwen2.5-0.5B-DRAFT-GGUF", {"d.gguf": b"GGUF"}, tags=["draft"],
-                      base_model="Qwen/Qwen2.5-0.5B-Instruct", downloads=10)
+    fake_hub.add_repo(
+        "a/Qwen2.5-0.5B-DRAFT-GGUF",
+        {"d.gguf": b"GGUF"},
+        tags=["draft"],
+        base_model="Qwen/Qwen2.5-0.5B-Instruct",
+        downloads=10,
+    )
     fake_hub.add_repo("b/Qwen2.5-7B-GGUF", {"t.gguf": b"GGUF"}, base_model="Qwen/Qwen2.5-7B-Instruct", downloads=99)
     fake_hub.add_repo("c/not-gguf", {"model.safetensors": b"{}"})
     assert [m["id"] for m in search_models(filter="draft")] == ["a/Qwen2.5-0.5B-DRAFT-GGUF"]
     assert [m["id"] for m in search_models(search="draft")] == ["a/Qwen2.5-0.5B-DRAFT-GGUF"]
     by_base = search_models(filter=["gguf", "base_model:Qwen/Qwen2.5-7B-Instruct"])
     assert [(m["id"], m["gguf"], m["base_models"]) for m in by_base] == [
-        ("b/Qwen2.5-7B-GGUF", True, ["Qwen/Qwen2.5-7B-Instruct"])]
+        ("b/Qwen2.5-7B-GGUF", True, ["Qwen/Qwen2.5-7B-Instruct"])
+    ]
     assert [m["id"] for m in search_models(filter="gguf", sort="downloads")] == [
-        "b/Qwen2.5-7B-GGUF", "a/Qwen2.5-0.5B-DRAFT-GGUF"]
+        "b/Qwen2.5-7B-GGUF",
+        "a/Qwen2.5-0.5B-DRAFT-GGUF",
+    ]
     assert len(search_models(limit=1)) == 1
 
 
 def test_it_expands_split_gguf_names_into_all_shards(tmp_path):
     assert shard_names("hf://o/r/q4/m-00001-of-00003.gguf") == [
-        "hf://o/r/q4/m-00001-of-00003.gguf", "hf://o/r/q4/m-00002-of-00003.gguf", "hf://o/r/q4/m-00003-of-00003.gguf"]
+        "hf://o/r/q4/m-00001-of-00003.gguf",
+        "hf://o/r/q4/m-00002-of-00003.gguf",
+        "hf://o/r/q4/m-00003-of-00003.gguf",
+    ]
     local = str(tmp_path / "m-00001-of-00002.gguf")
     assert shard_names(local) == [local, str(tmp_path / "m-00002-of-00002.gguf")]
     for single in ("hf://o/r/m.gguf", "/x/m-00002-of-00003.gguf", "/x/m-00001-of-00002.bin"):
@@ -335,7 +359,7 @@ class _SlowHeaders(BaseHTTPRequestHandler):
             for i in range(min(len(head), 50)):
                 if self.server.stop.wait(0.2):
                     break
-                self.wfile.write(head[i:i + 1])
+                self.wfile.write(head[i : i + 1])
                 self.wfile.flush()
         except OSError:
             pass
@@ -361,13 +385,13 @@ class _SlowHandler(BaseHTTPRequestHandler):
             for pos in range(start, end + 1, 1 << 16):
                 if pos >= self.server.slow_from:
                     break
-                self.wfile.write(data[pos:min(pos + (1 << 16), end + 1, self.server.slow_from)])
+                self.wfile.write(data[pos : min(pos + (1 << 16), end + 1, self.server.slow_from)])
             pos = max(start, self.server.slow_from)
             # One byte every 0.2 s, for 10 s at most: the test's deadline is far shorter.
             for i in range(50):
                 if pos + i > end or self.server.stop.wait(0.2):
                     break
-                self.wfile.write(data[pos + i:pos + i + 1])
+                self.wfile.write(data[pos + i : pos + i + 1])
                 self.wfile.flush()
         except OSError:
             pass
@@ -403,8 +427,13 @@ def test_a_bad_header_deadline_setting_is_one_line(monkeypatch, smol_hub):
 def test_the_read_ahead_trusts_no_count_it_has_not_seen_validated():
     # A vocabulary claiming a billion tokens: the plan is capped, the parser refuses the count later.
     key = b"tokenizer.ggml.tokens"
-    head = (b"GGUF" + struct.pack("<IQQ", 3, 10**9, 10**15) + struct.pack("<Q", len(key)) + key
-            + struct.pack("<IIQ", 9, 8, 10**9))
+    head = (
+        b"GGUF"
+        + struct.pack("<IQQ", 3, 10**9, 10**15)
+        + struct.pack("<Q", len(key))
+        + key
+        + struct.pack("<IIQ", 9, 8, 10**9)
+    )
     buf = head + b"".join(struct.pack("<Q", 5) + b"token" for _ in range(FIRST_READ // 13))
     assert readahead.next_read(buf, len(buf) + 8) == readahead.MAX_PLANNED
     assert readahead.next_read(b"", 4) == FIRST_READ
@@ -418,25 +447,44 @@ def test_inspect_gguf_gives_up_on_a_dribbling_server_in_one_line(fake_hub, smoll
     url = f"http://127.0.0.1:{server.server_port}/m.gguf"
     started = time.monotonic()
     try:
-        r = subprocess.run([sys.executable, "manage.py", "inspect_gguf", url], cwd=ROOT, capture_output=True,
-                           text=True, timeout=60, env={**os.environ, "SPECREG_HEADER_DEADLINE_SECONDS": "1"})
+        r = subprocess.run(
+            [sys.executable, "manage.py", "inspect_gguf", url],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "SPECREG_HEADER_DEADLINE_SECONDS": "1"},
+        )
     finally:
         server.stop.set()
         server.shutdown()
         server.server_close()
     assert time.monotonic() - started < 10  # interpreter start-up included
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr == (f"inspect_gguf: {url}: the header was not read within 1 s "
-                        "(SPECREG_HEADER_DEADLINE_SECONDS); the server is too slow\n")
+    assert r.stderr == (
+        f"inspect_gguf: {url}: the header was not read within 1 s "
+        "(SPECREG_HEADER_DEADLINE_SECONDS); the server is too slow\n"
+    )
 
 
-def test_check_pair_over_the_hub_reads_each_header_with_two_range_requests(fake_hub, qwen05_header_path,
-                                                                           qwen15_header_path):
+def test_check_pair_over_the_hub_reads_each_header_with_two_range_requests(
+    fake_hub, qwen05_header_path, qwen15_header_path
+):
     fake_hub.add_repo("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", {"q4_k_m.gguf": qwen05_header_path})
     fake_hub.add_repo("Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", {"q4_k_m.gguf": qwen15_header_path})
-    r = subprocess.run([sys.executable, "manage.py", "check_pair", "hf://Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF/q4_k_m.gguf",
-                        "hf://Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF/q4_k_m.gguf"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "check_pair",
+            "hf://Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF/q4_k_m.gguf",
+            "hf://Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF/q4_k_m.gguf",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and r.stdout.startswith("Compatible: "), r.stderr
     for repo in ("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"):
         assert fake_hub.file_requests(repo, "q4_k_m.gguf") == {"hub": 1, "cdn": 2}
@@ -468,7 +516,7 @@ class _DelayedHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(end - start + 1))
         self.end_headers()
         try:
-            self.wfile.write(data[start:end + 1])
+            self.wfile.write(data[start : end + 1])
         except OSError:  # the client gave up (its deadline passed)
             pass
 
@@ -481,9 +529,12 @@ def test_all_shards_of_one_inspection_share_one_header_deadline(fake_hub, monkey
     from tests.ggufgen import vocab, write_gguf
 
     for i in range(4):
-        write_gguf(tmp_path / f"m-0000{i + 1}-of-00004.gguf", tokens=vocab(64) if i == 0 else None,
-                   kv={"split.no": (i, T.UINT16), "split.count": (4, T.UINT16)},
-                   tensors={f"t{i}": np.ones(4, dtype=np.float32)})
+        write_gguf(
+            tmp_path / f"m-0000{i + 1}-of-00004.gguf",
+            tokens=vocab(64) if i == 0 else None,
+            kv={"split.no": (i, T.UINT16), "split.count": (4, T.UINT16)},
+            tensors={f"t{i}": np.ones(4, dtype=np.float32)},
+        )
     server = _DelayedFiles(tmp_path, 0.5)
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     monkeypatch.setenv("SPECREG_HEADER_DEADLINE_SECONDS", "1.2")
@@ -515,5 +566,6 @@ def test_a_split_file_of_too_many_shards_is_refused_before_any_request(fake_hub)
     with pytest.raises(InspectError) as exc:  # was: 99,999 names built, then a request for the first
         inspect_source("hf://o/r/m-00001-of-99999.gguf")
     assert time.monotonic() - started < 0.5
-    assert _one_line(exc) == (f"hf://o/r/m-00001-of-99999.gguf: a split file of 99,999 shards; "
-                              f"at most {MAX_SHARDS:,} are read")
+    assert _one_line(exc) == (
+        f"hf://o/r/m-00001-of-99999.gguf: a split file of 99,999 shards; at most {MAX_SHARDS:,} are read"
+    )

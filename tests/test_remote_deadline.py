@@ -7,6 +7,7 @@ and the thread waiting for a dribbled answer kept its socket after the read gave
 drips one byte at a time, and the deadline is a few seconds: every read, one file or two, ends within
 deadline + 2 s with one line, the web answers 504, and no socket to the dripping server stays open.
 """
+
 from __future__ import annotations
 
 import time

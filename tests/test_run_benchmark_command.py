@@ -1,4 +1,5 @@
 """run_benchmark from the shell: --wait with no worker says so at once; --here runs without one."""
+
 from __future__ import annotations
 
 import os
@@ -13,16 +14,25 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _env(tmp_path: Path, hardware: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "TEST_DATABASE_NAME", "SPECREG_QUEUE_PREFIX")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "TEST_DATABASE_NAME", "SPECREG_QUEUE_PREFIX")
+    }
     env.update(SPECREG_DATA_DIR=str(tmp_path / "data"), SPECREG_HARDWARE_CLASS=hardware)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], env=env, cwd=ROOT, check=True)
     return env
 
 
 def _run_benchmark(env: dict[str, str], *args: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", "run_benchmark", *args], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "manage.py", "run_benchmark", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_wait_with_no_worker_on_the_queue_says_so_and_exits_2(tmp_path, smollm2_path):
@@ -41,9 +51,28 @@ def test_wait_with_no_worker_on_the_queue_says_so_and_exits_2(tmp_path, smollm2_
 @pytest.mark.llama
 def test_here_runs_the_benchmark_in_this_process_and_prints_the_results(tmp_path, smollm2_path):
     env = _env(tmp_path, "cpu-nobody-listens")
-    r = _run_benchmark(env, str(smollm2_path), str(smollm2_path), "--methods", "draft-simple", "--k", "4", "--no-extend",
-                       "--p-min", "0", "--tasks", "json",
-                       "--n-predict", "32", "--repeats", "1", "--prompts-per-type", "1", "--here", timeout=600)
+    r = _run_benchmark(
+        env,
+        str(smollm2_path),
+        str(smollm2_path),
+        "--methods",
+        "draft-simple",
+        "--k",
+        "4",
+        "--no-extend",
+        "--p-min",
+        "0",
+        "--tasks",
+        "json",
+        "--n-predict",
+        "32",
+        "--repeats",
+        "1",
+        "--prompts-per-type",
+        "1",
+        "--here",
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout
     assert "running run 1 here" in out and "run 1: done" in out

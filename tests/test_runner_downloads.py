@@ -1,4 +1,5 @@
 """Benchmarks of hf:// files: downloaded through huggingface_hub from the local test Hub, verified, budgeted."""
+
 from __future__ import annotations
 
 import hashlib
@@ -6,11 +7,11 @@ import hashlib
 import pytest
 
 from registry.catalog.pairing import pair_for
-from runner import submit
-from runner.execute import execute
-from runner.downloads import DownloadError, local_paths
-from registry.models import BenchmarkRun
 from registry.hub.sources import register_source
+from registry.models import BenchmarkRun
+from runner import submit
+from runner.downloads import DownloadError, local_paths
+from runner.execute import execute
 
 REPO = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
 SPEC = f"hf://{REPO}/smollm2-135m-instruct-q4_1.gguf"
@@ -57,9 +58,19 @@ def test_a_file_gone_from_the_hub_fails_the_download_in_one_line(db, hub_with_sm
 def test_a_benchmark_of_hub_files_downloads_them_first(transactional_db, hub_with_smollm2, settings):
     settings.SPECREG_QUEUE_PREFIX = "nobody-listens."
     f = register_source(SPEC).file
-    run = submit.queue_benchmark(pair_for(f, f), {"ks": [4], "extend": False, "content_types": ["json"],
-                                  "repeats": 1, "n_predict": 16, "prompts_per_type": 1, "p_min": 0.0},
-                               hardware="cpu-test")
+    run = submit.queue_benchmark(
+        pair_for(f, f),
+        {
+            "ks": [4],
+            "extend": False,
+            "content_types": ["json"],
+            "repeats": 1,
+            "n_predict": 16,
+            "prompts_per_type": 1,
+            "p_min": 0.0,
+        },
+        hardware="cpu-test",
+    )
     assert execute(run.pk) == "done"
     run = BenchmarkRun.objects.get(pk=run.pk)
     assert "fetching hf://" in run.log and run.results.get().speculation_ran

@@ -1,4 +1,5 @@
 """Finding the llama.cpp binaries, reading their build and options, and the argument lists built from them."""
+
 from __future__ import annotations
 
 import os
@@ -6,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.needs import missing
-
 from inspector.llama_flags import pinned_server_capabilities
 from inspector.spec_flags import Setting
 from runner import llamacpp
 from runner.llamacpp import Capabilities, GenParams
+from tests.needs import missing
 
 pytestmark = pytest.mark.llama
 
@@ -119,8 +119,9 @@ def test_old_build_falls_back_to_draft_max():
 
 
 def test_draft_model_argv_on_real_build(spec_caps):
-    argv = llamacpp.method_argv(spec_caps, "/m/t.gguf", "/m/d.gguf", "say hi", GenParams(32, threads=2),
-                                Setting("draft-simple", 6, 0.5))
+    argv = llamacpp.method_argv(
+        spec_caps, "/m/t.gguf", "/m/d.gguf", "say hi", GenParams(32, threads=2), Setting("draft-simple", 6, 0.5)
+    )
     assert argv[0] == str(spec_caps.binary)
     assert argv[argv.index("-m") + 1] == "/m/t.gguf" and argv[argv.index("-md") + 1] == "/m/d.gguf"
     assert argv[argv.index("--spec-draft-n-max") + 1] == "6"

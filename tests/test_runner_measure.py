@@ -1,4 +1,5 @@
 """One measurement cell with real llama.cpp and SmolLM2-135M drafting for itself (small and fast on 2 cores)."""
+
 from __future__ import annotations
 
 import os
@@ -6,10 +7,9 @@ import time
 
 import pytest
 
-from tests.needs import missing
-
 from runner import llamacpp
 from runner.measure import Cell, Run, compare_texts, context_size, measure_cell, other_cpu_share, summarize
+from tests.needs import missing
 
 # Counting leaves no near-ties between tokens, so batched verification cannot flip an argmax here.
 # On open-ended prompts it can: with a code prompt this build's SmolLM2 output already differs between
@@ -30,8 +30,9 @@ def smollm2(smollm2_path) -> str:
 @pytest.mark.llama
 def test_self_draft_accepts_everything_and_matches_plain_output(smollm2):
     progress = []
-    res = measure_cell(Cell(smollm2, smollm2, 4, (COUNT,), n_predict=32, repeats=1),
-                       progress=lambda f, m: progress.append((f, m)))
+    res = measure_cell(
+        Cell(smollm2, smollm2, 4, (COUNT,), n_predict=32, repeats=1), progress=lambda f, m: progress.append((f, m))
+    )
     assert res.status == "ok", res.error
     assert res.speculation_ran and res.n_drafted > 0
     assert res.acceptance_rate >= 0.9
@@ -71,8 +72,10 @@ def test_broken_model_gives_a_clear_error(smollm2, tmp_path):
 @pytest.mark.llama
 def test_cancel_stops_the_cell(smollm2):
     start = time.monotonic()
-    res = measure_cell(Cell(smollm2, smollm2, 4, (COUNT,), n_predict=4000, repeats=3, ctx_size=4096),
-                       should_cancel=lambda: time.monotonic() - start > 0.5)
+    res = measure_cell(
+        Cell(smollm2, smollm2, 4, (COUNT,), n_predict=4000, repeats=3, ctx_size=4096),
+        should_cancel=lambda: time.monotonic() - start > 0.5,
+    )
     assert res.status == "cancelled"
     assert time.monotonic() - start < 6
     assert len(res.runs) == 1 and res.runs[0].state == "cancelled"
@@ -80,8 +83,9 @@ def test_cancel_stops_the_cell(smollm2):
 
 @pytest.mark.llama
 def test_time_limit_stops_the_cell(smollm2):
-    res = measure_cell(Cell(smollm2, smollm2, 4, ("Once upon a time",), n_predict=100_000, repeats=1,
-                            ctx_size=8192, timeout_s=1.0))
+    res = measure_cell(
+        Cell(smollm2, smollm2, 4, ("Once upon a time",), n_predict=100_000, repeats=1, ctx_size=8192, timeout_s=1.0)
+    )
     assert res.status == "timeout" and "1 s limit" in res.error
 
 
@@ -103,9 +107,14 @@ def _run(kind, tps, i=0, r=0, text="same", n=10, drafted=0, accept=0):
 
 def test_summary_median_spread_speedup_and_divergence():
     cell = Cell("t", "d", 4, ("p",), repeats=3)
-    runs = [_run("plain", 10, r=0), _run("spec", 8, r=0, drafted=8, accept=6),
-            _run("plain", 12, r=1), _run("spec", 9, r=1, drafted=8, accept=6, text="sa different"),
-            _run("plain", 11, r=2), _run("spec", 15, r=2, drafted=8, accept=6)]
+    runs = [
+        _run("plain", 10, r=0),
+        _run("spec", 8, r=0, drafted=8, accept=6),
+        _run("plain", 12, r=1),
+        _run("spec", 9, r=1, drafted=8, accept=6, text="sa different"),
+        _run("plain", 11, r=2),
+        _run("spec", 15, r=2, drafted=8, accept=6),
+    ]
     res = summarize(cell, runs, "ok", None, 7.0)
     assert (res.plain.median, res.plain.min, res.plain.max) == (11, 10, 12)
     assert (res.spec.median, res.spec.min, res.spec.max) == (9, 8, 15)
@@ -142,11 +151,15 @@ def test_via_server_measures_the_deployed_servers_and_leaves_none_running(smollm
     from runner.server_measure import plain_server_argv
 
     caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.SERVER))
-    assert plain_server_argv(caps, smollm2, 1, ctx_size=512, threads=None, gpu_layers=None)[-5:-3] == \
-        ["--spec-type", "none"]  # the baseline server never speculates
+    assert plain_server_argv(caps, smollm2, 1, ctx_size=512, threads=None, gpu_layers=None)[-5:-3] == [
+        "--spec-type",
+        "none",
+    ]  # the baseline server never speculates
     progress = []
-    res = measure_cell(Cell(smollm2, smollm2, 4, (COUNT,), n_predict=32, repeats=2, via="server"),
-                       progress=lambda f, m: progress.append(m))
+    res = measure_cell(
+        Cell(smollm2, smollm2, 4, (COUNT,), n_predict=32, repeats=2, via="server"),
+        progress=lambda f, m: progress.append(m),
+    )
     assert res.status == "ok", res.error
     assert [r.kind for r in res.runs] == ["plain", "spec", "plain", "spec"]  # A B A B
     assert res.speculation_ran and res.n_drafted > 0 and res.acceptance_rate >= 0.9

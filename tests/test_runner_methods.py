@@ -1,5 +1,6 @@
 """Speculation methods as a benchmark dimension: settings per method, the options of the pinned build, real
 n-gram runs through run_benchmark (--here and --wait with a worker) and a llama-server deployed with one."""
+
 from __future__ import annotations
 
 import json
@@ -13,15 +14,17 @@ from django.core.management import call_command
 
 from inspector.llama_flags import PINNED_SERVER_HELP, parse_help, pinned_server_capabilities
 from inspector.spec_flags import NGRAM_SWEEP, Setting, spec_flags
-from registry.results.deploy import deployment
 from registry.models import BenchmarkRun, Pair
+from registry.results.deploy import deployment
 from runner import llamacpp
 from runner.methods import MAX_SETTINGS, default_methods, settings_for
 from runner.params import BenchmarkError, normalize_params
 from tests.test_team_telemetry import Server, free_port
 
-ROW = re.compile(r"^edit\s+0\.0\s+(ngram-mod|ngram-map-k) K=\d+ \S+\s+[\d.]+\s+[\d.]+\s+(\d+\.\d\dx|n/a)\s+"
-                 r"(\d+\.\d%|n/a)\s")
+ROW = re.compile(
+    r"^edit\s+0\.0\s+(ngram-mod|ngram-map-k) K=\d+ \S+\s+[\d.]+\s+[\d.]+\s+(\d+\.\d\dx|n/a)\s+"
+    r"(\d+\.\d%|n/a)\s"
+)
 
 
 def test_every_ngram_setting_uses_options_the_pinned_build_has_and_stays_within_six():
@@ -36,7 +39,11 @@ def test_every_ngram_setting_uses_options_the_pinned_build_has_and_stays_within_
             assert all(caps.has(a) for a in argv if a.startswith("--")), argv
     # draft models and MTP heads: each K at each p-min
     assert [s.label for s in settings_for("draft-mtp", [4, 8], [0.0, 0.75])] == [
-        "draft-mtp K=4 p-min=0", "draft-mtp K=8 p-min=0", "draft-mtp K=4 p-min=0.75", "draft-mtp K=8 p-min=0.75"]
+        "draft-mtp K=4 p-min=0",
+        "draft-mtp K=8 p-min=0",
+        "draft-mtp K=4 p-min=0.75",
+        "draft-mtp K=8 p-min=0.75",
+    ]
 
 
 def test_the_ngram_lengths_are_the_options_of_the_pinned_help():
@@ -65,8 +72,13 @@ def test_the_deployed_command_uses_the_methods_flags():
     assert "--spec-draft-n-max 3" in mtp.command and "--spec-draft-p-min 0.75" in mtp.command
     eagle = deployment(caps, "models/t.gguf", "models/eagle.gguf", None, setting=Setting("draft-eagle3", 4))
     assert "-md models/eagle.gguf" in eagle.command and eagle.command.endswith("--spec-type draft-eagle3")
-    ngram = deployment(caps, "models/t.gguf", "models/t.gguf", None,
-                       setting=Setting("ngram-map-k", 8, None, (("--spec-ngram-map-k-size-n", "6"),)))
+    ngram = deployment(
+        caps,
+        "models/t.gguf",
+        "models/t.gguf",
+        None,
+        setting=Setting("ngram-map-k", 8, None, (("--spec-ngram-map-k-size-n", "6"),)),
+    )
     assert "-md" not in ngram.argv and "--spec-ngram-map-k-size-m 8 --spec-ngram-map-k-size-n 6" in ngram.command
     assert "ExecStart=llama-server" in ngram.unit
 
@@ -79,8 +91,14 @@ def test_the_speculative_tool_accepts_every_method_setting_and_runs_ngram_withou
     assert "-md" not in mtp and mtp[-2:] == ["--spec-type", "draft-mtp"]
     with pytest.raises(llamacpp.LlamaCppError, match="needs a draft file"):
         llamacpp.method_argv(caps, "t.gguf", None, "p", gen, Setting("draft-dflash", 4))
-    argv = llamacpp.method_argv(caps, str(smollm2_path), None, "def add(a, b):\n    return a + b\n" * 6, gen,
-                                Setting("ngram-mod", 8, None, (("--spec-ngram-mod-n-match", "16"),)))
+    argv = llamacpp.method_argv(
+        caps,
+        str(smollm2_path),
+        None,
+        "def add(a, b):\n    return a + b\n" * 6,
+        gen,
+        Setting("ngram-mod", 8, None, (("--spec-ngram-mod-n-match", "16"),)),
+    )
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "adding speculative implementation 'ngram-mod'" in out.stderr
@@ -90,8 +108,22 @@ def test_the_speculative_tool_accepts_every_method_setting_and_runs_ngram_withou
 @pytest.mark.django_db(transaction=True)
 def test_run_benchmark_target_alone_here_prints_one_line_per_method_and_setting(smollm2_path):
     out = StringIO()
-    call_command("run_benchmark", str(smollm2_path), "--methods", "ngram-mod,ngram-map-k", "--tasks", "edit", "--here",
-                 "--repeats", "1", "--n-predict", "48", "--prompts-per-type", "1", stdout=out)
+    call_command(
+        "run_benchmark",
+        str(smollm2_path),
+        "--methods",
+        "ngram-mod,ngram-map-k",
+        "--tasks",
+        "edit",
+        "--here",
+        "--repeats",
+        "1",
+        "--n-predict",
+        "48",
+        "--prompts-per-type",
+        "1",
+        stdout=out,
+    )
     text = out.getvalue()
     rows = [line for line in text.splitlines() if ROW.match(line)]
     assert len(rows) == 12, text  # 6 settings of each method
@@ -113,8 +145,24 @@ def test_run_benchmark_target_alone_here_prints_one_line_per_method_and_setting(
 @pytest.mark.django_db(transaction=True)
 def test_run_benchmark_via_server_measures_through_llama_server_and_records_it(smollm2_path):
     out = StringIO()
-    call_command("run_benchmark", str(smollm2_path), "--methods", "ngram-map-k", "--tasks", "edit", "--here",
-                 "--via", "server", "--repeats", "1", "--n-predict", "48", "--prompts-per-type", "1", stdout=out)
+    call_command(
+        "run_benchmark",
+        str(smollm2_path),
+        "--methods",
+        "ngram-map-k",
+        "--tasks",
+        "edit",
+        "--here",
+        "--via",
+        "server",
+        "--repeats",
+        "1",
+        "--n-predict",
+        "48",
+        "--prompts-per-type",
+        "1",
+        stdout=out,
+    )
     text = out.getvalue()
     assert "through llama-server" in text.splitlines()[1], text
     rows = [line for line in text.splitlines() if ROW.match(line)]
@@ -129,9 +177,27 @@ def test_run_benchmark_via_server_measures_through_llama_server_and_records_it(s
 @pytest.mark.broker
 def test_run_benchmark_target_alone_waits_for_a_worker(celery_worker_process, smollm2_path):
     out = StringIO()
-    call_command("run_benchmark", str(smollm2_path), "--methods", "ngram-mod,ngram-map-k", "--tasks", "edit", "--wait",
-                 "--hardware", "cpu-test", "--repeats", "1", "--n-predict", "16", "--prompts-per-type", "1",
-                 "--timeout", "900", stdout=out, stderr=StringIO())
+    call_command(
+        "run_benchmark",
+        str(smollm2_path),
+        "--methods",
+        "ngram-mod,ngram-map-k",
+        "--tasks",
+        "edit",
+        "--wait",
+        "--hardware",
+        "cpu-test",
+        "--repeats",
+        "1",
+        "--n-predict",
+        "16",
+        "--prompts-per-type",
+        "1",
+        "--timeout",
+        "900",
+        stdout=out,
+        stderr=StringIO(),
+    )
     rows = [line for line in out.getvalue().splitlines() if ROW.match(line)]
     assert len(rows) == 12, out.getvalue()  # 6 settings of each method, as with --here
     assert {ROW.match(r).group(1) for r in rows} == {"ngram-mod", "ngram-map-k"}
@@ -142,18 +208,46 @@ def test_run_benchmark_target_alone_waits_for_a_worker(celery_worker_process, sm
 def test_a_llama_server_with_an_ngram_method_drafts(smollm2_path, tmp_path):
     server = Server(smollm2_path, free_port(), tmp_path / "llama-server.log")
     caps = llamacpp.capabilities(server.binary)
-    dep = deployment(caps, str(smollm2_path), None, None,
-                     setting=Setting("ngram-map-k", 8, None, (("--spec-ngram-map-k-size-n", "6"),)))
-    server.__class__ = type("NgramServer", (Server,), {"argv": property(lambda s: [
-        str(s.binary), *dep.argv[1:dep.argv.index("--port")], "--port", str(s.port),
-        *dep.argv[dep.argv.index("--port") + 2:], "-np", "1", "-t", "2"])})
+    dep = deployment(
+        caps,
+        str(smollm2_path),
+        None,
+        None,
+        setting=Setting("ngram-map-k", 8, None, (("--spec-ngram-map-k-size-n", "6"),)),
+    )
+    server.__class__ = type(
+        "NgramServer",
+        (Server,),
+        {
+            "argv": property(
+                lambda s: [
+                    str(s.binary),
+                    *dep.argv[1 : dep.argv.index("--port")],
+                    "--port",
+                    str(s.port),
+                    *dep.argv[dep.argv.index("--port") + 2 :],
+                    "-np",
+                    "1",
+                    "-t",
+                    "2",
+                ]
+            )
+        },
+    )
     server.start()
     try:
         text = "def add(a, b):\n    return a + b\n\n" * 8
-        body = json.dumps({"prompt": "Repeat exactly:\n" + text + "\nRepeated:\n", "n_predict": 64,
-                           "temperature": 0, "cache_prompt": False}).encode()
-        req = urllib.request.Request(server.url + "/completion", data=body,
-                                     headers={"Content-Type": "application/json"})
+        body = json.dumps(
+            {
+                "prompt": "Repeat exactly:\n" + text + "\nRepeated:\n",
+                "n_predict": 64,
+                "temperature": 0,
+                "cache_prompt": False,
+            }
+        ).encode()
+        req = urllib.request.Request(
+            server.url + "/completion", data=body, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=120) as r:
             timings = json.load(r)["timings"]
     finally:
@@ -164,19 +258,33 @@ def test_a_llama_server_with_an_ngram_method_drafts(smollm2_path, tmp_path):
 @pytest.mark.django_db
 def test_draftless_results_show_as_the_method_in_the_table_the_csv_and_the_model_page(client, smollm2_path):
     from registry.catalog.pairing import pair_for
-    from registry.results.figures import refresh_best
     from registry.hub.sources import register_source
     from registry.models import BenchmarkResult
+    from registry.results.figures import refresh_best
 
     f = register_source(str(smollm2_path)).file
     own = pair_for(f, f)
-    run = BenchmarkRun.objects.create(pair=own, queue="specreg", status=BenchmarkRun.DONE,
-                                      params={"target_alone": True, "methods": ["ngram-mod"]})
+    run = BenchmarkRun.objects.create(
+        pair=own, queue="specreg", status=BenchmarkRun.DONE, params={"target_alone": True, "methods": ["ngram-mod"]}
+    )
     for method, k, speedup in (("ngram-mod", 16, 1.17), ("ngram-map-k", 8, 1.33), ("ngram-mod", 64, 0.94)):
-        BenchmarkResult.objects.create(run=run, pair=own, k=k, method=method, content_type="edit", acceptance=0.9,
-                                       speedup=speedup, tokens_per_second=10 * speedup, baseline_tokens_per_second=10,
-                                       n_predict=64, repeats=1, n_prompts=1, status="ok", hardware="test cpu",
-                                       llama_cpp_build="b11434")
+        BenchmarkResult.objects.create(
+            run=run,
+            pair=own,
+            k=k,
+            method=method,
+            content_type="edit",
+            acceptance=0.9,
+            speedup=speedup,
+            tokens_per_second=10 * speedup,
+            baseline_tokens_per_second=10,
+            n_predict=64,
+            repeats=1,
+            n_prompts=1,
+            status="ok",
+            hardware="test cpu",
+            llama_cpp_build="b11434",
+        )
     refresh_best(own)
     own.refresh_from_db()
     assert own.best_method == "ngram-map-k" and own.best_k == 8
@@ -192,6 +300,6 @@ def test_draftless_results_show_as_the_method_in_the_table_the_csv_and_the_model
     assert api["results"][0]["best"]["method"] == "ngram-map-k"
 
     page = client.get(f"/models/{f.model_id}/").content.decode()
-    ways = page[page.index('id="ways"'):page.index('id="drafts"')]
+    ways = page[page.index('id="ways"') : page.index('id="drafts"')]
     assert ways.index("ngram-map-k") < ways.index("ngram-mod")  # fastest first
     assert "none (n-gram)" in ways and "1.33" in ways and "1.17" in ways and "0.94" not in ways

@@ -1,4 +1,5 @@
 """Benchmark parameters: non-finite numbers are refused when queued, not hours later in llama.cpp."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Parsing llama.cpp output captured from the real build 11434 (SmolLM2-135M drafting for itself, 2-core CPU)."""
+
 # ruff: noqa: E501  (captured lines are kept as llama.cpp printed them)
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from runner import parse
 from runner.parse import PlainFigures, RunFailure, ServerFigures, SpecFigures
 
 PROMPT = "<|im_start|>user\nWrite a haiku about rain.<|im_end|>\n<|im_start|>assistant\n"
-GENERATED = ("The rain of leaves on the wind's path, a fleeting sight, a fleeting sight, a fleeting sight, "
-             "a fleeting sight, a fleeting sight, a fleeting sight, a fleeting sight")
+GENERATED = (
+    "The rain of leaves on the wind's path, a fleeting sight, a fleeting sight, a fleeting sight, "
+    "a fleeting sight, a fleeting sight, a fleeting sight, a fleeting sight"
+)
 
 # llama-speculative-simple -n 32 --spec-draft-n-max 4 --spec-type draft-simple -lv 4: stdout is
 # "\n\n" + the prompt echoed token by token + the generated text + "\n\n" + "\n\n"
@@ -63,10 +66,19 @@ LOAD_FAILURE = """\
 # llama-server /completion with -md and --spec-draft-n-max 4
 SERVER_RESPONSE = {
     "content": " 5, 6, 7, 8, 9, ",
-    "timings": {"cache_n": 0, "prompt_n": 14, "prompt_ms": 119.378, "prompt_per_token_ms": 8.527,
-                "prompt_per_second": 117.27453969743169, "predicted_n": 16, "predicted_ms": 281.726,
-                "predicted_per_token_ms": 18.78173333333333, "predicted_per_second": 53.24322213782185,
-                "draft_n": 12, "draft_n_accepted": 12},
+    "timings": {
+        "cache_n": 0,
+        "prompt_n": 14,
+        "prompt_ms": 119.378,
+        "prompt_per_token_ms": 8.527,
+        "prompt_per_second": 117.27453969743169,
+        "predicted_n": 16,
+        "predicted_ms": 281.726,
+        "predicted_per_token_ms": 18.78173333333333,
+        "predicted_per_second": 53.24322213782185,
+        "draft_n": 12,
+        "draft_n_accepted": 12,
+    },
 }
 
 
@@ -92,8 +104,11 @@ def test_speculative_text_when_echo_differs_from_prompt():
 
 
 def test_speculative_without_drafting():
-    stderr = SPEC_STDERR.replace("n_drafted = 29", "n_drafted = 0").replace("n_accept  = 29", "n_accept  = 0") \
+    stderr = (
+        SPEC_STDERR.replace("n_drafted = 29", "n_drafted = 0")
+        .replace("n_accept  = 29", "n_accept  = 0")
         .replace("accept    = 100.000%", "accept    = -nan%")
+    )
     fig = parse.parse_speculative(0, SPEC_STDOUT, stderr, PROMPT)
     assert fig.n_drafted == 0 and fig.accept_pct is None
 
@@ -114,8 +129,10 @@ def test_completion_end_of_text_marker_removed():
 def test_crash_is_a_clear_message():
     fail = parse.parse_completion(1, "", LOAD_FAILURE)
     assert isinstance(fail, RunFailure) and fail.detailed and fail.rc == 1
-    assert fail.message == ("llama-completion failed (exit 1): error loading model: tensor 'token_embd.weight' "
-                            "data is not within the file bounds, model is corrupted or incomplete")
+    assert fail.message == (
+        "llama-completion failed (exit 1): error loading model: tensor 'token_embd.weight' "
+        "data is not within the file bounds, model is corrupted or incomplete"
+    )
 
 
 def test_signal_and_silent_crash():

@@ -1,4 +1,5 @@
 """Process control for llama.cpp runs: time limits and cancellation end the whole process group."""
+
 from __future__ import annotations
 
 import os
@@ -7,11 +8,10 @@ import time
 
 import pytest
 
-from tests.needs import missing
-
 from runner import llamacpp
 from runner.llamacpp import GenParams
 from runner.procs import group_members, run_process
+from tests.needs import missing
 
 
 def _alive(pid: int) -> bool:
@@ -74,8 +74,9 @@ def test_sigterm_ignored_escalates_to_sigkill():
 
 
 def test_captures_output_and_exit_status():
-    res = run_process([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"],
-                      timeout_s=30)
+    res = run_process(
+        [sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"], timeout_s=30
+    )
     assert (res.rc, res.stdout, res.stderr, res.state) == (3, "out\n", "err\n", "failed")
 
 

@@ -1,12 +1,12 @@
 """The standard task set, user task sets, and prompts rendered through real models' chat templates."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from runner.prompts import (ChatTemplate, TaskSetError, load_task_set, read_chat_template,
-                            render_prompt)
+from runner.prompts import ChatTemplate, TaskSetError, load_task_set, read_chat_template, render_prompt
 
 
 def test_default_task_set_has_every_content_type():
@@ -24,18 +24,27 @@ def test_default_task_set_has_every_content_type():
 
 def test_user_task_set(tmp_path):
     path = tmp_path / "mine.json"
-    path.write_text(json.dumps({"name": "mine", "tasks": [
-        {"id": "a", "content_type": "sql", "prompt": "Write a query.", "system": "You are terse."}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "name": "mine",
+                "tasks": [{"id": "a", "content_type": "sql", "prompt": "Write a query.", "system": "You are terse."}],
+            }
+        )
+    )
     ts = load_task_set(path)
     assert ts.name == "mine" and ts.content_types == ("sql",) and ts.tasks[0].system == "You are terse."
 
 
-@pytest.mark.parametrize("content, fragment", [
-    ("{not json", "not valid JSON"),
-    (json.dumps({"tasks": []}), "non-empty 'tasks'"),
-    (json.dumps({"tasks": [{"id": "a", "prompt": "x"}]}), "content_type"),
-    (json.dumps({"tasks": [{"id": "a", "content_type": "c", "prompt": "x"}] * 2}), "duplicate task ids: a"),
-])
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        ("{not json", "not valid JSON"),
+        (json.dumps({"tasks": []}), "non-empty 'tasks'"),
+        (json.dumps({"tasks": [{"id": "a", "prompt": "x"}]}), "content_type"),
+        (json.dumps({"tasks": [{"id": "a", "content_type": "c", "prompt": "x"}] * 2}), "duplicate task ids: a"),
+    ],
+)
 def test_bad_task_sets_are_rejected_clearly(tmp_path, content, fragment):
     path = tmp_path / "bad.json"
     path.write_text(content)
@@ -55,8 +64,10 @@ def test_qwen_template_with_system(qwen15_header_path):
     tmpl = read_chat_template(qwen15_header_path)
     r = render_prompt("Sort a list.", tmpl, system="You write Python.")
     assert r.templated
-    assert r.text == ("<|im_start|>system\nYou write Python.<|im_end|>\n"
-                      "<|im_start|>user\nSort a list.<|im_end|>\n<|im_start|>assistant\n")
+    assert r.text == (
+        "<|im_start|>system\nYou write Python.<|im_end|>\n"
+        "<|im_start|>user\nSort a list.<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_model_without_template_uses_raw_prompt(gemma3_header_path):
@@ -84,14 +95,17 @@ def test_bos_in_template_dropped_when_llama_adds_it():
     assert render_prompt("hi", kept).text == "<s>[INST] hi [/INST]"
 
 
-@pytest.mark.parametrize("source, why", [
-    ("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", "longer than"),
-    ("{{ 'x' * 10**10 }}", "value of"),
-    ("{{ 2 ** 100000000 }}", "power"),
-    ("{{ 'x' * 100000000 }}", "value of"),
-    ("{% set s = 'xy' * 400000 %}{{ s + s }}", "value of"),
-    ("{% for a in range(100000) %}{{ 'abcdefghijklmnopqrstuvwxyz' }}{% endfor %}", "output passed"),
-])
+@pytest.mark.parametrize(
+    "source, why",
+    [
+        ("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", "longer than"),
+        ("{{ 'x' * 10**10 }}", "value of"),
+        ("{{ 2 ** 100000000 }}", "power"),
+        ("{{ 'x' * 100000000 }}", "value of"),
+        ("{% set s = 'xy' * 400000 %}{{ s + s }}", "value of"),
+        ("{% for a in range(100000) %}{{ 'abcdefghijklmnopqrstuvwxyz' }}{% endfor %}", "output passed"),
+    ],
+)
 def test_costly_chat_templates_are_stopped_quickly_with_a_clear_note(source, why):
     import time
 
@@ -102,13 +116,16 @@ def test_costly_chat_templates_are_stopped_quickly_with_a_clear_note(source, why
     assert r.note.startswith("chat template stopped: ") and why in r.note
 
 
-@pytest.mark.parametrize("source, why", [
-    # No call, attribute or operator inside the loops: the sandbox's own checks never run.
-    ("{% set x = range(100000)|list %}{% for a in x %}{% for b in x %}{% endfor %}{% endfor %}", "longer than 2 s"),
-    ("{{ 'x' * 10**10 }}", "value of"),
-    # A filter allocates without asking the sandbox: 500 MB at once.
-    ("{{ 'x'|center(5 * 10**8) }}", "MiB of memory"),
-])
+@pytest.mark.parametrize(
+    "source, why",
+    [
+        # No call, attribute or operator inside the loops: the sandbox's own checks never run.
+        ("{% set x = range(100000)|list %}{% for a in x %}{% for b in x %}{% endfor %}{% endfor %}", "longer than 2 s"),
+        ("{{ 'x' * 10**10 }}", "value of"),
+        # A filter allocates without asking the sandbox: 500 MB at once.
+        ("{{ 'x'|center(5 * 10**8) }}", "MiB of memory"),
+    ],
+)
 def test_rendering_runs_in_a_child_that_is_killed_or_starved(source, why):
     import time
 

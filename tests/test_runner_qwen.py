@@ -1,13 +1,14 @@
 """A short real benchmark of the Qwen2.5-Coder 1.5B target with its 0.5B draft (slow: ~2 minutes on 2 cores)."""
+
 from __future__ import annotations
 
 import pytest
 
 from registry.catalog.pairing import pair_for
+from registry.hub.sources import register_source
+from registry.models import BenchmarkRun
 from runner import submit
 from runner.execute import execute
-from registry.models import BenchmarkRun
-from registry.hub.sources import register_source
 from tests.models import model_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.llama]
@@ -18,8 +19,19 @@ def test_qwen_coder_pair_is_measured_with_its_draft(transactional_db, settings):
     target, draft = register_source(str(model_path("qwen15"))).file, register_source(str(model_path("qwen05"))).file
     pair = pair_for(target, draft)
     assert pair.compatible
-    run = submit.queue_benchmark(pair, {"ks": [4], "extend": False, "content_types": ["code"], "repeats": 1,
-                                         "n_predict": 48, "prompts_per_type": 1, "p_min": 0.0}, hardware="cpu-test")
+    run = submit.queue_benchmark(
+        pair,
+        {
+            "ks": [4],
+            "extend": False,
+            "content_types": ["code"],
+            "repeats": 1,
+            "n_predict": 48,
+            "prompts_per_type": 1,
+            "p_min": 0.0,
+        },
+        hardware="cpu-test",
+    )
     assert execute(run.pk) == "done"
     run = BenchmarkRun.objects.get(pk=run.pk)
     (r,) = run.results.all()

@@ -1,24 +1,37 @@
 """K sweep logic, recommendations, and the markdown report of a real sweep."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import pytest
 
-from tests.needs import missing
-
 from registry.results.deploy import deployment
 from runner import hardware, llamacpp
-from runner.report import markdown_report
 from runner.measure import Cell, CellResult, Spread
 from runner.prompts import load_task_set, parse_task_set
+from runner.report import markdown_report
 from runner.sweep import GRID, NO_DRAFT, SweepConfig, next_k, recommend, run_sweep
+from tests.needs import missing
 
 
 def _cell(k: int, speedup: float | None, status: str = "ok", ran: bool = True) -> CellResult:
-    return CellResult(Cell("t", "d", k, ("p",)), status, None if status == "ok" else "boom",
-                      Spread(10, 10, 10, 1), Spread(10 * (speedup or 1), 1, 1, 1), speedup if ran else None, ran,
-                      8 if ran else 0, 6 if ran else 0, 0.75 if ran else None, 1.5 if ran else None, True, (),
-                      1.0, 1.0, 1.0)
+    return CellResult(
+        Cell("t", "d", k, ("p",)),
+        status,
+        None if status == "ok" else "boom",
+        Spread(10, 10, 10, 1),
+        Spread(10 * (speedup or 1), 1, 1, 1),
+        speedup if ran else None,
+        ran,
+        8 if ran else 0,
+        6 if ran else 0,
+        0.75 if ran else None,
+        1.5 if ran else None,
+        True,
+        (),
+        1.0,
+        1.0,
+        1.0,
+    )
 
 
 def test_next_k_extends_upward_while_the_largest_k_is_fastest():
@@ -51,10 +64,22 @@ def small_sweep(smollm2_path):
         llamacpp.find_binary(llamacpp.SPECULATIVE)
     except llamacpp.LlamaCppNotFound as exc:
         missing(str(exc))
-    tasks = parse_task_set({"name": "tiny", "tasks": [
-        {"id": "count", "content_type": "code", "prompt": "Write the numbers 1 to 30 as a Python list."}]})
-    cfg = SweepConfig(str(smollm2_path), str(smollm2_path), tasks, ks=(2, 4), grid=(2, 4, 8), n_predict=24, repeats=1,
-                      prompts_per_type=1)
+    tasks = parse_task_set(
+        {
+            "name": "tiny",
+            "tasks": [{"id": "count", "content_type": "code", "prompt": "Write the numbers 1 to 30 as a Python list."}],
+        }
+    )
+    cfg = SweepConfig(
+        str(smollm2_path),
+        str(smollm2_path),
+        tasks,
+        ks=(2, 4),
+        grid=(2, 4, 8),
+        n_predict=24,
+        repeats=1,
+        prompts_per_type=1,
+    )
     progress = []
     result = run_sweep(cfg, progress=lambda f, m: progress.append(f))
     return result, progress
@@ -79,8 +104,17 @@ def test_report_from_real_sweep(small_sweep):
     dep = deployment(caps, result.config.target, result.config.draft, rec.k)
     report = markdown_report(result, hardware=hardware.detect(), build=build, deployments={"code": dep})
     assert report.startswith("# Speculative decoding benchmark: SmolLM2-135M-Instruct.Q4_1.gguf")
-    for part in ("## Method", "## Hardware", "## llama.cpp build", "b11434", "## code (temperature 0)",
-                 "| K | temp |", "**Recommendation:**", "```ini", "ExecStart="):
+    for part in (
+        "## Method",
+        "## Hardware",
+        "## llama.cpp build",
+        "b11434",
+        "## code (temperature 0)",
+        "| K | temp |",
+        "**Recommendation:**",
+        "```ini",
+        "ExecStart=",
+    ):
         assert part in report
     assert report.count("\n| 2 | 0 |") == 1 and report.count("\n| 4 | 0 |") == 1
 
@@ -102,6 +136,7 @@ def test_default_task_set_loads_for_sweeps():
 
 def test_busy_machine_is_a_caveat():
     import dataclasses
+
     busy = dataclasses.replace(_cell(4, 1.4), other_cpu_share=0.3)
     rec = recommend("code", 0.0, [busy, _cell(8, 0.9)])
     assert rec.k == 4 and "30% of the CPU during draft-simple K=4" in rec.caveat

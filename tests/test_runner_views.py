@@ -1,12 +1,13 @@
 """Queueing, following and cancelling benchmarks from the browser's side (no worker needed)."""
+
 from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
 
 from registry.catalog.pairing import pair_for
-from registry.models import BenchmarkRun
 from registry.hub.sources import register_source
+from registry.models import BenchmarkRun
 from runner import runs, submit
 
 pytestmark = pytest.mark.db_service  # CI runs these again on PostgreSQL
@@ -25,17 +26,28 @@ def user_client(client, db):
 
 
 def test_queueing_needs_a_login(client, pair):
-    r = client.post(f"/pairs/{pair.pk}/benchmark", {"ks": "4", "temperatures": "0", "repeats": 1, "n_predict": 32,
-                                                   "prompts_per_type": 1})
+    r = client.post(
+        f"/pairs/{pair.pk}/benchmark",
+        {"ks": "4", "temperatures": "0", "repeats": 1, "n_predict": 32, "prompts_per_type": 1},
+    )
     assert r.status_code == 302 and "/accounts/login/" in r["Location"]
     assert not BenchmarkRun.objects.exists()
 
 
 def test_a_logged_in_user_queues_a_run_and_follows_it(user_client, pair, settings):
     settings.SPECREG_QUEUE_PREFIX = "nobody-listens."
-    r = user_client.post(f"/pairs/{pair.pk}/benchmark", {"ks": "4,8", "temperatures": "0,0.7", "repeats": 2,
-                                                        "n_predict": 64, "prompts_per_type": 1,
-                                                        "content_types": ["code", "math"], "hardware": "gpu-x"})
+    r = user_client.post(
+        f"/pairs/{pair.pk}/benchmark",
+        {
+            "ks": "4,8",
+            "temperatures": "0,0.7",
+            "repeats": 2,
+            "n_predict": 64,
+            "prompts_per_type": 1,
+            "content_types": ["code", "math"],
+            "hardware": "gpu-x",
+        },
+    )
     run = BenchmarkRun.objects.get()
     assert r.status_code == 302 and r["Location"] == f"/runs/{run.pk}/"
     assert run.params["ks"] == [4, 8] and run.params["temperatures"] == [0.0, 0.7]
@@ -51,18 +63,27 @@ def test_a_logged_in_user_queues_a_run_and_follows_it(user_client, pair, setting
 
 
 def test_bad_benchmark_settings_are_refused_with_a_message(user_client, pair):
-    r = user_client.post(f"/pairs/{pair.pk}/benchmark", {"ks": "4,x", "temperatures": "0", "repeats": 1,
-                                                        "n_predict": 32, "prompts_per_type": 1}, follow=True)
+    r = user_client.post(
+        f"/pairs/{pair.pk}/benchmark",
+        {"ks": "4,x", "temperatures": "0", "repeats": 1, "n_predict": 32, "prompts_per_type": 1},
+        follow=True,
+    )
     assert b"comma-separated numbers" in r.content and not BenchmarkRun.objects.exists()
-    r = user_client.post(f"/pairs/{pair.pk}/benchmark", {"ks": "100", "temperatures": "0", "repeats": 1,
-                                                        "n_predict": 32, "prompts_per_type": 1}, follow=True)
+    r = user_client.post(
+        f"/pairs/{pair.pk}/benchmark",
+        {"ks": "100", "temperatures": "0", "repeats": 1, "n_predict": 32, "prompts_per_type": 1},
+        follow=True,
+    )
     assert b"K must be between 1 and 64" in r.content and not BenchmarkRun.objects.exists()
 
 
 def test_incompatible_pairs_cannot_be_queued(user_client, db, smollm2_path, qwen05_header_path):
     p = pair_for(register_source(str(qwen05_header_path)).file, register_source(str(smollm2_path)).file)
-    r = user_client.post(f"/pairs/{p.pk}/benchmark", {"ks": "4", "temperatures": "0", "repeats": 1,
-                                                     "n_predict": 32, "prompts_per_type": 1}, follow=True)
+    r = user_client.post(
+        f"/pairs/{p.pk}/benchmark",
+        {"ks": "4", "temperatures": "0", "repeats": 1, "n_predict": 32, "prompts_per_type": 1},
+        follow=True,
+    )
     assert b"cannot draft for" in r.content and b"vocab_size" in r.content
     assert not BenchmarkRun.objects.exists()
 
@@ -97,8 +118,9 @@ def test_a_user_may_have_only_a_few_runs_queued(user_client, pair, settings):
 
 
 def test_a_benchmark_far_beyond_the_defaults_is_refused_but_the_default_is_admitted(user_client, pair):
-    huge = _form(ks=",".join(str(k) for k in range(1, 65)), temperatures="0,0.5,1,1.5,2", repeats=20,
-                 prompts_per_type=50)
+    huge = _form(
+        ks=",".join(str(k) for k in range(1, 65)), temperatures="0,0.5,1,1.5,2", repeats=20, prompts_per_type=50
+    )
     r = user_client.post(f"/pairs/{pair.pk}/benchmark", huge)
     assert r.status_code == 400 and b"llama.cpp processes, more than the 4,000 allowed" in r.content
     default = {"ks": "4,8,16", "temperatures": "0", "repeats": 3, "n_predict": 128, "prompts_per_type": 3}

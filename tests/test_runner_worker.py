@@ -1,24 +1,31 @@
 """Benchmarks queued through a real broker to a real Celery worker running real llama.cpp."""
+
 from __future__ import annotations
 
 import os
 
 import pytest
 
-from registry.results.recommend import recommend
-from registry.results.figures import figures_for
-
 from registry.catalog.pairing import pair_for
+from registry.hub.sources import register_source
+from registry.models import BenchmarkRun
+from registry.results.figures import figures_for
+from registry.results.recommend import recommend
 from runner import runs, submit
 from runner.execute import execute
-from registry.models import BenchmarkRun
-from registry.hub.sources import register_source
 from tests.worker import wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.llama]
 
-QUICK = {"ks": [4], "extend": False, "content_types": ["json"], "repeats": 1, "n_predict": 32, "prompts_per_type": 1,
-         "p_min": 0.0}
+QUICK = {
+    "ks": [4],
+    "extend": False,
+    "content_types": ["json"],
+    "repeats": 1,
+    "n_predict": 32,
+    "prompts_per_type": 1,
+    "p_min": 0.0,
+}
 
 
 def queue(target, draft, **params):
@@ -67,8 +74,9 @@ def test_a_worker_benchmarks_smollm2_drafting_for_itself(celery_worker_process, 
 
 def test_cancelling_a_running_benchmark_kills_llama_cpp(celery_worker_process, smollm2_path):
     run = queue(smollm2_path, smollm2_path, ks=[2, 4, 8], n_predict=2048, repeats=3, prompts_per_type=3)
-    wait_for(lambda: BenchmarkRun.objects.get(pk=run.pk).status == "running", 60, "the run to start",
-             celery_worker_process)
+    wait_for(
+        lambda: BenchmarkRun.objects.get(pk=run.pk).status == "running", 60, "the run to start", celery_worker_process
+    )
     wait_for(llama_processes, 60, "llama.cpp to start")
     assert runs.cancel(run.pk) == "cancelling"
     run = wait_for(lambda: finished(run.pk), 60, "the cancel to take effect", celery_worker_process)
@@ -95,8 +103,12 @@ def test_llama_cpp_failing_on_a_broken_model_fails_the_run(celery_worker_process
 
 
 def test_a_timeout_kills_the_process_and_fails_the_run(celery_worker_process, smollm2_path):
-    endless = {"name": "endless", "tasks": [{"id": "count", "content_type": "code",
-                                             "prompt": "Count from 1 to 100000, one number per line, no words."}]}
+    endless = {
+        "name": "endless",
+        "tasks": [
+            {"id": "count", "content_type": "code", "prompt": "Count from 1 to 100000, one number per line, no words."}
+        ],
+    }
     run = queue(smollm2_path, smollm2_path, n_predict=4096, timeout_s=2, task_set=endless, content_types=["code"])
     run = wait_for(lambda: finished(run.pk), 120, "the run to time out", celery_worker_process)
     assert run.status == "failed" and "exceeded the 2 s limit and was stopped" in run.error
@@ -105,8 +117,9 @@ def test_a_timeout_kills_the_process_and_fails_the_run(celery_worker_process, sm
 
 def test_a_killed_worker_leaves_a_run_the_sweep_marks_failed(celery_worker_process, smollm2_path):
     run = queue(smollm2_path, smollm2_path, ks=[2, 4, 8], n_predict=2048, repeats=3)
-    wait_for(lambda: BenchmarkRun.objects.get(pk=run.pk).status == "running", 60, "the run to start",
-             celery_worker_process)
+    wait_for(
+        lambda: BenchmarkRun.objects.get(pk=run.pk).status == "running", 60, "the run to start", celery_worker_process
+    )
     celery_worker_process.kill()
     assert runs.sweep_stale(stale_after_s=3600) == 0  # still fresh: left alone
     wait_for(lambda: runs.sweep_stale(stale_after_s=2), 30, "the sweep to mark the run")

@@ -3,6 +3,7 @@
 Runs the real thing on a data folder of its own (SQLite, filesystem broker): serve starts gunicorn
 and a Celery worker, a real llama.cpp benchmark runs, then serve gets SIGTERM as from systemd.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,20 +67,51 @@ def _wait(predicate, timeout: float, what: str):
 
 def test_sigterm_cancels_the_running_benchmark_and_leaves_no_process(tmp_path, smollm2_path):
     data = tmp_path / "data"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "TEST_DATABASE_NAME", "SPECREG_QUEUE_PREFIX")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "TEST_DATABASE_NAME", "SPECREG_QUEUE_PREFIX")
+    }
     env.update(SPECREG_DATA_DIR=str(data), SPECREG_HARDWARE_CLASS="cpu-serve-test")
     manage = [sys.executable, str(ROOT / "manage.py")]
     subprocess.run([*manage, "migrate", "-v0"], env=env, check=True, cwd=ROOT)
     # Long enough to still be running when the stop comes: a plain run of 2,048 tokens, 5 repeats.
-    queued = subprocess.run([*manage, "run_benchmark", str(smollm2_path), str(smollm2_path), "--k", "4", "--no-extend",
-                             "--tasks", "prose", "--n-predict", "2048", "--repeats", "5", "--prompts-per-type", "1"],
-                            env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    queued = subprocess.run(
+        [
+            *manage,
+            "run_benchmark",
+            str(smollm2_path),
+            str(smollm2_path),
+            "--k",
+            "4",
+            "--no-extend",
+            "--tasks",
+            "prose",
+            "--n-predict",
+            "2048",
+            "--repeats",
+            "5",
+            "--prompts-per-type",
+            "1",
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert queued.returncode == 0, queued.stderr
     port = _free_port()
-    serve = subprocess.Popen([*manage, "serve", "--port", str(port)], env=env, cwd=ROOT,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    serve = subprocess.Popen(
+        [*manage, "serve", "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
+
         def run_state() -> dict | None:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/runs/1", timeout=5) as r:

@@ -1,5 +1,6 @@
 """Speculation methods a file offers (inspector.speculative), on synthetic headers written with the gguf
 package (no real MTP, EAGLE-3 or DFlash model is small enough to keep here) and on the real test models."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,13 @@ from gguf import GGUFValueType as T
 
 from inspector.compat import check_pair
 from inspector.info import inspect_source
-from inspector.speculative import (FINAL_LAYER_INPUT_ARCHS, LAYER_INPUT_ARCHS, NGRAM_METHODS, SPEC_TYPES,
-                                   draftless_methods)
+from inspector.speculative import (
+    FINAL_LAYER_INPUT_ARCHS,
+    LAYER_INPUT_ARCHS,
+    NGRAM_METHODS,
+    SPEC_TYPES,
+    draftless_methods,
+)
 from tests.ggufgen import vocab, write_gguf
 from tests.llama_source import pinned_source
 
@@ -24,14 +30,30 @@ W = np.zeros((4, 4), dtype=np.float32)
 TOKENS = vocab(300)
 
 
-def _file(tmp_path: Path, name: str, arch: str = "llama", *, tokens=TOKENS, kv=None, tensors=None,
-          hparams: bool = True, width: int | None = None) -> Path:
+def _file(
+    tmp_path: Path,
+    name: str,
+    arch: str = "llama",
+    *,
+    tokens=TOKENS,
+    kv=None,
+    tensors=None,
+    hparams: bool = True,
+    width: int | None = None,
+) -> Path:
     extra = dict(kv or {})
     if width is not None:
         extra[f"{arch}.embedding_length"] = (width, T.UINT32)
-    return write_gguf(tmp_path / name, arch=arch, tokens=tokens, model="gpt2" if tokens else None,
-                      pre="qwen2" if tokens else None, kv=extra, tensors=tensors or {"w": W},
-                      hparams=hparams and width is None)
+    return write_gguf(
+        tmp_path / name,
+        arch=arch,
+        tokens=tokens,
+        model="gpt2" if tokens else None,
+        pre="qwen2" if tokens else None,
+        kv=extra,
+        tensors=tensors or {"w": W},
+        hparams=hparams and width is None,
+    )
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -40,7 +62,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_the_method_names_are_the_pinned_builds():
     src = pinned_source()
-    names = re.findall(r'\{"([a-z0-9-]+)",\s*COMMON_SPECULATIVE_TYPE_\w+\}', (src / "common/speculative.cpp").read_text())
+    names = re.findall(
+        r'\{"([a-z0-9-]+)",\s*COMMON_SPECULATIVE_TYPE_\w+\}', (src / "common/speculative.cpp").read_text()
+    )
     assert tuple(names) == SPEC_TYPES
     enum = re.search(r"enum common_speculative_type \{(.*?)\};", (src / "common/common.h").read_text(), re.S).group(1)
     members = [m.lower().replace("_", "-") for m in re.findall(r"COMMON_SPECULATIVE_TYPE_(\w+)", enum) if m != "COUNT"]
@@ -60,9 +84,16 @@ def test_an_ordinary_model_is_a_draft_model_that_needs_the_flag(tmp_path, smollm
 def test_mtp_heads_in_the_last_block_whatever_the_architecture(tmp_path):
     heads = {"w": W, "blk.1.nextn.eh_proj.weight": W}
     for arch in ("llama", "qwen35"):  # qwen35 is hybrid: its heads still count
-        info = inspect_source(_file(tmp_path, f"{arch}.gguf", arch, tensors=heads,
-                                    kv={f"{arch}.block_count": (2, T.UINT32), f"{arch}.nextn_predict_layers": (1, T.UINT32)},
-                                    hparams=arch == "llama"))
+        info = inspect_source(
+            _file(
+                tmp_path,
+                f"{arch}.gguf",
+                arch,
+                tensors=heads,
+                kv={f"{arch}.block_count": (2, T.UINT32), f"{arch}.nextn_predict_layers": (1, T.UINT32)},
+                hparams=arch == "llama",
+            )
+        )
         assert info.speculative_type == "draft-mtp", arch
         assert info.speculative["auto_detected"] and info.speculative["nextn_layers"] == 1
         assert draftless_methods(info)[0] == "draft-mtp"
@@ -72,19 +103,38 @@ def test_mtp_heads_in_the_last_block_whatever_the_architecture(tmp_path):
 
 
 def test_eagle3_dflash_and_dspark_sidecars_without_token_tables_are_read_and_named(tmp_path):
-    eagle = inspect_source(_file(tmp_path, "e.gguf", "eagle3", tokens=None, width=64, kv={
-        "eagle3.target_layers": ([1, 10, 20], T.ARRAY), "eagle3.target_hidden_size": (64, T.UINT32)}))
+    eagle = inspect_source(
+        _file(
+            tmp_path,
+            "e.gguf",
+            "eagle3",
+            tokens=None,
+            width=64,
+            kv={"eagle3.target_layers": ([1, 10, 20], T.ARRAY), "eagle3.target_hidden_size": (64, T.UINT32)},
+        )
+    )
     assert eagle.tokenizer is None and eagle.speculative_type == "draft-eagle3"
     assert eagle.speculative["flag"] == "--spec-type draft-eagle3" and eagle.speculative["warnings"] == []
-    broken = inspect_source(_file(tmp_path, "e2.gguf", "eagle3", tokens=None, width=64,
-                                  kv={"eagle3.target_layers": ([1, 2], T.ARRAY)}))
+    broken = inspect_source(
+        _file(tmp_path, "e2.gguf", "eagle3", tokens=None, width=64, kv={"eagle3.target_layers": ([1, 2], T.ARRAY)})
+    )
     assert any("exactly 3" in w for w in broken.speculative["warnings"])
     assert any("target_hidden_size is missing" in w for w in broken.speculative["warnings"])
-    dflash = inspect_source(_file(tmp_path, "d.gguf", "dflash", tokens=None, width=64,
-                                  kv={"dflash.target_layers": ([1, 3], T.ARRAY)}))
+    dflash = inspect_source(
+        _file(tmp_path, "d.gguf", "dflash", tokens=None, width=64, kv={"dflash.target_layers": ([1, 3], T.ARRAY)})
+    )
     assert dflash.speculative_type == "draft-dflash" and dflash.speculative["auto_detected"]
-    dspark = inspect_source(_file(tmp_path, "s.gguf", "dflash", tokens=None, width=64, tensors={"markov_w1.weight": W},
-                                  kv={"dflash.target_layers": ([1], T.ARRAY)}))
+    dspark = inspect_source(
+        _file(
+            tmp_path,
+            "s.gguf",
+            "dflash",
+            tokens=None,
+            width=64,
+            tensors={"markov_w1.weight": W},
+            kv={"dflash.target_layers": ([1], T.ARRAY)},
+        )
+    )
     assert dspark.speculative_type == "draft-dspark"
 
 
@@ -95,31 +145,65 @@ def test_recurrent_and_tableless_files_offer_nothing(tmp_path):
 
 def test_check_pair_explains_each_methods_requirements(tmp_path):
     target = inspect_source(_file(tmp_path, "t.gguf", kv={"llama.block_count": (24, T.UINT32)}, width=64))
-    good = inspect_source(_file(tmp_path, "e.gguf", "eagle3", tokens=None, width=32, kv={
-        "eagle3.target_layers": ([1, 12, 24], T.ARRAY), "eagle3.target_hidden_size": (64, T.UINT32)}))
+    good = inspect_source(
+        _file(
+            tmp_path,
+            "e.gguf",
+            "eagle3",
+            tokens=None,
+            width=32,
+            kv={"eagle3.target_layers": ([1, 12, 24], T.ARRAY), "eagle3.target_hidden_size": (64, T.UINT32)},
+        )
+    )
     r = check_pair(target, good)
     assert r.method == "draft-eagle3" and r.compatible
     assert [c.rule for c in r.checks] == ["eagle3_layers", "eagle3_width", "target_layer_inputs"]
-    bad = inspect_source(_file(tmp_path, "e2.gguf", "eagle3", tokens=None, width=32, kv={
-        "eagle3.target_layers": ([1, 12, 30], T.ARRAY), "eagle3.target_hidden_size": (128, T.UINT32)}))
+    bad = inspect_source(
+        _file(
+            tmp_path,
+            "e2.gguf",
+            "eagle3",
+            tokens=None,
+            width=32,
+            kv={"eagle3.target_layers": ([1, 12, 30], T.ARRAY), "eagle3.target_hidden_size": (128, T.UINT32)},
+        )
+    )
     r = check_pair(target, bad)
     assert not r.compatible and r.failed_rule == "eagle3_layers"
     assert [c.ok for c in r.checks] == [False, False, True] and "[30]" in r.checks[0].detail
-    dflash = inspect_source(_file(tmp_path, "d.gguf", "dflash", tokens=None, width=48,
-                                  kv={"dflash.target_layers": ([1, 23], T.ARRAY)}))
+    dflash = inspect_source(
+        _file(tmp_path, "d.gguf", "dflash", tokens=None, width=48, kv={"dflash.target_layers": ([1, 23], T.ARRAY)})
+    )
     r = check_pair(target, dflash)
     assert r.method == "draft-dflash" and r.failed_rule == "dflash_width" and "48" in r.checks[1].detail
 
 
 def _eagle3(tmp_path: Path, name: str, layers: list[int], hidden: int = 64):
-    return inspect_source(_file(tmp_path, name, "eagle3", tokens=None, width=32, kv={
-        "eagle3.target_layers": (layers, T.ARRAY), "eagle3.target_hidden_size": (hidden, T.UINT32)}))
+    return inspect_source(
+        _file(
+            tmp_path,
+            name,
+            "eagle3",
+            tokens=None,
+            width=32,
+            kv={"eagle3.target_layers": (layers, T.ARRAY), "eagle3.target_hidden_size": (hidden, T.UINT32)},
+        )
+    )
 
 
 def _dflash(tmp_path: Path, name: str, layers: list[int], width: int = 64, dspark: bool = False):
     tensors = {"w": W, "markov_w1.weight": W} if dspark else None
-    return inspect_source(_file(tmp_path, name, "dflash", tokens=None, width=width, tensors=tensors,
-                                kv={"dflash.target_layers": (layers, T.ARRAY)}))
+    return inspect_source(
+        _file(
+            tmp_path,
+            name,
+            "dflash",
+            tokens=None,
+            width=width,
+            tensors=tensors,
+            kv={"dflash.target_layers": (layers, T.ARRAY)},
+        )
+    )
 
 
 def _target(tmp_path: Path, name: str, arch: str = "llama", blocks: int = 24, nextn: int = 0, width: int = 64):
@@ -133,15 +217,24 @@ def test_the_layer_id_rules_are_the_pinned_sources():
     src = pinned_source()
     spec = (src / "common/speculative.cpp").read_text()
     # EAGLE-3: below n_layer a layer input, n_layer the last hidden state, above it an abort
-    assert re.search(r"if \(target_layer_ids\[k\] < n_layer_tgt\) \{\s*llama_set_embeddings_layer_inp.*?"
-                     r"\} else if \(target_layer_ids\[k\] == n_layer_tgt\) \{\s*llama_set_embeddings_nextn.*?"
-                     r"\} else \{\s*GGML_ABORT", spec, re.S)
+    assert re.search(
+        r"if \(target_layer_ids\[k\] < n_layer_tgt\) \{\s*llama_set_embeddings_layer_inp.*?"
+        r"\} else if \(target_layer_ids\[k\] == n_layer_tgt\) \{\s*llama_set_embeddings_nextn.*?"
+        r"\} else \{\s*GGML_ABORT",
+        spec,
+        re.S,
+    )
     # DFlash: every id a layer input, whose index may reach n_layer ...
-    assert re.search(r"for \(uint32_t k = 0; k < target_layer_ids_n; \+\+k\) \{\s*"
-                     r"llama_set_embeddings_layer_inp\(ctx_tgt, \(uint32_t\) target_layer_ids\[k\], true\);", spec)
+    assert re.search(
+        r"for \(uint32_t k = 0; k < target_layer_ids_n; \+\+k\) \{\s*"
+        r"llama_set_embeddings_layer_inp\(ctx_tgt, \(uint32_t\) target_layer_ids\[k\], true\);",
+        spec,
+    )
     assert "GGML_ASSERT(lid <= model.hparams.n_layer());" in (src / "src/llama-context.cpp").read_text()
-    assert 'GGML_ASSERT(t_layer_inp[il] != nullptr && "layer input tensor is null")' in (
-        src / "src/llama-graph.cpp").read_text()
+    assert (
+        'GGML_ASSERT(t_layer_inp[il] != nullptr && "layer input tensor is null")'
+        in (src / "src/llama-graph.cpp").read_text()
+    )
     # ... but only these graphs build input n_layer (the last block's output)
     final = {f.name for f in (src / "src/models").glob("*.cpp") if "t_layer_inp[n_layer] =" in f.read_text()}
     assert final == {"deepseek4.cpp", "mimo2.cpp", "nemotron-h.cpp"}
@@ -169,12 +262,24 @@ def _graph_of(cls: str, structs: dict[str, tuple[str, str]]) -> str:
 
 def test_the_architectures_exposing_layer_inputs_are_the_pinned_sources():
     src = pinned_source()
-    tapping = {m for f in (src / "src/models").glob("*.cpp") if re.search(r"t_layer_inp\[il\]\s*=", t := f.read_text())
-               for m in re.findall(r"(llama_model_\w+)::graph(?:<[^>]*>)?::graph\(", t)}
-    structs = {m[1]: (m[2], m[3]) for m in re.finditer(r"struct (llama_model_\w+)\s*:\s*public (\w+)\s*\{(.*?)\n\};",
-                                                          (src / "src/models/models.h").read_text(), re.S)}
+    tapping = {
+        m
+        for f in (src / "src/models").glob("*.cpp")
+        if re.search(r"t_layer_inp\[il\]\s*=", t := f.read_text())
+        for m in re.findall(r"(llama_model_\w+)::graph(?:<[^>]*>)?::graph\(", t)
+    }
+    structs = {
+        m[1]: (m[2], m[3])
+        for m in re.finditer(
+            r"struct (llama_model_\w+)\s*:\s*public (\w+)\s*\{(.*?)\n\};",
+            (src / "src/models/models.h").read_text(),
+            re.S,
+        )
+    }
     names = dict(re.findall(r'\{\s*(LLM_ARCH_\w+),\s*"([^"]+)"\s*\}', (src / "src/llama-arch.cpp").read_text()))
-    created = re.findall(r"case (LLM_ARCH_\w+):\s*return new (llama_model_\w+)\(", (src / "src/llama-model.cpp").read_text())
+    created = re.findall(
+        r"case (LLM_ARCH_\w+):\s*return new (llama_model_\w+)\(", (src / "src/llama-model.cpp").read_text()
+    )
     assert len(tapping) >= 10 and len(created) > 100  # the patterns still find what they look for
     assert tuple(sorted(names[a] for a, cls in created if _graph_of(cls, structs) in tapping)) == LAYER_INPUT_ARCHS
     assert "llm->res->set_outputs(params);" in (src / "src/llama-model.cpp").read_text()
@@ -227,8 +332,17 @@ def _mtp(tmp_path: Path, name: str, width: int | None, out: int | None = None):
     kv = {"qwen35.block_count": (2, T.UINT32), "qwen35.nextn_predict_layers": (1, T.UINT32)}
     if out is not None:
         kv["qwen35.embedding_length_out"] = (out, T.UINT32)
-    return inspect_source(_file(tmp_path, name, "qwen35", kv=kv, width=width, hparams=False,
-                                tensors={"w": W, "blk.1.nextn.eh_proj.weight": W}))
+    return inspect_source(
+        _file(
+            tmp_path,
+            name,
+            "qwen35",
+            kv=kv,
+            width=width,
+            hparams=False,
+            tensors={"w": W, "blk.1.nextn.eh_proj.weight": W},
+        )
+    )
 
 
 def test_mtp_heads_must_take_rows_as_wide_as_the_targets_output(tmp_path):
@@ -250,7 +364,13 @@ def test_draft_simple_keeps_its_six_rules_and_the_cli_reports_the_method(smollm2
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["method"] == "draft-simple" and [c["rule"] for c in d["checks"]] == [
-        "architecture", "vocab_type", "bos", "eos", "vocab_size", "token_text"]
+        "architecture",
+        "vocab_type",
+        "bos",
+        "eos",
+        "vocab_size",
+        "token_text",
+    ]
     alone = _cli("check_pair", str(smollm2_path))
     assert alone.returncode == 0, alone.stderr
     assert "ngram-mod" in alone.stdout and "no second model" in alone.stdout
@@ -260,8 +380,14 @@ def test_draft_simple_keeps_its_six_rules_and_the_cli_reports_the_method(smollm2
 
 
 def test_sidecars_pass_through_the_cli(tmp_path):
-    path = _file(tmp_path, "e.gguf", "eagle3", tokens=None, width=64,
-                 kv={"eagle3.target_layers": ([1, 2, 3], T.ARRAY), "eagle3.target_hidden_size": (64, T.UINT32)})
+    path = _file(
+        tmp_path,
+        "e.gguf",
+        "eagle3",
+        tokens=None,
+        width=64,
+        kv={"eagle3.target_layers": ([1, 2, 3], T.ARRAY), "eagle3.target_hidden_size": (64, T.UINT32)},
+    )
     out = _cli("inspect_gguf", str(path), "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["speculative_type"] == "draft-eagle3"

@@ -3,6 +3,7 @@
 Plans are PostgreSQL's: when the tests run on SQLite this test runs itself again on the
 PostgreSQL at 127.0.0.1:5432 (skipped when there is none, failed under CI).
 """
+
 from __future__ import annotations
 
 import json
@@ -20,11 +21,11 @@ from django.http import QueryDict
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from registry.catalog.columns import table_columns
 from registry.models import GGUFFile, Model, Pair
 from registry.sort_keys import COLUMNS
-from registry.catalog.columns import table_columns
-from registry.table.query import TableQuery
 from registry.table.pages import page_of
+from registry.table.query import TableQuery
 from tests.needs import missing
 
 # db_service: CI runs these again on PostgreSQL.
@@ -40,21 +41,45 @@ def fill(n_files: int = 200) -> None:
     rng = random.Random(11)
     now = timezone.now()
     models = Model.objects.bulk_create([Model(repo=f"org/repo-{i}", name=f"model-{i:03d}") for i in range(n_files)])
-    files = GGUFFile.objects.bulk_create([
-        GGUFFile(source=f"hf://org/repo-{i}/m-{i}.gguf", repo=f"org/repo-{i}", path=f"m-{i}.gguf", model=m, info={},
-                 vocab_key="k", vocab_type="BPE", n_vocab=1000, architecture="llama", arch_kind="attention",
-                 parameter_count=rng.randint(1, 100) * 10**8, inspected_at=now)
-        for i, m in enumerate(models)])
+    files = GGUFFile.objects.bulk_create(
+        [
+            GGUFFile(
+                source=f"hf://org/repo-{i}/m-{i}.gguf",
+                repo=f"org/repo-{i}",
+                path=f"m-{i}.gguf",
+                model=m,
+                info={},
+                vocab_key="k",
+                vocab_type="BPE",
+                n_vocab=1000,
+                architecture="llama",
+                arch_kind="attention",
+                parameter_count=rng.randint(1, 100) * 10**8,
+                inspected_at=now,
+            )
+            for i, m in enumerate(models)
+        ]
+    )
     pairs = []
     for i, t in enumerate(files):
-        for d in files[i + 1:]:
+        for d in files[i + 1 :]:
             tested = rng.random() < 0.03
-            pairs.append(Pair(
-                target=t, draft=d, compatible=rng.random() < 0.9, llama_cpp_compatible=True, rules_from="b1",
-                checked_at=now - timedelta(seconds=rng.randint(0, 10**6)), size_ratio=t.parameter_count / d.parameter_count,
-                best_kind="reported" if tested else "", best_speedup=rng.uniform(0.3, 3) if tested else None,
-                best_k=rng.choice([4, 8, 16]) if tested else None,
-                best_acceptance=rng.uniform(0.3, 0.9) if tested else None, **table_columns(t, d)))
+            pairs.append(
+                Pair(
+                    target=t,
+                    draft=d,
+                    compatible=rng.random() < 0.9,
+                    llama_cpp_compatible=True,
+                    rules_from="b1",
+                    checked_at=now - timedelta(seconds=rng.randint(0, 10**6)),
+                    size_ratio=t.parameter_count / d.parameter_count,
+                    best_kind="reported" if tested else "",
+                    best_speedup=rng.uniform(0.3, 3) if tested else None,
+                    best_k=rng.choice([4, 8, 16]) if tested else None,
+                    best_acceptance=rng.uniform(0.3, 0.9) if tested else None,
+                    **table_columns(t, d),
+                )
+            )
     Pair.objects.bulk_create(pairs, batch_size=2000)
     with connection.cursor() as c:
         c.execute("ANALYZE registry_pair")
@@ -86,8 +111,11 @@ def scans_of_pairs(plan: list) -> list[str]:
     with connection.cursor() as c:
         c.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'registry_pair'")
         indexes = {r[0] for r in c.fetchall()}
-    return [f"{n['Node Type']} {n.get('Index Name', '')}".strip() for n in nodes(plan[0]["Plan"])
-            if n.get("Relation Name") == "registry_pair" or n.get("Index Name") in indexes]
+    return [
+        f"{n['Node Type']} {n.get('Index Name', '')}".strip()
+        for n in nodes(plan[0]["Plan"])
+        if n.get("Relation Name") == "registry_pair" or n.get("Index Name") in indexes
+    ]
 
 
 def check_plans() -> None:
@@ -113,8 +141,12 @@ def check_plans() -> None:
     # pairs, prints the plans PostgreSQL chooses by itself).
     with connection.cursor() as c:
         c.execute("SET LOCAL enable_seqscan = off")
-    for params, index in [("q=repo-17/", "pair_search_trgm"), ("q=repo-18/&sort=-checked", "pair_search_trgm"),
-                          ("q=model-01", "pair_search_trgm"), ("min_speedup=2.5", "pairkey_speedup_desc")]:
+    for params, index in [
+        ("q=repo-17/", "pair_search_trgm"),
+        ("q=repo-18/&sort=-checked", "pair_search_trgm"),
+        ("q=model-01", "pair_search_trgm"),
+        ("min_speedup=2.5", "pairkey_speedup_desc"),
+    ]:
         for i, (sql, plan) in enumerate(plans_of(params)):
             scans = scans_of_pairs(plan)
             want = index if i == 0 else ""  # then the page: by primary key when few match, else a sort key
@@ -140,9 +172,27 @@ def test_every_sort_order_page_and_search_reads_an_index_on_postgresql(tmp_path)
     if not postgres_reachable():
         missing("PostgreSQL at 127.0.0.1:5432 (this test checks its query plans)")
     name = f"specreg_plans_{os.getpid()}"
-    env = dict(os.environ, DATABASE_URL=f"postgres://postgres@{POSTGRES[0]}:{POSTGRES[1]}/{name}",
-               TEST_DATABASE_NAME=f"test_{name}", SPECREG_DATA_DIR=str(tmp_path))
-    run = subprocess.run([sys.executable, "-m", "pytest", f"{__file__}::{test_every_sort_order_page_and_search_reads_an_index_on_postgresql.__name__}",
-                          "-q", "-p", "no:cacheprovider", "--create-db"], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=600)
+    env = dict(
+        os.environ,
+        DATABASE_URL=f"postgres://postgres@{POSTGRES[0]}:{POSTGRES[1]}/{name}",
+        TEST_DATABASE_NAME=f"test_{name}",
+        SPECREG_DATA_DIR=str(tmp_path),
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            f"{__file__}::{test_every_sort_order_page_and_search_reads_an_index_on_postgresql.__name__}",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--create-db",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]

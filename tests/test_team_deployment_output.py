@@ -1,4 +1,5 @@
 """The deployment command prints what people and servers supplied with control characters escaped."""
+
 from __future__ import annotations
 
 import io
@@ -20,9 +21,23 @@ def out_of(*args) -> str:
 
 
 def test_host_author_url_and_scrape_errors_cannot_drive_the_terminal(pair, monkeypatch):
-    added = out_of("add", "--target", str(pair.target.pk), "--draft", str(pair.draft.pk), "--method", "draft-simple",
-                   "--command", "llama-server -m t.gguf", "--host", "gpu\x1b[2J01", "--author", "ops\rroot",
-                   "--url", "http://127.0.0.1:9/\u202e")
+    added = out_of(
+        "add",
+        "--target",
+        str(pair.target.pk),
+        "--draft",
+        str(pair.draft.pk),
+        "--method",
+        "draft-simple",
+        "--command",
+        "llama-server -m t.gguf",
+        "--host",
+        "gpu\x1b[2J01",
+        "--author",
+        "ops\rroot",
+        "--url",
+        "http://127.0.0.1:9/\u202e",
+    )
     listing = out_of("list")
 
     def fetch(url: str, **_) -> str:

@@ -1,4 +1,5 @@
 """Deployments: the command (add, list, retire, bad input), recording from a run, pages, retiring, the JSON."""
+
 from __future__ import annotations
 
 import io
@@ -20,17 +21,40 @@ from tests.worker import _database_url
 
 pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
 ROOT = Path(__file__).resolve().parent.parent
-CMD = ("llama-server -m models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf -md models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf "
-       "--spec-type draft-simple --spec-draft-n-max 4 --spec-draft-n-min 0 --host 127.0.0.1 --port 8080")
+CMD = (
+    "llama-server -m models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf -md models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf "
+    "--spec-type draft-simple --spec-draft-n-max 4 --spec-draft-n-min 0 --host 127.0.0.1 --port 8080"
+)
 
 
 def run_of(pair: Pair) -> BenchmarkRun:
-    run = BenchmarkRun.objects.create(pair=pair, queue="specreg", status=BenchmarkRun.DONE, server_command=CMD,
-                                      summary={"recommendations": [{"content_type": "code", "temperature": 0.0, "k": 4,
-                                                                    "speedup": 1.3, "reason": "fastest"}]})
-    BenchmarkResult.objects.create(run=run, pair=pair, k=4, content_type="code", acceptance=0.77, speedup=1.3,
-                                   tokens_per_second=31.0, baseline_tokens_per_second=23.8, n_predict=64, repeats=1,
-                                   n_prompts=1, status="ok", hardware="test cpu", llama_cpp_build="b11434")
+    run = BenchmarkRun.objects.create(
+        pair=pair,
+        queue="specreg",
+        status=BenchmarkRun.DONE,
+        server_command=CMD,
+        summary={
+            "recommendations": [
+                {"content_type": "code", "temperature": 0.0, "k": 4, "speedup": 1.3, "reason": "fastest"}
+            ]
+        },
+    )
+    BenchmarkResult.objects.create(
+        run=run,
+        pair=pair,
+        k=4,
+        content_type="code",
+        acceptance=0.77,
+        speedup=1.3,
+        tokens_per_second=31.0,
+        baseline_tokens_per_second=23.8,
+        n_predict=64,
+        repeats=1,
+        n_prompts=1,
+        status="ok",
+        hardware="test cpu",
+        llama_cpp_build="b11434",
+    )
     return run
 
 
@@ -41,17 +65,39 @@ def out_of(*args) -> str:
 
 
 def test_add_list_and_retire_from_the_command_line(pair):
-    out = out_of("add", "--target", str(pair.target.pk), "--draft", pair.draft.source, "--method", "draft-simple",
-                 "--k", "4", "--command", CMD, "--host", "gpu-01")
+    out = out_of(
+        "add",
+        "--target",
+        str(pair.target.pk),
+        "--draft",
+        pair.draft.source,
+        "--method",
+        "draft-simple",
+        "--k",
+        "4",
+        "--command",
+        CMD,
+        "--host",
+        "gpu-01",
+    )
     d = Deployment.objects.get()
     assert out.startswith(f"deployment {d.pk}: ") and "gpu-01" in out
     assert d.pair == pair and d.k == 4 and d.command == CMD and d.author_name  # the OS user
     assert d.url == "" and d.retired_at is None
-    out_of("add", "--target", pair.target.source, "--method", "ngram-mod", "--command", "llama-server -m x --spec-type ngram-mod",
-           "--author", "ops-team")
+    out_of(
+        "add",
+        "--target",
+        pair.target.source,
+        "--method",
+        "ngram-mod",
+        "--command",
+        "llama-server -m x --spec-type ngram-mod",
+        "--author",
+        "ops-team",
+    )
     listing = out_of("list")
     assert listing.count("active") == 2 and "ngram-mod" in listing and "ops-team" in listing
-    assert f"retired" in out_of("retire", str(d.pk))
+    assert "retired" in out_of("retire", str(d.pk))
     assert str(d.pk) not in out_of("list").split()[0:1]
     assert "retired" in out_of("list", "--all")
     with pytest.raises(UserError, match="already retired"):
@@ -59,14 +105,17 @@ def test_add_list_and_retire_from_the_command_line(pair):
     assert Deployment.objects.count() == 2  # retiring keeps the record
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--method", "draft-simple", "--command", "x"], "needs a draft"),
-    (["--method", "ngram-simple", "--draft", "DRAFT", "--command", "x"], "uses no draft model"),
-    (["--method", "none", "--command", "   "], "command is required"),
-    (["--method", "none", "--command", "x", "--k", "0"], "--k '0'"),
-    (["--method", "none", "--command", "x", "--url", "ftp://host/"], "expected http://HOST:PORT"),
-    (["--method", "none", "--command", "x", "--url", "http://u:p@host:1/"], "must not carry a user name"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--method", "draft-simple", "--command", "x"], "needs a draft"),
+        (["--method", "ngram-simple", "--draft", "DRAFT", "--command", "x"], "uses no draft model"),
+        (["--method", "none", "--command", "   "], "command is required"),
+        (["--method", "none", "--command", "x", "--k", "0"], "--k '0'"),
+        (["--method", "none", "--command", "x", "--url", "ftp://host/"], "expected http://HOST:PORT"),
+        (["--method", "none", "--command", "x", "--url", "http://u:p@host:1/"], "must not carry a user name"),
+    ],
+)
 def test_bad_deployments_are_refused_in_one_line_and_store_nothing(pair, args, message):
     args = [a if a != "DRAFT" else str(pair.draft.pk) for a in args]
     with pytest.raises(UserError, match=message.replace("(", r"\(")):
@@ -84,8 +133,24 @@ def test_unknown_targets_and_ids_are_one_line_errors_with_exit_2(pair, tmp_path)
     # From a shell (on the test database): one line on stderr, exit status 2, no traceback.
     env = {**os.environ, "DATABASE_URL": _database_url()}
     env.pop("TEST_DATABASE_NAME", None)
-    r = subprocess.run([sys.executable, "manage.py", "deployment", "add", "--target", str(tmp_path / "missing.gguf"),
-                        "--method", "none", "--command", "x"], cwd=ROOT, capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "deployment",
+            "add",
+            "--target",
+            str(tmp_path / "missing.gguf"),
+            "--method",
+            "none",
+            "--command",
+            "x",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "missing.gguf" in r.stderr
     assert "Traceback" not in r.stderr and "unexpected" not in r.stderr
 
@@ -129,8 +194,9 @@ def test_only_who_recorded_it_or_staff_retire_a_deployment(pair):
     c = Client()
     c.force_login(bob)
     assert c.post(f"/deployments/{d.pk}/retire").status_code == 403  # recorded from the command line
-    d2 = deps.record(deps.DeploymentSpec(target=pair.target, draft=None, method="none", command="llama-server -m y"),
-                     user=ann)
+    d2 = deps.record(
+        deps.DeploymentSpec(target=pair.target, draft=None, method="none", command="llama-server -m y"), user=ann
+    )
     assert c.post(f"/deployments/{d2.pk}/retire").status_code == 403
     c.force_login(ann)
     assert c.post(f"/deployments/{d2.pk}/retire").status_code == 302
@@ -157,19 +223,43 @@ def test_a_local_target_is_registered_when_new(smollm2_path):
     assert Deployment.objects.get().target.source == str(smollm2_path)
 
 
-NGRAM_CMD = ("llama-server -m models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf --spec-type ngram-mod "
-             "--spec-ngram-mod-n-max 16 --spec-ngram-mod-n-min 8 --spec-ngram-mod-n-match 24 --port 8080")
+NGRAM_CMD = (
+    "llama-server -m models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf --spec-type ngram-mod "
+    "--spec-ngram-mod-n-max 16 --spec-ngram-mod-n-min 8 --spec-ngram-mod-n-match 24 --port 8080"
+)
 
 
 def test_record_as_deployed_takes_an_ngram_recommendation_from_the_run(pair):
     # The run's command deploys the chat recommendation (deploy_for): ngram-mod, its own length flag, no draft.
-    run = BenchmarkRun.objects.create(pair=pair, queue="specreg", status=BenchmarkRun.DONE, server_command=NGRAM_CMD,
-                                      summary={"deploy_for": "chat", "recommendations": [
-                                          {"content_type": "code", "temperature": 0.0, "k": 4, "speedup": 1.2,
-                                           "method": "draft-simple", "p_min": 0.75, "options": []},
-                                          {"content_type": "chat", "temperature": 0.0, "k": 16, "speedup": 1.5,
-                                           "method": "ngram-mod", "p_min": None,
-                                           "options": [["--spec-ngram-mod-n-match", "24"]]}]})
+    run = BenchmarkRun.objects.create(
+        pair=pair,
+        queue="specreg",
+        status=BenchmarkRun.DONE,
+        server_command=NGRAM_CMD,
+        summary={
+            "deploy_for": "chat",
+            "recommendations": [
+                {
+                    "content_type": "code",
+                    "temperature": 0.0,
+                    "k": 4,
+                    "speedup": 1.2,
+                    "method": "draft-simple",
+                    "p_min": 0.75,
+                    "options": [],
+                },
+                {
+                    "content_type": "chat",
+                    "temperature": 0.0,
+                    "k": 16,
+                    "speedup": 1.5,
+                    "method": "ngram-mod",
+                    "p_min": None,
+                    "options": [["--spec-ngram-mod-n-match", "24"]],
+                },
+            ],
+        },
+    )
     c = Client()
     c.force_login(User.objects.create_user("ann", password="x-ann-123456"))
     form = c.get(f"/deployments/new?run={run.pk}")
@@ -185,19 +275,26 @@ def test_record_as_deployed_takes_an_ngram_recommendation_from_the_run(pair):
     from registry.team.deployments import initial_from_run
 
     got = initial_from_run(run)
-    assert (got["method"], got["k"], got["draft"], got["flags"]) == ("draft-simple", 4, pair.draft.pk,
-                                                                     "--spec-draft-p-min 0.75")
+    assert (got["method"], got["k"], got["draft"], got["flags"]) == (
+        "draft-simple",
+        4,
+        pair.draft.pk,
+        "--spec-draft-p-min 0.75",
+    )
 
 
-@pytest.mark.parametrize("command, expected", [
-    (NGRAM_CMD, ("ngram-mod", 16, False)),
-    ("llama-server -m t.gguf --spec-type ngram-simple --spec-ngram-simple-size-m 48", ("ngram-simple", 48, False)),
-    ("llama-server -m t.gguf --spec-type ngram-cache", ("ngram-cache", 8, False)),
-    ("llama-server -m t.gguf --spec-type draft-mtp --spec-draft-n-max 3", ("draft-mtp", 3, False)),
-    ("llama-server -m t.gguf -md d.gguf --spec-type draft-eagle3 --spec-draft-n-max 6", ("draft-eagle3", 6, True)),
-    ("llama-server -m t.gguf -md d.gguf --draft-max 5", ("draft-simple", 5, True)),  # before --spec-type
-    ("llama-server -m t.gguf -c 4096", ("none", None, False)),
-])
+@pytest.mark.parametrize(
+    "command, expected",
+    [
+        (NGRAM_CMD, ("ngram-mod", 16, False)),
+        ("llama-server -m t.gguf --spec-type ngram-simple --spec-ngram-simple-size-m 48", ("ngram-simple", 48, False)),
+        ("llama-server -m t.gguf --spec-type ngram-cache", ("ngram-cache", 8, False)),
+        ("llama-server -m t.gguf --spec-type draft-mtp --spec-draft-n-max 3", ("draft-mtp", 3, False)),
+        ("llama-server -m t.gguf -md d.gguf --spec-type draft-eagle3 --spec-draft-n-max 6", ("draft-eagle3", 6, True)),
+        ("llama-server -m t.gguf -md d.gguf --draft-max 5", ("draft-simple", 5, True)),  # before --spec-type
+        ("llama-server -m t.gguf -c 4096", ("none", None, False)),
+    ],
+)
 def test_a_run_without_recommendations_is_read_from_its_commands_spec_type(pair, command, expected):
     from registry.team.deployments import initial_from_run
 

@@ -1,4 +1,5 @@
 """Notes on models, files, pairs and runs: safe rendering, who may write/edit/hide, history, search, pages."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,8 +8,8 @@ from django.test import Client
 from django.urls import reverse
 
 from inspector.info import inspect_source
-from registry.models import BenchmarkRun, Pair
 from registry.catalog.registration import register
+from registry.models import BenchmarkRun, Pair
 from registry.team import notes
 from registry.team.models import Note, NoteVersion
 
@@ -21,15 +22,19 @@ SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
 
 @pytest.fixture(scope="session")
 def infos(qwen05_header_path, qwen15_header_path, smollm2_path):
-    return {k: inspect_source(str(p)) for k, p in
-            [("qwen05", qwen05_header_path), ("qwen15", qwen15_header_path), ("smollm2", smollm2_path)]}
+    return {
+        k: inspect_source(str(p))
+        for k, p in [("qwen05", qwen05_header_path), ("qwen15", qwen15_header_path), ("smollm2", smollm2_path)]
+    }
 
 
 @pytest.fixture
 def pair(infos):
-    for key, repo, path in (("qwen05", Q05, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
-                            ("qwen15", Q15, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
-                            ("smollm2", SMOL, "SmolLM2-135M-Instruct.Q4_1.gguf")):
+    for key, repo, path in (
+        ("qwen05", Q05, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+        ("qwen15", Q15, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
+        ("smollm2", SMOL, "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    ):
         register(infos[key], source=f"hf://{repo}/{path}", repo=repo, path=path, etag=f"e-{path}", size=1)
     return Pair.objects.get(compatible=True)
 
@@ -56,8 +61,12 @@ def client_for(user) -> Client:
 
 
 def test_raw_html_in_a_note_is_shown_as_text_and_scripts_never_reach_the_page():
-    html = str(notes.render('**bold** <script>alert(1)</script> <img src=x onerror=alert(2)> '
-                            '[x](javascript:alert(3)) `a<b`\n\n<div onclick="x()">block</div>'))
+    html = str(
+        notes.render(
+            "**bold** <script>alert(1)</script> <img src=x onerror=alert(2)> "
+            '[x](javascript:alert(3)) `a<b`\n\n<div onclick="x()">block</div>'
+        )
+    )
     assert "<strong>bold</strong>" in html
     assert "<script" not in html and "<img" not in html and "<div" not in html
     assert "&lt;script&gt;" in html and "<code>a&lt;b</code>" in html

@@ -1,6 +1,7 @@
 """Production telemetry against a real llama-server started with --metrics (SmolLM2 drafting for itself):
 real completions, scrapes that record acceptance, a restart (counters reset), an unreachable server, and
 servers that answer too much or too slowly."""
+
 from __future__ import annotations
 
 import http.server
@@ -32,8 +33,10 @@ from tests.needs import missing
 
 pytestmark = [pytest.mark.django_db]
 
-PROMPT = ("def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n"
-          "def fibonacci(n):")
+PROMPT = (
+    "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n"
+    "def fibonacci(n):"
+)
 
 
 def free_port() -> int:
@@ -60,13 +63,34 @@ class Server:
     @property
     def argv(self) -> list[str]:
         m = str(self.model)
-        return [str(self.binary), "-m", m, "-md", m, "--spec-type", "draft-simple", "--spec-draft-n-max", "4",
-                "--metrics", "--host", "127.0.0.1", "--port", str(self.port), "-c", "1024", "-np", "1", "-t", "2"]
+        return [
+            str(self.binary),
+            "-m",
+            m,
+            "-md",
+            m,
+            "--spec-type",
+            "draft-simple",
+            "--spec-draft-n-max",
+            "4",
+            "--metrics",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "-c",
+            "1024",
+            "-np",
+            "1",
+            "-t",
+            "2",
+        ]
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
-        self.proc = subprocess.Popen(self.argv, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.argv, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -106,9 +130,25 @@ def server(smollm2_path, tmp_path):
 
 def add_deployment(model: Path, url: str) -> Deployment:
     out = io.StringIO()
-    call_command("deployment", "add", "--target", str(model), "--draft", str(model), "--method", "draft-simple",
-                 "--k", "4", "--command", f"llama-server -m {model} -md {model} --spec-type draft-simple "
-                 "--spec-draft-n-max 4 --metrics", "--host", "test-box", "--url", url, stdout=out)
+    call_command(
+        "deployment",
+        "add",
+        "--target",
+        str(model),
+        "--draft",
+        str(model),
+        "--method",
+        "draft-simple",
+        "--k",
+        "4",
+        "--command",
+        f"llama-server -m {model} -md {model} --spec-type draft-simple --spec-draft-n-max 4 --metrics",
+        "--host",
+        "test-box",
+        "--url",
+        url,
+        stdout=out,
+    )
     assert out.getvalue().startswith("deployment ")
     return Deployment.objects.get()
 
@@ -128,7 +168,8 @@ def test_the_counters_read_are_those_the_pinned_llama_server_exports():
 
 @pytest.mark.llama
 def test_a_scrape_of_a_real_server_records_acceptance_and_a_restart_is_a_reset_not_negative_traffic(
-        server, smollm2_path):
+    server, smollm2_path
+):
     d = add_deployment(smollm2_path, server.url)
     assert d.author_name and d.k == 4 and d.draft == d.target
 
@@ -150,7 +191,14 @@ def test_a_scrape_of_a_real_server_records_acceptance_and_a_restart_is_a_reset_n
     assert anon.status_code == 200
     j = anon.json()
     assert j["observed"]["acceptance"] == pytest.approx(obs.acceptance) and j["observed"]["samples"] == 2
-    assert set(j["observed"]) >= {"acceptance", "draft_tokens", "accepted_tokens", "tokens_per_second", "samples", "since"}
+    assert set(j["observed"]) >= {
+        "acceptance",
+        "draft_tokens",
+        "accepted_tokens",
+        "tokens_per_second",
+        "samples",
+        "since",
+    }
     assert j["url"] is None and j["host"] is None and server.url not in anon.content.decode()
     assert str(smollm2_path.parent) not in anon.content.decode()  # server paths cut for anonymous visitors
     staff = User.objects.create_user("sam", password="x-sam-123456", is_staff=True)
@@ -272,9 +320,15 @@ def fake_metrics(mode: str):
         httpd.server_close()
 
 
-@pytest.mark.parametrize("mode, error", [("huge", "larger than 65,536 bytes"), ("slow", "within 2 s"),
-                                         ("html", "not Prometheus text"),
-                                         ("other", "no llamacpp:tokens_predicted_total")])
+@pytest.mark.parametrize(
+    "mode, error",
+    [
+        ("huge", "larger than 65,536 bytes"),
+        ("slow", "within 2 s"),
+        ("html", "not Prometheus text"),
+        ("other", "no llamacpp:tokens_predicted_total"),
+    ],
+)
 def test_a_server_answering_too_much_too_slowly_or_not_metrics_is_a_gap(mode, error, settings, smollm2_path):
     settings.SPECREG_TELEMETRY_MAX_BYTES = 65_536
     settings.SPECREG_TELEMETRY_TIMEOUT_SECONDS = 2
@@ -302,10 +356,12 @@ def test_a_counter_reset_counts_from_zero_and_a_gap_changes_no_total(smollm2_pat
 
 
 def test_metrics_text_is_parsed_with_prometheus_rules():
-    text = ("# HELP llamacpp:tokens_predicted_total Number of generation tokens processed\n"
-            "# TYPE llamacpp:tokens_predicted_total counter\nllamacpp:tokens_predicted_total 42\n"
-            "# TYPE llamacpp:spec_decode_num_draft_tokens_total counter\nllamacpp:spec_decode_num_draft_tokens_total 7\n"
-            "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 3\n")
+    text = (
+        "# HELP llamacpp:tokens_predicted_total Number of generation tokens processed\n"
+        "# TYPE llamacpp:tokens_predicted_total counter\nllamacpp:tokens_predicted_total 42\n"
+        "# TYPE llamacpp:spec_decode_num_draft_tokens_total counter\nllamacpp:spec_decode_num_draft_tokens_total 7\n"
+        'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 3\n'
+    )
     assert parse_counters(text) == {"tokens_predicted": 42.0, "draft_tokens": 7.0}
 
 
@@ -317,8 +373,13 @@ def test_only_staff_may_give_a_deployment_url_on_the_site(smollm2_path):
     user = User.objects.create_user("ann", password="x-ann-123456")
     c = Client()
     c.force_login(user)
-    form = {"target": f.pk, "method": "ngram-simple", "command": "llama-server -m x --spec-type ngram-simple",
-            "host": "box", "url": "http://10.0.0.1:8080"}
+    form = {
+        "target": f.pk,
+        "method": "ngram-simple",
+        "command": "llama-server -m x --spec-type ngram-simple",
+        "host": "box",
+        "url": "http://10.0.0.1:8080",
+    }
     r = c.post("/deployments/new", form)
     # The field is not even offered to a non-staff user: the URL is dropped, never stored.
     assert r.status_code == 302
@@ -389,17 +450,25 @@ def test_errors_stored_with_the_url_before_lose_it_in_the_migration(smollm2_path
 
     d = add_deployment(smollm2_path, "http://10.1.2.3:8080")
     now = timezone.now()
-    for error in ("http://10.1.2.3:8080/metrics: connection refused",  # rows as the old code stored them
-                  "http://10.1.2.3:8080/metrics: Failed to resolve 'gpu-7' ([Errno -2])",
-                  "not Prometheus text: could not convert string to float: 'hunter2'"):
+    for error in (
+        "http://10.1.2.3:8080/metrics: connection refused",  # rows as the old code stored them
+        "http://10.1.2.3:8080/metrics: Failed to resolve 'gpu-7' ([Errno -2])",
+        "not Prometheus text: could not convert string to float: 'hunter2'",
+    ):
         TelemetrySample.objects.create(deployment=d, scraped_at=now, ok=False, error=error)
     importlib.import_module("registry.team.migrations.0002_scrape_errors_without_url").scrub(apps, None)
     assert list(d.samples.order_by("pk").values_list("error", flat=True)) == [
-        "connection refused", "host name not found", "not Prometheus text: could not convert string to float: 'hunter2'"]
+        "connection refused",
+        "host name not found",
+        "not Prometheus text: could not convert string to float: 'hunter2'",
+    ]
     # 0003 keeps only the known reason: the parser's message quoted the body of whatever answered.
     importlib.import_module("registry.team.migrations.0003_scrape_queue_and_errors_trimmed").trim(apps, None)
     assert list(d.samples.order_by("pk").values_list("error", flat=True)) == [
-        "connection refused", "host name not found", "not Prometheus text"]
+        "connection refused",
+        "host name not found",
+        "not Prometheus text",
+    ]
 
 
 def _observed_in_python(d: Deployment) -> dict:
@@ -410,11 +479,18 @@ def _observed_in_python(d: Deployment) -> dict:
     accepted = sum(s.accepted_tokens or 0 for s in good)
     predicted = sum(s.tokens_predicted or 0 for s in good)
     seconds = sum(s.tokens_predicted_seconds or 0 for s in good)
-    return {"acceptance": accepted / drafted if drafted > 0 else None, "draft_tokens": int(drafted),
-            "accepted_tokens": int(accepted), "tokens_per_second": predicted / seconds if seconds > 0 else None,
-            "tokens_predicted": int(predicted), "samples": len(good), "gaps": len(samples) - len(good),
-            "resets": sum(1 for s in good if s.reset), "since": good[0].scraped_at.isoformat() if good else None,
-            "latest": good[-1].scraped_at.isoformat() if good else None}
+    return {
+        "acceptance": accepted / drafted if drafted > 0 else None,
+        "draft_tokens": int(drafted),
+        "accepted_tokens": int(accepted),
+        "tokens_per_second": predicted / seconds if seconds > 0 else None,
+        "tokens_predicted": int(predicted),
+        "samples": len(good),
+        "gaps": len(samples) - len(good),
+        "resets": sum(1 for s in good if s.reset),
+        "since": good[0].scraped_at.isoformat() if good else None,
+        "latest": good[-1].scraped_at.isoformat() if good else None,
+    }
 
 
 def test_observed_sums_in_one_query_and_answers_as_before(smollm2_path, django_assert_num_queries):
@@ -442,6 +518,7 @@ def test_observed_sums_in_one_query_and_answers_as_before(smollm2_path, django_a
 
 # --- Issue 23: a slow /metrics must not stall anything; failures must not leak what answered ---------------------
 
+
 def test_a_server_dripping_its_headers_is_cut_at_the_deadline_and_recorded_as_a_gap(settings, smollm2_path):
     """urllib3's read timeout is per read: headers sent a byte every 0.16 s held a scrape for the whole
     drip (40 s here). The watchdog shuts the socket at the deadline."""
@@ -458,8 +535,16 @@ def test_a_server_dripping_its_headers_is_cut_at_the_deadline_and_recorded_as_a_
 
         # The beat's round: three dripping servers are read in parallel, so the round too ends at one deadline.
         for _ in range(2):
-            Deployment.objects.create(target=d.target, draft=d.draft, method="draft-simple", k=4, command="x",
-                                      url=url, author_name="t", deployed_at=timezone.now())
+            Deployment.objects.create(
+                target=d.target,
+                draft=d.draft,
+                method="draft-simple",
+                k=4,
+                command="x",
+                url=url,
+                author_name="t",
+                deployed_at=timezone.now(),
+            )
         from registry.team.telemetry import scrape_active
 
         started = time.monotonic()
@@ -508,9 +593,9 @@ def test_scrape_now_is_queued_for_the_telemetry_worker_and_the_page_shows_it(set
 def test_scrapes_have_a_queue_and_a_worker_of_their_own(settings, monkeypatch):
     """A queued check (a Hub job on the general queue) never waits behind a scrape: scrapes are routed to the
     telemetry queue, and serve starts a worker for it beside the general and the benchmark ones."""
+    from registry.queues import telemetry_queue
     from runner.celery import app
     from runner.management.commands import serve
-    from registry.queues import telemetry_queue
 
     for task in ("runner.tasks.scrape_deployments", "runner.tasks.scrape_deployment"):
         assert app.amqp.router.route({}, task)["queue"].name == telemetry_queue()
@@ -532,8 +617,11 @@ def test_scrapes_have_a_queue_and_a_worker_of_their_own(settings, monkeypatch):
     monkeypatch.setattr(serve, "stop_all", lambda procs: None)
     call_command("serve", "--port", "1", stdout=io.StringIO(), stderr=io.StringIO())
     workers = {argv[argv.index("-n") + 1]: argv[argv.index("-Q") + 1] for argv in started if "-Q" in argv}
-    assert workers == {"general@%h": settings.CELERY_TASK_DEFAULT_QUEUE, "telemetry@%h": telemetry_queue(),
-                       "bench@%h": workers["bench@%h"]}
+    assert workers == {
+        "general@%h": settings.CELERY_TASK_DEFAULT_QUEUE,
+        "telemetry@%h": telemetry_queue(),
+        "bench@%h": workers["bench@%h"],
+    }
 
 
 def test_anonymous_visitors_read_one_message_for_every_failure_and_nobody_reads_what_answered(settings, smollm2_path):
@@ -545,13 +633,22 @@ def test_anonymous_visitors_read_one_message_for_every_failure_and_nobody_reads_
         ds = {}
         for kind, url in urls.items():
             d = ds[kind] = Deployment.objects.create(
-                target=add_target(smollm2_path), method="none", command="llama-server", url=url, author_name="t",
-                deployed_at=timezone.now())
+                target=add_target(smollm2_path),
+                method="none",
+                command="llama-server",
+                url=url,
+                author_name="t",
+                deployed_at=timezone.now(),
+            )
             with pytest.raises(UserError):
                 scrape_cmd(d)
     errors = {kind: d.samples.get().error for kind, d in ds.items()}
     assert errors["silent"] in ("timed out", "no complete answer within 1 s")  # the socket's timeout or the watchdog
-    assert {**errors, "silent": "-"} == {"secret": "not Prometheus text", "refused": "connection refused", "silent": "-"}
+    assert {**errors, "silent": "-"} == {
+        "secret": "not Prometheus text",
+        "refused": "connection refused",
+        "silent": "-",
+    }
 
     reasons = ("not Prometheus", "refused", "timed out", "no complete answer", "scrape failed")
     ann = User.objects.create_user("ann", password="x-ann-123456")  # signed in, not staff
@@ -580,7 +677,9 @@ def test_anonymous_visitors_read_one_message_for_every_failure_and_nobody_reads_
     record(ds["secret"], counters=None, error="not Prometheus text: could not convert string to float: 'hunter2'")
     record(ds["secret"], counters=None, error="SECRET hunter2")
     assert list(ds["secret"].samples.order_by("pk").values_list("error", flat=True))[1:] == [
-        "not Prometheus text", "scrape failed"]
+        "not Prometheus text",
+        "scrape failed",
+    ]
 
 
 def add_target(model: Path):

@@ -1,4 +1,5 @@
 """A real Celery worker process for tests, on the test database and the configured broker."""
+
 from __future__ import annotations
 
 import os
@@ -32,16 +33,44 @@ class Worker:
         self.log = Path(settings.DATA_DIR) / f"worker-{prefix.rstrip('.')}.log"
 
     def start(self) -> None:
-        env = {**os.environ, "DATABASE_URL": _database_url(), "SPECREG_QUEUE_PREFIX": self.prefix,
-               "SPECREG_DATA_DIR": str(settings.DATA_DIR), "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-               "SPECREG_HARDWARE_CLASS": self.hardware, "TEST_DATABASE_NAME": ""}
+        env = {
+            **os.environ,
+            "DATABASE_URL": _database_url(),
+            "SPECREG_QUEUE_PREFIX": self.prefix,
+            "SPECREG_DATA_DIR": str(settings.DATA_DIR),
+            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+            "SPECREG_HARDWARE_CLASS": self.hardware,
+            "TEST_DATABASE_NAME": "",
+        }
         env.pop("TEST_DATABASE_NAME")
         queues = f"{self.prefix}specreg,{self.prefix}bench.{self.hardware}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "runner", "worker", "-Q", queues, "--concurrency", "1",
-             "--pool", "prefork", "--loglevel", "INFO", "--without-gossip", "--without-mingle", "-n",
-             f"test-{self.prefix}@%h"],
-            cwd=ROOT, env=env, stdout=open(self.log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "runner",
+                "worker",
+                "-Q",
+                queues,
+                "--concurrency",
+                "1",
+                "--pool",
+                "prefork",
+                "--loglevel",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "-n",
+                f"test-{self.prefix}@%h",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=open(self.log, "w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def kill(self) -> None:
         """SIGKILL the worker and everything it started, as a machine loss would."""

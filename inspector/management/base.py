@@ -3,6 +3,7 @@
 Errors are one line on stderr with exit status 2 — bad arguments included — and never a
 traceback; Django's default prints "CommandError: …" and argparse prints its usage too.
 """
+
 from __future__ import annotations
 
 import sys
@@ -52,8 +53,10 @@ class SpecregCommand(BaseCommand):
         except Exception as exc:  # a bug, or a failure we did not foresee: still one line
             if options.traceback:
                 raise
-            sys.stderr.write(f"{argv[1]}: unexpected {type(exc).__name__}: {terminal_safe(str(exc))} "
-                             "(run with --traceback for details)\n")
+            sys.stderr.write(
+                f"{argv[1]}: unexpected {type(exc).__name__}: {terminal_safe(str(exc))} "
+                "(run with --traceback for details)\n"
+            )
             sys.exit(2)
         except KeyboardInterrupt:
             sys.stderr.write(f"{argv[1]}: interrupted\n")

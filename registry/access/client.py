@@ -1,4 +1,5 @@
 """Who a request comes from: the client address, believing X-Forwarded-For only from named proxies."""
+
 from __future__ import annotations
 
 from django.conf import settings

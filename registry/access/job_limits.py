@@ -4,6 +4,7 @@ Checked when a job is queued, under the requesting user's row lock (as ``runner.
 so requests sent at once cannot all pass the count. Anonymous check jobs are already limited per
 client address (``rate_limits``); the global cap bounds what every client together can queue.
 """
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -28,9 +29,13 @@ def check_job_limits(user) -> None:
         get_user_model().objects.select_for_update().filter(pk=user.pk).first()
         limit = settings.SPECREG_MAX_ACTIVE_JOBS_PER_USER
         if HubJob.objects.filter(requested_by=user, status__in=ACTIVE).count() >= limit:
-            raise JobLimit(f"you already have {limit} Hub job(s) queued or running, the most allowed "
-                           "(SPECREG_MAX_ACTIVE_JOBS_PER_USER); wait for one to finish", 429)
+            raise JobLimit(
+                f"you already have {limit} Hub job(s) queued or running, the most allowed "
+                "(SPECREG_MAX_ACTIVE_JOBS_PER_USER); wait for one to finish",
+                429,
+            )
     cap = settings.SPECREG_MAX_QUEUED_JOBS
     if HubJob.objects.filter(status=HubJob.QUEUED).count() >= cap:
-        raise JobLimit(f"the server already has {cap} Hub jobs waiting (SPECREG_MAX_QUEUED_JOBS); "
-                       "try again in a few minutes", 503)
+        raise JobLimit(
+            f"the server already has {cap} Hub jobs waiting (SPECREG_MAX_QUEUED_JOBS); try again in a few minutes", 503
+        )

@@ -4,6 +4,7 @@ Python's json module recurses once per level: 100,000 nested arrays raise Recurs
 does not turn into a ParseError. Real API bodies (notes, deployments, reported results) are a few
 levels deep; anything past MAX_DEPTH is refused with one line.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -7,6 +7,7 @@ and every ``/api/`` answer is 401 without a session or an API token. Django's ow
 ``LoginRequiredMiddleware`` is not used because it knows nothing of API tokens: it would send a
 team's CI, which signs its requests with a token, to a login form.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -29,7 +30,7 @@ def _token_user(request: HttpRequest):
     from rest_framework.exceptions import AuthenticationFailed
 
     try:
-        user, _ = TokenAuthentication().authenticate_credentials(header[len("Token "):].strip().encode())
+        user, _ = TokenAuthentication().authenticate_credentials(header[len("Token ") :].strip().encode())
     except AuthenticationFailed:
         return None
     return user
@@ -40,12 +41,21 @@ class LoginRequiredMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if not settings.SPECREG_LOGIN_REQUIRED or request.user.is_authenticated \
-                or request.path.startswith(OPEN_PREFIXES) or request.path.startswith("/" + settings.STATIC_URL.lstrip("/")):
+        if (
+            not settings.SPECREG_LOGIN_REQUIRED
+            or request.user.is_authenticated
+            or request.path.startswith(OPEN_PREFIXES)
+            or request.path.startswith("/" + settings.STATIC_URL.lstrip("/"))
+        ):
             return self.get_response(request)
         if request.path.startswith("/api/"):
             if _token_user(request) is not None:
                 return self.get_response(request)  # the view authenticates the token again, as always
-            return JsonResponse({"error": "this installation requires signing in: send an API token "
-                                          "(Authorization: Token …) or a session"}, status=401)
+            return JsonResponse(
+                {
+                    "error": "this installation requires signing in: send an API token "
+                    "(Authorization: Token …) or a session"
+                },
+                status=401,
+            )
         return HttpResponseRedirect(f"{resolve_url(settings.LOGIN_URL)}?next={quote(request.get_full_path())}")

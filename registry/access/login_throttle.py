@@ -7,6 +7,7 @@ a throttle instead: past SPECREG_LOGIN_FAILURES_PER_ADDRESS_PER_MINUTE failed lo
 that address alone gets 429 on the login form until the window ends (counted in the database,
 shared by every web process, as ``rate_limits`` counts checks).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -41,7 +42,10 @@ class LoginThrottleMiddleware:
             limit = settings.SPECREG_LOGIN_FAILURES_PER_ADDRESS_PER_MINUTE
             count, wait = current(_key(request))
             if count >= limit:
-                return HttpResponse(f"too many failed logins from this address: at most {limit} a minute; "
-                                    f"try again in {min(wait, WINDOW_S)} s\n", status=429,
-                                    content_type="text/plain; charset=utf-8")
+                return HttpResponse(
+                    f"too many failed logins from this address: at most {limit} a minute; "
+                    f"try again in {min(wait, WINDOW_S)} s\n",
+                    status=429,
+                    content_type="text/plain; charset=utf-8",
+                )
         return self.get_response(request)

@@ -1,4 +1,5 @@
 """Who may do what with the server's resources: its Hugging Face token, its header budget, its paths."""
+
 from __future__ import annotations
 
 from contextlib import AbstractContextManager

@@ -1,4 +1,5 @@
 """Fixed-window request counts shared by every web process (kept in the database, see RateCount)."""
+
 from __future__ import annotations
 
 import time
@@ -84,13 +85,17 @@ def check_upload(request: HttpRequest, nbytes: int, now: float | None = None) ->
     limit = settings.SPECREG_UPLOADS_PER_MINUTE
     count, wait = hit(f"upload:ip:{who}"[:200], limit, now)
     if count > limit:
-        raise RateLimited(f"too many uploads from this address: at most {limit} a minute "
-                          f"(signed-in users may send more); try again in {wait} s")
+        raise RateLimited(
+            f"too many uploads from this address: at most {limit} a minute "
+            f"(signed-in users may send more); try again in {wait} s"
+        )
     budget = settings.SPECREG_UPLOAD_BYTES_PER_HOUR
     kib = -(-max(nbytes, 0) // 1024)
     key = f"{HOURLY}upload-bytes:ip:{who}"[:200]
     used, wait = hit(key, budget, now, amount=kib)
     if used * 1024 > budget and kib:
         RateCount.objects.filter(key=key, window=_window(key, now)[0]).update(count=F("count") - kib)
-        raise RateLimited(f"too many header bytes from this address: at most {budget / 2**20:,.0f} MiB an hour "
-                          f"(signed-in users may send more); try again in {-(-wait // 60)} min")
+        raise RateLimited(
+            f"too many header bytes from this address: at most {budget / 2**20:,.0f} MiB an hour "
+            f"(signed-in users may send more); try again in {-(-wait // 60)} min"
+        )

@@ -6,6 +6,7 @@ that prints a path (a llama-server command, a run's log line, an inspection's ``
 without remembering to be. Files keep their names (``…/x.gguf`` becomes ``x.gguf``); signed-in users
 see everything.
 """
+
 from __future__ import annotations
 
 import html
@@ -33,8 +34,13 @@ def server_dirs() -> list[str]:
     """Every folder to hide, longest first (so a folder inside another is cut whole)."""
     from registry.models import GGUFFile
 
-    dirs = {str(settings.DATA_DIR), str(settings.SPECREG_MODEL_DIR), str(settings.BASE_DIR), sys.prefix,
-            os.path.expanduser("~")}
+    dirs = {
+        str(settings.DATA_DIR),
+        str(settings.SPECREG_MODEL_DIR),
+        str(settings.BASE_DIR),
+        sys.prefix,
+        os.path.expanduser("~"),
+    }
     for source in _local_sources(GGUFFile).values_list("source", flat=True).iterator():
         dirs.add(os.path.dirname(source))
     return sorted({d.rstrip("/") for d in dirs if d and d.rstrip("/")}, key=len, reverse=True)

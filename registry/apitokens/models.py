@@ -3,6 +3,7 @@
 The token itself is knox's AuthToken: its SHA-512 digest and the first characters (``token_key``, what
 knox looks it up by); never the token in clear.
 """
+
 from __future__ import annotations
 
 from django.db import models

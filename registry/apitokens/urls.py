@@ -1,4 +1,5 @@
 """Routes of the token page (included by registry.urls under accounts/)."""
+
 from __future__ import annotations
 
 from django.urls import path

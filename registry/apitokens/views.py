@@ -1,4 +1,5 @@
 """The signed-in user's API tokens: create one (shown once, then only its digest is kept), list, revoke."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -43,13 +44,17 @@ def tokens(request: HttpRequest) -> HttpResponse:
             form.add_error(None, f"At most {MAX_TOKENS_PER_USER} tokens per account: revoke one first.")
         else:
             with transaction.atomic():
-                instance, new_token = AuthToken.objects.create(user=request.user, expiry=form.expiry(),
-                                                               prefix=knox_settings.TOKEN_PREFIX)
+                instance, new_token = AuthToken.objects.create(
+                    user=request.user, expiry=form.expiry(), prefix=knox_settings.TOKEN_PREFIX
+                )
                 TokenName.objects.create(token=instance, name=form.cleaned_data["name"].strip())
             form = TokenForm()  # the clear token is in this one response only, never stored or redirected with
-    return render(request, "apitokens/tokens.html", {"form": form, "tokens": _tokens(request.user),
-                                                     "new_token": new_token},
-                  status=400 if form.errors else 200)
+    return render(
+        request,
+        "apitokens/tokens.html",
+        {"form": form, "tokens": _tokens(request.user), "new_token": new_token},
+        status=400 if form.errors else 200,
+    )
 
 
 @login_required

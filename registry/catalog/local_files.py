@@ -1,4 +1,5 @@
 """Registering GGUF files on this machine's disk, named by their absolute path."""
+
 from __future__ import annotations
 
 import os
@@ -6,12 +7,11 @@ from pathlib import Path
 
 from django.conf import settings
 
-from inspector.info import InspectError, inspect_source
 from inspector.hub_names import shard_names
+from inspector.info import InspectError, inspect_source
 from inspector.sources import SourceError
-
-from registry.results.examples import apply_reported_examples
 from registry.catalog.registration import Registration, find_unchanged, register
+from registry.results.examples import apply_reported_examples
 
 
 class LocalFileError(Exception):

@@ -1,4 +1,5 @@
 """How registered things are named: models (a file name without its quant) and families."""
+
 from __future__ import annotations
 
 import re

@@ -3,6 +3,7 @@
 Registration, ``pair_for`` (any two files a user names) and the check of a browser-sent header
 all decide the same way here.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -15,19 +16,19 @@ from django.utils import timezone
 from inspector.compat import PairCheck, check_pair
 from inspector.info import ModelInfo
 from inspector.tokens import MAX_SIZE_DIFFERENCE, candidate_keys
-
+from registry.catalog.columns import table_columns
+from registry.catalog.stored import load_info
 from registry.jsonsafe import json_safe
 from registry.models import GGUFFile, Pair, PairCheckResult
-from registry.catalog.stored import load_info
-from registry.catalog.columns import table_columns
 
 
 def candidate_files(vocab_type: str, n_vocab: int, vocab_key: str) -> QuerySet[GGUFFile]:
     """Registered files whose vocabulary could match: the index key(s) and a ±128 size window."""
     if not vocab_key:
         return GGUFFile.objects.none()
-    qs = GGUFFile.objects.filter(vocab_type=vocab_type, n_vocab__gte=n_vocab - MAX_SIZE_DIFFERENCE,
-                                 n_vocab__lte=n_vocab + MAX_SIZE_DIFFERENCE)
+    qs = GGUFFile.objects.filter(
+        vocab_type=vocab_type, n_vocab__gte=n_vocab - MAX_SIZE_DIFFERENCE, n_vocab__lte=n_vocab + MAX_SIZE_DIFFERENCE
+    )
     keys = candidate_keys(vocab_key)
     return qs if keys is None else qs.filter(vocab_key__in=keys)
 
@@ -50,8 +51,9 @@ def is_target(a: GGUFFile, b: GGUFFile) -> bool:
 
 def info_is_target(info: ModelInfo, other: GGUFFile) -> bool:
     """The same rule for a file that is not registered (a header sent by a browser)."""
-    return (size_key(info.parameter_count, info.file_size, info.source)
-            >= size_key(other.parameter_count, other.size, other.source))
+    return size_key(info.parameter_count, info.file_size, info.source) >= size_key(
+        other.parameter_count, other.size, other.source
+    )
 
 
 VERDICT_FIELDS = ["compatible", "llama_cpp_compatible", "failed_rule", "rules_from", "checked_at"]
@@ -59,8 +61,13 @@ VERDICT_FIELDS = ["compatible", "llama_cpp_compatible", "failed_rule", "rules_fr
 
 def verdict_fields(result: PairCheck, now: datetime) -> dict[str, Any]:
     """The Pair row's verdict columns for a check result (registration and recheck_pairs both write these)."""
-    return {"compatible": result.compatible, "llama_cpp_compatible": result.llama_cpp_compatible,
-            "failed_rule": result.failed_rule or "", "rules_from": result.rules_from, "checked_at": now}
+    return {
+        "compatible": result.compatible,
+        "llama_cpp_compatible": result.llama_cpp_compatible,
+        "failed_rule": result.failed_rule or "",
+        "rules_from": result.rules_from,
+        "checked_at": now,
+    }
 
 
 def pair_fields(result: PairCheck, target: GGUFFile, draft: GGUFFile, now: datetime) -> dict[str, Any]:
@@ -73,13 +80,17 @@ def pair_fields(result: PairCheck, target: GGUFFile, draft: GGUFFile, now: datet
 
 
 def compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
-    existing = {(p.draft_id if p.target_id == f.pk else p.target_id): p
-                for p in Pair.objects.filter(Q(target=f) | Q(draft=f))}
+    existing = {
+        (p.draft_id if p.target_id == f.pk else p.target_id): p for p in Pair.objects.filter(Q(target=f) | Q(draft=f))
+    }
     # Partners from earlier pairs are checked again even if they left the index window: a pair,
     # and the results attached to it, is never dropped — its verdict is updated.
     partner_ids = set(candidates(f).values_list("pk", flat=True)) | set(existing)
-    partners = list(GGUFFile.objects.filter(pk__in=partner_ids).select_related("token_table", "model__family")
-                    .defer("token_table__blob"))
+    partners = list(
+        GGUFFile.objects.filter(pk__in=partner_ids)
+        .select_related("token_table", "model__family")
+        .defer("token_table__blob")
+    )
     now = timezone.now()
     new, changed, compatible, results = [], [], [], {}
     for other in partners:
@@ -104,8 +115,9 @@ def compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
     if changed:
         Pair.objects.bulk_update(changed, list(fields), batch_size=500)
         PairCheckResult.objects.filter(pair__in=changed).delete()
-    PairCheckResult.objects.bulk_create([PairCheckResult(pair=p, result=results[id(p)]) for p in new + changed],
-                                        batch_size=500)
+    PairCheckResult.objects.bulk_create(
+        [PairCheckResult(pair=p, result=results[id(p)]) for p in new + changed], batch_size=500
+    )
     return len(new), len(changed), compatible
 
 
@@ -121,7 +133,8 @@ def pair_for(target: GGUFFile, draft: GGUFFile) -> Pair:
     result = check_pair(load_info(target), load_info(draft))
     with transaction.atomic():
         pair, created = Pair.objects.get_or_create(
-            target=target, draft=draft, defaults=pair_fields(result, target, draft, timezone.now()))
+            target=target, draft=draft, defaults=pair_fields(result, target, draft, timezone.now())
+        )
         if created:
             PairCheckResult.objects.create(pair=pair, result=json_safe(result.to_dict()))
     return pair

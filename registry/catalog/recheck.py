@@ -5,6 +5,7 @@ build pinned then (``Pair.rules_from``). When the pinned build changes, the stor
 longer be what llama.cpp decides; this re-evaluates each pair from the stored inspections (no file
 is read again) and records every changed verdict as a ``VerdictChange`` the pair page lists.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -16,12 +17,11 @@ from django.utils import timezone
 
 from inspector.compat import check_pair
 from inspector.info import ModelInfo
-
 from registry.cache_keys import bump_generation
-from registry.jsonsafe import json_safe
-from registry.models import GGUFFile, Pair, PairCheckResult, VerdictChange
 from registry.catalog.pairing import VERDICT_FIELDS, verdict_fields
 from registry.catalog.stored import load_info
+from registry.jsonsafe import json_safe
+from registry.models import GGUFFile, Pair, PairCheckResult, VerdictChange
 
 BATCH = 500
 _INFO_CACHE = 64  # pairs come ordered by target, so a target's info serves all its drafts
@@ -40,9 +40,11 @@ def _verdict(compatible: bool, failed_rule: str) -> str:
 
 def describe(v: VerdictChange) -> str:
     p = v.pair
-    return (f"pair {p.pk}: {p.draft.source} drafting for {p.target.source}: "
-            f"{_verdict(v.old_compatible, v.old_failed_rule)} under {v.old_rules_from or 'unknown rules'} → "
-            f"{_verdict(v.new_compatible, v.new_failed_rule)} under {v.new_rules_from}")
+    return (
+        f"pair {p.pk}: {p.draft.source} drafting for {p.target.source}: "
+        f"{_verdict(v.old_compatible, v.old_failed_rule)} under {v.old_rules_from or 'unknown rules'} → "
+        f"{_verdict(v.new_compatible, v.new_failed_rule)} under {v.new_rules_from}"
+    )
 
 
 def _pairs() -> Iterator[list[Pair]]:
@@ -50,8 +52,12 @@ def _pairs() -> Iterator[list[Pair]]:
     while True:
         # Keyset batches by id: each batch is its own short transaction, and pairs registered while
         # this runs are checked by their registration anyway.
-        batch = list(Pair.objects.filter(pk__gt=last).order_by("pk").select_related("target", "draft")
-                     .defer("target__info", "draft__info")[:BATCH])
+        batch = list(
+            Pair.objects.filter(pk__gt=last)
+            .order_by("pk")
+            .select_related("target", "draft")
+            .defer("target__info", "draft__info")[:BATCH]
+        )
         if not batch:
             return
         last = batch[-1].pk
@@ -65,8 +71,9 @@ def recheck_pairs(dry_run: bool = False, progress: Callable[[int], None] | None 
     def info(file_id: int) -> ModelInfo:
         hit = infos.get(file_id)
         if hit is None:
-            hit = infos[file_id] = load_info(GGUFFile.objects.select_related("token_table")
-                                             .defer("token_table__blob").get(pk=file_id))
+            hit = infos[file_id] = load_info(
+                GGUFFile.objects.select_related("token_table").defer("token_table__blob").get(pk=file_id)
+            )
             while len(infos) > _INFO_CACHE:
                 infos.popitem(last=False)
         infos.move_to_end(file_id)
@@ -81,10 +88,18 @@ def recheck_pairs(dry_run: bool = False, progress: Callable[[int], None] | None 
             rules_from = result.rules_from
             failed = result.failed_rule or ""
             if result.compatible != pair.compatible or failed != pair.failed_rule:
-                batch_changes.append(VerdictChange(
-                    pair=pair, old_compatible=pair.compatible, new_compatible=result.compatible,
-                    old_failed_rule=pair.failed_rule, new_failed_rule=failed, old_rules_from=pair.rules_from,
-                    new_rules_from=result.rules_from, changed_at=now))
+                batch_changes.append(
+                    VerdictChange(
+                        pair=pair,
+                        old_compatible=pair.compatible,
+                        new_compatible=result.compatible,
+                        old_failed_rule=pair.failed_rule,
+                        new_failed_rule=failed,
+                        old_rules_from=pair.rules_from,
+                        new_rules_from=result.rules_from,
+                        changed_at=now,
+                    )
+                )
             for field, value in verdict_fields(result, now).items():
                 setattr(pair, field, value)
             updated.append(pair)

@@ -4,6 +4,7 @@ Candidates come from the vocabulary index (key and a ±128 size window), then ll
 rules decide. Everything happens in one transaction under a registry-wide lock, so two imports
 running at once can neither half-write a file nor miss the pair between their two new files.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,13 +14,12 @@ from django.utils import timezone
 
 from inspector.info import ModelInfo
 from inspector.tokens import TokenTable as Tokens
-
 from registry.cache_keys import bump_generation
-from registry.jsonsafe import json_safe
-from registry.models import Family, GGUFFile, Model, RegistrationLock, TokenTable
 from registry.catalog.naming import family_key, family_name, model_name
 from registry.catalog.pairing import compute_pairs
 from registry.catalog.stored import remember
+from registry.jsonsafe import json_safe
+from registry.models import Family, GGUFFile, Model, RegistrationLock, TokenTable
 
 
 @dataclass
@@ -38,8 +38,17 @@ def find_unchanged(source: str, etag: str, size: int | None) -> GGUFFile | None:
     return GGUFFile.objects.filter(source=source, etag=etag, size=size).first()
 
 
-def register(info: ModelInfo, *, source: str, repo: str = "", revision: str = "", path: str = "",
-             commit: str = "", etag: str = "", size: int | None = None) -> Registration:
+def register(
+    info: ModelInfo,
+    *,
+    source: str,
+    repo: str = "",
+    revision: str = "",
+    path: str = "",
+    commit: str = "",
+    etag: str = "",
+    size: int | None = None,
+) -> Registration:
     """Store ``info`` as the file ``source`` and compute its pairs; an unchanged file is left alone."""
     with transaction.atomic():
         _take_lock()
@@ -50,8 +59,18 @@ def register(info: ModelInfo, *, source: str, repo: str = "", revision: str = ""
         table = _store_table(info.tokens)
         model = _model_for(info, repo, path or source, table)
         f = existing or GGUFFile(source=source)
-        _fill(f, info, repo=repo, revision=revision, path=path or source, commit=commit, etag=etag,
-              size=size if size is not None else info.file_size, model=model, table=table)
+        _fill(
+            f,
+            info,
+            repo=repo,
+            revision=revision,
+            path=path or source,
+            commit=commit,
+            etag=etag,
+            size=size if size is not None else info.file_size,
+            model=model,
+            table=table,
+        )
         f.save()
         added, updated, compatible = compute_pairs(f, info)
         # Cached table pages are out of date: now for this process, and again once other
@@ -91,23 +110,40 @@ def _model_for(info: ModelInfo, repo: str, path: str, table: TokenTable | None) 
     if tok is not None and tok.vocab_key:
         family, _ = Family.objects.get_or_create(
             key=family_key(tok.vocab_key, table.sha256 if table else None),
-            defaults={"vocab_type": tok.vocab_type,
-                      "name": family_name(info.architecture, tok.vocab_type, tok.n_tokens)},
+            defaults={
+                "vocab_type": tok.vocab_type,
+                "name": family_name(info.architecture, tok.vocab_type, tok.n_tokens),
+            },
         )
     model, created = Model.objects.get_or_create(
-        repo=repo, name=model_name(path, info.name)[:300],
+        repo=repo,
+        name=model_name(path, info.name)[:300],
         defaults={"family": family, "architecture": info.architecture, "parameter_count": info.parameter_count},
     )
-    if not created and (model.family_id != (family.pk if family else None) or model.architecture != info.architecture
-                        or model.parameter_count != info.parameter_count):
+    if not created and (
+        model.family_id != (family.pk if family else None)
+        or model.architecture != info.architecture
+        or model.parameter_count != info.parameter_count
+    ):
         model.family, model.architecture = family, info.architecture
         model.parameter_count = max(model.parameter_count, info.parameter_count)
         model.save(update_fields=["family", "architecture", "parameter_count"])
     return model
 
 
-def _fill(f: GGUFFile, info: ModelInfo, *, repo: str, revision: str, path: str, commit: str, etag: str,
-          size: int | None, model: Model, table: TokenTable | None) -> None:
+def _fill(
+    f: GGUFFile,
+    info: ModelInfo,
+    *,
+    repo: str,
+    revision: str,
+    path: str,
+    commit: str,
+    etag: str,
+    size: int | None,
+    model: Model,
+    table: TokenTable | None,
+) -> None:
     tok = info.tokenizer
     f.repo, f.revision, f.path, f.commit, f.etag, f.size = repo, revision, path, commit or "", etag, size
     f.model, f.token_table = model, table

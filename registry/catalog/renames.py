@@ -4,6 +4,7 @@ The table keeps the target's and draft's names and a search text on each pair ro
 so that sorting and searching touch one table. Renaming a family or model, or moving a model to
 another family, would leave those copies stale; these receivers refresh the affected pairs.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -2,6 +2,7 @@
 
 No file is opened: pages, checks and pairing rebuild the inspector's view from stored rows.
 """
+
 from __future__ import annotations
 
 import threading
@@ -9,7 +10,6 @@ from collections import OrderedDict
 
 from inspector.info import ModelInfo
 from inspector.tokens import TokenTable as Tokens
-
 from registry.models import GGUFFile, TokenTable
 
 _CACHE_SIZE = 8

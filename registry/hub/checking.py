@@ -1,4 +1,5 @@
 """Checking on the web: two named sources (registered or hf://), or a browser-sent header against the registry."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -7,11 +8,10 @@ from django.conf import settings
 
 from inspector.compat import PairCheck, check_pair
 from inspector.info import InspectError, InspectTimeout, ModelInfo, inspect_source, shared_deadline
-
 from registry.access.policy import header_cap, hub_reads_for, may_see_paths
-from registry.models import GGUFFile
 from registry.catalog.pairing import candidate_files, info_is_target
 from registry.catalog.stored import load_info
+from registry.models import GGUFFile
 
 if TYPE_CHECKING:
     from inspector.remote import Deadline
@@ -34,8 +34,10 @@ def info_for(source: str, cap: int | None = None, deadline: Deadline | None = No
         return load_info(f)
     if not source.startswith("hf://"):
         # The server never opens paths or URLs given on a web form: that would read its own disk or network.
-        raise CheckError(f"{source}: not a registered file; the web form reads registered files and "
-                         "hf://OWNER/REPO[@REVISION]/PATH files (for a file on your computer, use “Local file”)")
+        raise CheckError(
+            f"{source}: not a registered file; the web form reads registered files and "
+            "hf://OWNER/REPO[@REVISION]/PATH files (for a file on your computer, use “Local file”)"
+        )
     try:
         return inspect_source(source, cap or settings.SPECREG_MAX_HEADER_BYTES, deadline=deadline)
     except InspectTimeout as exc:
@@ -44,8 +46,10 @@ def info_for(source: str, cap: int | None = None, deadline: Deadline | None = No
         raise CheckError(str(exc)) from None
 
 
-PATH_REFUSED = ("name a registered file by its file name, as the pages show it, or a Hub file as "
-                "hf://OWNER/REPO[@REVISION]/PATH; server paths are not taken from visitors who are not signed in")
+PATH_REFUSED = (
+    "name a registered file by its file name, as the pages show it, or a Hub file as "
+    "hf://OWNER/REPO[@REVISION]/PATH; server paths are not taken from visitors who are not signed in"
+)
 
 
 def visitor_source(source: str, user=None) -> str:
@@ -60,8 +64,11 @@ def visitor_source(source: str, user=None) -> str:
         return source
     if "/" in source or "\\" in source:
         raise CheckError(PATH_REFUSED)
-    matches = list(GGUFFile.objects.exclude(source__startswith="hf://")
-                   .filter(source__endswith="/" + source).values_list("source", flat=True)[:2])
+    matches = list(
+        GGUFFile.objects.exclude(source__startswith="hf://")
+        .filter(source__endswith="/" + source)
+        .values_list("source", flat=True)[:2]
+    )
     if len(matches) == 1:
         return matches[0]
     if matches:

@@ -1,8 +1,9 @@
 """The curated list of well-known repositories a first start offers to import, and that import."""
+
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from registry.hub.importing import HubImportError, HubUnreachable, ImportReport, import_hf
@@ -10,7 +11,7 @@ from registry.hub.importing import HubImportError, HubUnreachable, ImportReport,
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 
-@lru_cache(maxsize=None)
+@cache
 def curated_repos() -> list[dict[str, str]]:
     return json.loads((DATA / "curated.json").read_text())["repos"]
 

@@ -3,6 +3,7 @@
 Sidecars (EAGLE-3 / DFlash / DSpark heads) are found and listed apart: they carry no token table, so
 they are never vocabulary pairs; each is checked with its method's rules (inspector.speculative).
 """
+
 from __future__ import annotations
 
 import os
@@ -14,12 +15,11 @@ from django.db.models import F, QuerySet
 
 from inspector.remote import search_models
 from inspector.sources import SourceError
-
-from registry.results.examples import apply_reported_examples
-from registry.hub.importing import Entry, FileOutcome, HubImportError, import_entry, list_repo
-from registry.models import GGUFFile, Pair
 from registry.catalog.pairing import pair_for
+from registry.hub.importing import Entry, FileOutcome, HubImportError, import_entry, list_repo
 from registry.hub.sources import SourceRegistrationError, register_source
+from registry.models import GGUFFile, Pair
+from registry.results.examples import apply_reported_examples
 
 # "1.5B", "0.5b", "135M", "8x7B" — the size a repo or file name states.
 _SIZE = re.compile(r"(?<![A-Za-z0-9.])(?:\d+x)?(\d+(?:\.\d+)?)([BbMm])(?![A-Za-z0-9])")
@@ -74,15 +74,22 @@ def resolve_target(text: str) -> GGUFFile:
 
 def compatible_drafts(target: GGUFFile) -> QuerySet[Pair]:
     """Registered drafts for ``target`` (sidecars apart), fastest known first, then the biggest size ratio."""
-    return (Pair.objects.filter(target=target, compatible=True).exclude(draft__architecture__in=SIDECAR_ARCHS)
-            .select_related("draft__model").defer("draft__info")
-            .order_by(F("best_speedup").desc(nulls_last=True), F("size_ratio").desc(nulls_last=True), "pk"))
+    return (
+        Pair.objects.filter(target=target, compatible=True)
+        .exclude(draft__architecture__in=SIDECAR_ARCHS)
+        .select_related("draft__model")
+        .defer("draft__info")
+        .order_by(F("best_speedup").desc(nulls_last=True), F("size_ratio").desc(nulls_last=True), "pk")
+    )
 
 
 def registered_sidecars(target: GGUFFile) -> list[Pair]:
     """Sidecars already paired with ``target``, compatible or not (their verdict is the point)."""
-    return list(Pair.objects.filter(target=target, draft__architecture__in=SIDECAR_ARCHS)
-                .select_related("draft").order_by("-compatible", "pk"))
+    return list(
+        Pair.objects.filter(target=target, draft__architecture__in=SIDECAR_ARCHS)
+        .select_related("draft")
+        .order_by("-compatible", "pk")
+    )
 
 
 def sidecar_method(f: GGUFFile) -> str:
@@ -116,7 +123,8 @@ def _base_models(target: GGUFFile) -> list[str]:
         if isinstance(url, str) and "huggingface.co/" in url:
             bases.append(url.split("huggingface.co/", 1)[1].strip("/"))
         elif isinstance(meta.get(f"general.base_model.{i}.name"), str) and isinstance(
-                meta.get(f"general.base_model.{i}.organization"), str):
+            meta.get(f"general.base_model.{i}.organization"), str
+        ):
             bases.append(f"{meta[f'general.base_model.{i}.organization']}/{meta[f'general.base_model.{i}.name']}")
     if target.repo:
         for m in search_models(search=target.repo.split("/", 1)[1], limit=20):
@@ -183,8 +191,11 @@ def sidecar_candidates(target: GGUFFile, limit: int) -> list[HubCandidate]:
             for m in search_models(search=word, filter=["gguf", f"base_model:{base}"], limit=100):
                 found.setdefault(m["id"], f"model tree of {base}")
     registered = set(GGUFFile.objects.exclude(repo="").values_list("repo", flat=True).distinct())
-    out = [HubCandidate(rid, why, sidecar=True) for rid, why in found.items()
-           if rid != target.repo and rid not in registered]
+    out = [
+        HubCandidate(rid, why, sidecar=True)
+        for rid, why in found.items()
+        if rid != target.repo and rid not in registered
+    ]
     return out[:limit]
 
 

@@ -1,4 +1,5 @@
 """Importing GGUF files from the Hugging Face Hub: list a repository, read each header remotely, register it."""
+
 from __future__ import annotations
 
 import fnmatch
@@ -11,10 +12,8 @@ from inspector.hub_names import SHARD, first_shard, have_token, hf_source, model
 from inspector.info import InspectError, inspect_source
 from inspector.remote import RemoteFile, RepoListing, list_gguf_files
 from inspector.sources import SourceError, Unreachable
-
-from registry.results.examples import apply_reported_examples
 from registry.catalog.registration import find_unchanged, register
-
+from registry.results.examples import apply_reported_examples
 
 
 class HubImportError(Exception):
@@ -74,8 +73,13 @@ def check_include(pattern: str | None) -> str | None:
 
 def safe_path(path: str) -> bool:
     """A listed path we are willing to use (a hostile server could list anything)."""
-    return bool(path) and not path.startswith("/") and not any(p in ("", ".", "..") for p in path.split("/")) \
-        and "\\" not in path and "\x00" not in path
+    return (
+        bool(path)
+        and not path.startswith("/")
+        and not any(p in ("", ".", "..") for p in path.split("/"))
+        and "\\" not in path
+        and "\x00" not in path
+    )
 
 
 @dataclass
@@ -136,11 +140,12 @@ def _matches(path: str, include: str) -> bool:
     # Quant names come in every case (Q4_K_M, q4_k_m), so globs ignore case; a glob without '/'
     # may match the file name alone, as with `huggingface-cli download --include`.
     pattern, path = include.lower(), path.lower()
-    return fnmatch.fnmatchcase(path, pattern) or ("/" not in pattern and fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], pattern))
+    return fnmatch.fnmatchcase(path, pattern) or (
+        "/" not in pattern and fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], pattern)
+    )
 
 
-def import_hf(repo: str, revision: str | None = None, include: str | None = None,
-              progress=None) -> ImportReport:
+def import_hf(repo: str, revision: str | None = None, include: str | None = None, progress=None) -> ImportReport:
     """Register every ``.gguf`` of a Hub repository (matching ``include``); unchanged files are skipped.
 
     Each file is its own transaction: a failure (a broken header, a network error) leaves the
@@ -170,8 +175,16 @@ def import_entry(listing: RepoListing, entry: Entry, revision: str | None) -> Fi
         if (same := find_unchanged(source, entry.etag, entry.size)) is not None:
             return FileOutcome(entry.path, source, "unchanged", file_id=same.pk)
         info = inspect_source(listing.spec(entry.path), settings.SPECREG_MAX_HEADER_BYTES)
-        reg = register(info, source=source, repo=listing.repo_id, revision=revision or "", path=entry.path,
-                       commit=listing.commit or "", etag=entry.etag, size=entry.size)
+        reg = register(
+            info,
+            source=source,
+            repo=listing.repo_id,
+            revision=revision or "",
+            path=entry.path,
+            commit=listing.commit or "",
+            etag=entry.etag,
+            size=entry.size,
+        )
     except InspectError as exc:
         return FileOutcome(entry.path, source, "failed", _strip_spec(str(exc)))
     except Exception as exc:  # a file nobody foresaw (or a bug) must not stop the files after it

@@ -2,6 +2,7 @@
 
 The Celery task ``runner.tasks.hub_job`` calls ``execute_job``; the registry's functions do the work.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -9,18 +10,18 @@ from typing import Any
 from django.utils import timezone
 
 from inspector.hub_names import hub_access
-
 from registry.hub.checking import CheckError, check_sources
-from registry.hub.drafts import DraftSearchError, find_drafts
 from registry.hub.curated import import_curated
+from registry.hub.drafts import DraftSearchError, find_drafts
 from registry.hub.importing import HubImportError, ImportReport, import_hf
 from registry.models import HubJob
 
 
 def execute_job(job_id: int) -> str:
     """Run a queued job once (a re-delivered task finds it claimed and returns); returns its status."""
-    if not HubJob.objects.filter(pk=job_id, status=HubJob.QUEUED).update(status=HubJob.RUNNING,
-                                                                        started_at=timezone.now()):
+    if not HubJob.objects.filter(pk=job_id, status=HubJob.QUEUED).update(
+        status=HubJob.RUNNING, started_at=timezone.now()
+    ):
         return HubJob.objects.filter(pk=job_id).values_list("status", flat=True).first() or "missing"
     job = HubJob.objects.get(pk=job_id)
     notes: list[dict[str, str]] = []
@@ -47,8 +48,9 @@ def execute_job(job_id: int) -> str:
 
 def _run(job: HubJob, say) -> dict[str, Any]:
     if job.kind == HubJob.IMPORT_REPO:
-        report = import_hf(job.params["repo"], revision=job.params.get("revision") or None,
-                           include=job.params.get("include") or None)
+        report = import_hf(
+            job.params["repo"], revision=job.params.get("revision") or None, include=job.params.get("include") or None
+        )
         say("success", report.summary())
         return _report_dict(report)
     if job.kind == HubJob.IMPORT_CURATED:
@@ -62,17 +64,32 @@ def _run(job: HubJob, say) -> dict[str, Any]:
 
 
 def _report_dict(report: ImportReport) -> dict[str, Any]:
-    return {"repo": report.repo_id, "commit": report.commit, "summary": report.summary(),
-            "outcomes": [{"source": o.source, "status": o.status, "message": o.message, "file_id": o.file_id,
-                          "pairs_added": o.pairs_added} for o in report.outcomes]}
+    return {
+        "repo": report.repo_id,
+        "commit": report.commit,
+        "summary": report.summary(),
+        "outcomes": [
+            {
+                "source": o.source,
+                "status": o.status,
+                "message": o.message,
+                "file_id": o.file_id,
+                "pairs_added": o.pairs_added,
+            }
+            for o in report.outcomes
+        ],
+    }
 
 
 def _curated(say) -> None:
     reports, errors, unreachable = import_curated(progress=lambda r: say("success", r.summary()))
     if unreachable:
         what = "Nothing more was imported" if reports else "Nothing was imported"
-        say("error", f"The Hugging Face Hub cannot be reached from this server ({unreachable}). "
-                     f"{what}; try again later, or set HF_ENDPOINT to a mirror.")
+        say(
+            "error",
+            f"The Hugging Face Hub cannot be reached from this server ({unreachable}). "
+            f"{what}; try again later, or set HF_ENDPOINT to a mirror.",
+        )
     for repo, error in errors:
         say("warning", f"{repo}: {error}")
 
@@ -85,16 +102,22 @@ def _check(target: str, draft: str, say) -> dict[str, Any]:
         say("success", f"Compatible: {draft} can draft for {target}.")
     else:
         detail = next((c.detail for c in result.checks if c.rule == result.failed_rule), "")
-        say("warning", f"Not usable as a draft: the {result.failed_rule} rule fails"
-                       + (f" — {detail}" if detail else "."))
+        say(
+            "warning",
+            f"Not usable as a draft: the {result.failed_rule} rule fails" + (f" — {detail}" if detail else "."),
+        )
     return result.to_dict()
 
 
 def _drafts(source: str, say) -> dict[str, Any]:
-    search = find_drafts(source, limit=5,
-                         progress=lambda c: say("success" if c.status == "compatible" else "info",
-                                                f"{c.repo_id} ({c.why}): {c.status}"
-                                                + (f" — {c.message}" if c.message else "")))
+    search = find_drafts(
+        source,
+        limit=5,
+        progress=lambda c: say(
+            "success" if c.status == "compatible" else "info",
+            f"{c.repo_id} ({c.why}): {c.status}" + (f" — {c.message}" if c.message else ""),
+        ),
+    )
     if search.hub_error:
         say("error", f"Hub search failed: {search.hub_error}")
     elif not search.hub:

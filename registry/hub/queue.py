@@ -4,6 +4,7 @@ web request.
 The task (``runner.tasks.hub_job``, defined in registry.tasks) is sent through the configured Celery app
 (registry.celery); the registry queues its own work and never imports the runner.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,8 +26,12 @@ def queue_job(kind: str, params: dict[str, Any], *, user=None) -> HubJob:
         check_job_limits(user)
         # Decided when the person asks, kept with the job: the worker has no request to look at.
         params = {**params, "server_token": may_use_server_token(user)}
-        job = HubJob.objects.create(kind=kind, params=params, queue=settings.CELERY_TASK_DEFAULT_QUEUE,
-                                    requested_by=user if getattr(user, "is_authenticated", False) else None)
+        job = HubJob.objects.create(
+            kind=kind,
+            params=params,
+            queue=settings.CELERY_TASK_DEFAULT_QUEUE,
+            requested_by=user if getattr(user, "is_authenticated", False) else None,
+        )
         transaction.on_commit(lambda: _send(job))
     return job
 

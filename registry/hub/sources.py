@@ -1,13 +1,13 @@
 """Registering a file named by a person: a local path or an hf:// source, the one way every caller uses."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import cast
 
 from inspector.sources import is_remote
-
-from registry.hub.importing import HubImportError, import_source
 from registry.catalog.local_files import LocalFileError, register_local
+from registry.hub.importing import HubImportError, import_source
 from registry.models import GGUFFile
 
 

@@ -7,6 +7,7 @@ The file: ``{"config": {url, model, bench, category, osl, concurrency, extra_inp
 avg_pred_t_s, avg_latency, draft_n, accepted, accept_rate}, …, {"category": "overall", …}], "results": […]}``.
 Each summary row but "overall" becomes one reported result (content type = the category).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,10 +19,10 @@ from typing import Any
 
 from django.db import transaction
 
-from registry.models import GGUFFile, Pair, ReportedResult
 from registry.catalog.pairing import pair_for
-from registry.results.reporting import ReportInvalid, add_reported
 from registry.hub.sources import SourceRegistrationError, resolve_file
+from registry.models import GGUFFile, Pair, ReportedResult
+from registry.results.reporting import ReportInvalid, add_reported
 
 MAX_BYTES = 64 * 1024 * 1024  # a run of every SPEED-Bench sample writes a few MB; parsed whole
 # SPEED-Bench's categories that are this registry's content types under another name.
@@ -68,7 +69,9 @@ def _number(row: dict, key: str, where: str, *, integer: bool = False, optional:
             return None
         raise SpeedBenchError(f"{where}: '{key}' is missing")
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
-        raise SpeedBenchError(f"{where}: '{key}' should be {'an integer' if integer else 'a number'}, got {type(v).__name__}")
+        raise SpeedBenchError(
+            f"{where}: '{key}' should be {'an integer' if integer else 'a number'}, got {type(v).__name__}"
+        )
     if not math.isfinite(v) or v < 0 or (integer and v > 2**53):
         raise SpeedBenchError(f"{where}: '{key}' is out of range ({v!r:.40})")
     return v
@@ -92,9 +95,15 @@ def read(path: str | Path) -> SpeedBenchFile:
         raise SpeedBenchError(f"{path}: nested too deeply to be a SPEED-Bench output") from None
     except json.JSONDecodeError as exc:
         raise SpeedBenchError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("summary"), list) or not isinstance(data.get("config"), dict):
-        raise SpeedBenchError(f"{path}: not a SPEED-Bench output (expected an object with 'config' and 'summary', "
-                              "as speed_bench.py --output writes)")
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("summary"), list)
+        or not isinstance(data.get("config"), dict)
+    ):
+        raise SpeedBenchError(
+            f"{path}: not a SPEED-Bench output (expected an object with 'config' and 'summary', "
+            "as speed_bench.py --output writes)"
+        )
     config = data["config"]
     extra = config.get("extra_inputs") if isinstance(config.get("extra_inputs"), dict) else {}
     rows = []
@@ -102,14 +111,18 @@ def read(path: str | Path) -> SpeedBenchFile:
         where = f"{path.name}: summary[{i}]"
         if not isinstance(row, dict) or not isinstance(row.get("category"), str) or not row["category"].strip():
             raise SpeedBenchError(f"{where}: expected an object with a 'category'")
-        rows.append(Row(category=row["category"].strip()[:64],
-                        requests=_number(row, "requests", where, integer=True, optional=False),
-                        turns=_number(row, "turns", where, integer=True) or 0,
-                        failed=_number(row, "failed", where, integer=True) or 0,
-                        tokens_per_second=_number(row, "avg_pred_t_s", where),
-                        draft_n=_number(row, "draft_n", where, integer=True) or 0,
-                        accepted=_number(row, "accepted", where, integer=True) or 0,
-                        accept_rate=_number(row, "accept_rate", where)))
+        rows.append(
+            Row(
+                category=row["category"].strip()[:64],
+                requests=_number(row, "requests", where, integer=True, optional=False),
+                turns=_number(row, "turns", where, integer=True) or 0,
+                failed=_number(row, "failed", where, integer=True) or 0,
+                tokens_per_second=_number(row, "avg_pred_t_s", where),
+                draft_n=_number(row, "draft_n", where, integer=True) or 0,
+                accepted=_number(row, "accepted", where, integer=True) or 0,
+                accept_rate=_number(row, "accept_rate", where),
+            )
+        )
         if rows[-1].accept_rate is not None and rows[-1].accept_rate > 1:
             raise SpeedBenchError(f"{where}: 'accept_rate' {rows[-1].accept_rate} is above 1")
 
@@ -120,9 +133,17 @@ def read(path: str | Path) -> SpeedBenchFile:
         v = config.get(key)
         return v if isinstance(v, int) and not isinstance(v, bool) else None
 
-    return SpeedBenchFile(name=path.name[:100], sha256=hashlib.sha256(raw).hexdigest(), bench=text("bench"),
-                          category=text("category"), model=text("model"), osl=integer("osl"),
-                          concurrency=integer("concurrency"), extra_inputs=extra, rows=rows)
+    return SpeedBenchFile(
+        name=path.name[:100],
+        sha256=hashlib.sha256(raw).hexdigest(),
+        bench=text("bench"),
+        category=text("category"),
+        model=text("model"),
+        osl=integer("osl"),
+        concurrency=integer("concurrency"),
+        extra_inputs=extra,
+        rows=rows,
+    )
 
 
 def content_type(category: str) -> str:
@@ -144,8 +165,9 @@ def k_of(sb: SpeedBenchFile, k: int | None) -> int:
     v = sb.extra_inputs.get("speculative.n_max")
     if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 1024:
         return v
-    raise SpeedBenchError(f"{sb.name} does not say K (speculative.n_max in its extra_inputs): give --k, "
-                          "the server's --spec-draft-n-max")
+    raise SpeedBenchError(
+        f"{sb.name} does not say K (speculative.n_max in its extra_inputs): give --k, the server's --spec-draft-n-max"
+    )
 
 
 @dataclass
@@ -155,8 +177,17 @@ class Imported:
     skipped: list[str]  # why, per row not imported
 
 
-def import_file(sb: SpeedBenchFile, pair: Pair, *, method: str, hardware: str, build: str, k: int,
-                baseline: SpeedBenchFile | None = None, source_url: str = "") -> Imported:
+def import_file(
+    sb: SpeedBenchFile,
+    pair: Pair,
+    *,
+    method: str,
+    hardware: str,
+    build: str,
+    k: int,
+    baseline: SpeedBenchFile | None = None,
+    source_url: str = "",
+) -> Imported:
     """Store each category of ``sb`` as a reported result of ``pair`` (in one transaction).
 
     A row already imported from the same file (same pair, K, method, category and file hash in the
@@ -171,25 +202,52 @@ def import_file(sb: SpeedBenchFile, pair: Pair, *, method: str, hardware: str, b
                 skipped.append(f"{r.category}: no completed request ({r.failed} failed)")
                 continue
             plain = base.get(r.category)
-            citation = (f"SPEED-Bench {sb.bench or '?'}/{r.category}: {r.requests} requests ({r.turns} turns, "
-                        f"{r.failed} failed), {r.accepted} of {r.draft_n} drafted tokens accepted"
-                        + (f", osl {sb.osl}" if sb.osl else "")
-                        + (f", plain run {baseline.name} sha256:{baseline.sha256[:12]}"
-                           if plain and baseline is not None else "")
-                        + f"; file {sb.name} sha256:{sb.sha256[:12]}")[:500]
-            if ReportedResult.objects.filter(pair=pair, k=k, method=method, content_type=content_type(r.category),
-                                             citation__contains=f"sha256:{sb.sha256[:12]}").exists():
+            citation = (
+                f"SPEED-Bench {sb.bench or '?'}/{r.category}: {r.requests} requests ({r.turns} turns, "
+                f"{r.failed} failed), {r.accepted} of {r.draft_n} drafted tokens accepted"
+                + (f", osl {sb.osl}" if sb.osl else "")
+                + (
+                    f", plain run {baseline.name} sha256:{baseline.sha256[:12]}"
+                    if plain and baseline is not None
+                    else ""
+                )
+                + f"; file {sb.name} sha256:{sb.sha256[:12]}"
+            )[:500]
+            if ReportedResult.objects.filter(
+                pair=pair,
+                k=k,
+                method=method,
+                content_type=content_type(r.category),
+                citation__contains=f"sha256:{sb.sha256[:12]}",
+            ).exists():
                 skipped.append(f"{r.category}: already imported from this file")
                 continue
-            notes = json.dumps({"imported_by": "import_speed_bench", "bench": sb.bench, "category": r.category,
-                                "server_model": sb.model, "concurrency": sb.concurrency,
-                                "extra_inputs": sb.extra_inputs, "sha256": sb.sha256}, ensure_ascii=False)[:4000]
-            data = {"k": str(k), "method": method, "content_type": content_type(r.category), "hardware": hardware,
-                    "llama_cpp_build": build, "citation": citation, "source_url": source_url, "notes": notes,
-                    "tokens_per_second": str(r.tokens_per_second),
-                    "acceptance": "" if r.accept_rate is None else str(r.accept_rate),
-                    "baseline_tokens_per_second": "" if plain is None else str(plain),
-                    "speedup": "" if not plain else str(r.tokens_per_second / plain)}
+            notes = json.dumps(
+                {
+                    "imported_by": "import_speed_bench",
+                    "bench": sb.bench,
+                    "category": r.category,
+                    "server_model": sb.model,
+                    "concurrency": sb.concurrency,
+                    "extra_inputs": sb.extra_inputs,
+                    "sha256": sb.sha256,
+                },
+                ensure_ascii=False,
+            )[:4000]
+            data = {
+                "k": str(k),
+                "method": method,
+                "content_type": content_type(r.category),
+                "hardware": hardware,
+                "llama_cpp_build": build,
+                "citation": citation,
+                "source_url": source_url,
+                "notes": notes,
+                "tokens_per_second": str(r.tokens_per_second),
+                "acceptance": "" if r.accept_rate is None else str(r.accept_rate),
+                "baseline_tokens_per_second": "" if plain is None else str(plain),
+                "speedup": "" if not plain else str(r.tokens_per_second / plain),
+            }
             try:
                 added.append(add_reported(pair, data))  # the command line: trusted, no account
             except ReportInvalid as exc:
@@ -201,6 +259,8 @@ def pair_of(target: GGUFFile, draft: GGUFFile | None) -> Pair:
     """The pair the figures belong to; without a draft the target's own pair, as for draftless runs."""
     pair = pair_for(target, draft or target)
     if draft is not None and not pair.compatible:
-        raise SpeedBenchError(f"{draft.source} cannot draft for {target.source} (rule '{pair.failed_rule}' fails): "
-                              "figures for it would describe something llama.cpp refuses")
+        raise SpeedBenchError(
+            f"{draft.source} cannot draft for {target.source} (rule '{pair.failed_rule}' fails): "
+            "figures for it would describe something llama.cpp refuses"
+        )
     return pair

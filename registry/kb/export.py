@@ -1,4 +1,5 @@
 """Writing this installation's knowledge base as one versioned JSON file."""
+
 from __future__ import annotations
 
 import base64
@@ -14,16 +15,41 @@ from django.conf import settings
 from django.utils import timezone
 
 from inspector.llama_rules import LLAMA_CPP_BUILD
-
-from registry.models import BenchmarkRun, GGUFFile, Pair, ReportedResult, TokenTable
 from registry.kb.schema import FORMAT, SCHEMA_VERSION, now_iso
 from registry.kb.sections import ExportContext, load_sections
+from registry.models import BenchmarkRun, GGUFFile, Pair, ReportedResult, TokenTable
 
-FIGURES = ("k", "acceptance", "speedup", "tokens_per_second", "baseline_tokens_per_second", "content_type",
-           "hardware", "llama_cpp_build")
-RESULT_FIELDS = ("temperature", "p_min", "n_predict", "repeats", "n_prompts", "status", "error", "speculation_ran",
-                 "baseline_min", "baseline_max", "tps_min", "tps_max", "drafted", "accepted", "mean_accepted",
-                 "identical", "divergences", "other_cpu_share", "via")
+FIGURES = (
+    "k",
+    "acceptance",
+    "speedup",
+    "tokens_per_second",
+    "baseline_tokens_per_second",
+    "content_type",
+    "hardware",
+    "llama_cpp_build",
+)
+RESULT_FIELDS = (
+    "temperature",
+    "p_min",
+    "n_predict",
+    "repeats",
+    "n_prompts",
+    "status",
+    "error",
+    "speculation_ran",
+    "baseline_min",
+    "baseline_max",
+    "tps_min",
+    "tps_max",
+    "drafted",
+    "accepted",
+    "mean_accepted",
+    "identical",
+    "divergences",
+    "other_cpu_share",
+    "via",
+)
 
 
 def finite(value: Any) -> Any:
@@ -49,29 +75,60 @@ def _figures(r: Any) -> dict[str, Any]:
 
 
 def _file(f: GGUFFile, here: str, tables: dict[int, str]) -> dict[str, Any]:
-    return {"source": f.source, "repo": f.repo, "revision": f.revision, "path": f.path, "commit": f.commit,
-            "size": f.size, "etag": f.etag,
-            "token_table": tables.get(f.token_table_id) if f.token_table_id is not None else None, "info": f.info,
-            "inspected_at": now_iso(f.inspected_at), "installation": f.origin_installation or here}
+    return {
+        "source": f.source,
+        "repo": f.repo,
+        "revision": f.revision,
+        "path": f.path,
+        "commit": f.commit,
+        "size": f.size,
+        "etag": f.etag,
+        "token_table": tables.get(f.token_table_id) if f.token_table_id is not None else None,
+        "info": f.info,
+        "inspected_at": now_iso(f.inspected_at),
+        "installation": f.origin_installation or here,
+    }
 
 
 def _run(run: BenchmarkRun, ctx: ExportContext) -> dict[str, Any]:
     who = ctx.provenance(run, run.requested_by.username if run.requested_by else "")
     results = []
     for r in run.results.all():
-        results.append({**_figures(r), **{f: getattr(r, f) for f in RESULT_FIELDS},
-                        "method": getattr(r, "method", "") or ""})  # the field lands with issue 11
-    return {**who, "target": run.pair.target.source, "draft": run.pair.draft.source, "status": run.status,
-            "params": run.params, "hardware": run.hardware, "hardware_class": run.hardware_class, "build": run.build,
-            "summary": run.summary, "report_md": run.report_md, "server_command": run.server_command,
-            "systemd_unit": run.systemd_unit, "error": run.error, "created_at": now_iso(run.created_at),
-            "started_at": now_iso(run.started_at), "finished_at": now_iso(run.finished_at), "results": results}
+        results.append(
+            {**_figures(r), **{f: getattr(r, f) for f in RESULT_FIELDS}, "method": getattr(r, "method", "") or ""}
+        )  # the field lands with issue 11
+    return {
+        **who,
+        "target": run.pair.target.source,
+        "draft": run.pair.draft.source,
+        "status": run.status,
+        "params": run.params,
+        "hardware": run.hardware,
+        "hardware_class": run.hardware_class,
+        "build": run.build,
+        "summary": run.summary,
+        "report_md": run.report_md,
+        "server_command": run.server_command,
+        "systemd_unit": run.systemd_unit,
+        "error": run.error,
+        "created_at": now_iso(run.created_at),
+        "started_at": now_iso(run.started_at),
+        "finished_at": now_iso(run.finished_at),
+        "results": results,
+    }
 
 
 def _reported(r: ReportedResult, ctx: ExportContext) -> dict[str, Any]:
     who = ctx.provenance(r, r.reported_by.username if r.reported_by else "")
-    return {**who, **_figures(r), "target": r.pair.target.source, "draft": r.pair.draft.source,
-            "source_url": r.source_url, "citation": r.citation, "notes": r.notes}
+    return {
+        **who,
+        **_figures(r),
+        "target": r.pair.target.source,
+        "draft": r.pair.draft.source,
+        "source_url": r.source_url,
+        "citation": r.citation,
+        "notes": r.notes,
+    }
 
 
 def knowledge_base() -> dict[str, Any]:
@@ -84,22 +141,41 @@ def knowledge_base() -> dict[str, Any]:
     for t in TokenTable.objects.filter(pk__in=used).order_by("sha256").iterator(chunk_size=20):
         token_tables.append({"sha256": t.sha256, "count": t.count, "blob": base64.b64encode(bytes(t.blob)).decode()})
     files = [_file(f, here, tables) for f in GGUFFile.objects.order_by("source").iterator(chunk_size=200)]
-    pairs = [{"target": t, "draft": d, "compatible": c, "failed_rule": fr, "rules_from": rf}
-             for t, d, c, fr, rf in Pair.objects.order_by("target__source", "draft__source")
-             .values_list("target__source", "draft__source", "compatible", "failed_rule", "rules_from").iterator()]
+    pairs = [
+        {"target": t, "draft": d, "compatible": c, "failed_rule": fr, "rules_from": rf}
+        for t, d, c, fr, rf in Pair.objects.order_by("target__source", "draft__source")
+        .values_list("target__source", "draft__source", "compatible", "failed_rule", "rules_from")
+        .iterator()
+    ]
     # Finished runs only: a queued or running one is this installation's work in progress.
-    runs = [_run(r, ctx) for r in BenchmarkRun.objects.filter(status__in=BenchmarkRun.FINISHED)
-            .select_related("pair__target", "pair__draft", "requested_by").prefetch_related("results")
-            .defer("pair__target__info", "pair__draft__info", "log").order_by("pk")]
-    reported = [_reported(r, ctx) for r in ReportedResult.objects.select_related("pair__target", "pair__draft",
-                                                                                 "reported_by")
-                .defer("pair__target__info", "pair__draft__info").order_by("pk")]
-    return finite({
-        "format": FORMAT, "schema_version": SCHEMA_VERSION, "exported_at": now_iso(timezone.now()),
-        "installation": {"id": here, "rules_from": LLAMA_CPP_BUILD, "specreg_version": _specreg_version()},
-        "token_tables": token_tables, "files": files, "pairs": pairs, "runs": runs, "reported": reported,
-        "sections": {name: s.export(ctx) for name, s in load_sections().items()},
-    })
+    runs = [
+        _run(r, ctx)
+        for r in BenchmarkRun.objects.filter(status__in=BenchmarkRun.FINISHED)
+        .select_related("pair__target", "pair__draft", "requested_by")
+        .prefetch_related("results")
+        .defer("pair__target__info", "pair__draft__info", "log")
+        .order_by("pk")
+    ]
+    reported = [
+        _reported(r, ctx)
+        for r in ReportedResult.objects.select_related("pair__target", "pair__draft", "reported_by")
+        .defer("pair__target__info", "pair__draft__info")
+        .order_by("pk")
+    ]
+    return finite(
+        {
+            "format": FORMAT,
+            "schema_version": SCHEMA_VERSION,
+            "exported_at": now_iso(timezone.now()),
+            "installation": {"id": here, "rules_from": LLAMA_CPP_BUILD, "specreg_version": _specreg_version()},
+            "token_tables": token_tables,
+            "files": files,
+            "pairs": pairs,
+            "runs": runs,
+            "reported": reported,
+            "sections": {name: s.export(ctx) for name, s in load_sections().items()},
+        }
+    )
 
 
 def export_kb(path: str | os.PathLike) -> dict[str, int]:

@@ -13,6 +13,7 @@ pinned rules; runs and reported results are kept with the installation and id th
 is how a second import of the same file finds them and adds nothing. Figures that disagree with ours
 are never merged into ours: both stay, each with its provenance.
 """
+
 from __future__ import annotations
 
 import base64
@@ -39,15 +40,14 @@ from inspector.remote import parse_hf_spec
 from inspector.sources import SourceError
 from inspector.tokens import TokenTable as Tokens
 from inspector.tokens import vocab_key
-
 from registry.cache_keys import bump_generation
-from registry.jsonsafe import json_safe
-from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, Pair, ReportedResult
 from registry.catalog.pairing import pair_for
 from registry.catalog.registration import register
-from registry.results.figures import refresh_best
+from registry.jsonsafe import json_safe
 from registry.kb import schema
 from registry.kb.sections import ImportContext, load_sections
+from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, Pair, ReportedResult
+from registry.results.figures import refresh_best
 
 # Fields of a stored inspection that say how it was read, not what the file holds.
 _HOW_READ = ("source", "bytes_fetched")
@@ -56,8 +56,10 @@ _HOW_READ = ("source", "bytes_fetched")
 MAX_DEPTH = 100
 # The top-level lists in the order their records depend on each other, with their record schema and bound.
 LISTS: dict[str, tuple[type[BaseModel], int]] = {
-    "token_tables": (schema.TokenTableIn, schema.MAX_FILES), "files": (schema.FileIn, schema.MAX_FILES),
-    "pairs": (schema.PairIn, schema.MAX_PAIRS), "runs": (schema.RunIn, schema.MAX_RUNS),
+    "token_tables": (schema.TokenTableIn, schema.MAX_FILES),
+    "files": (schema.FileIn, schema.MAX_FILES),
+    "pairs": (schema.PairIn, schema.MAX_PAIRS),
+    "runs": (schema.RunIn, schema.MAX_RUNS),
     "reported": (schema.ReportedIn, schema.MAX_REPORTED),
 }
 MAX_SECTIONS = 64
@@ -94,13 +96,15 @@ class _Capped:
             try:
                 self.decoder.decode(chunk, final=not chunk)
             except UnicodeDecodeError as exc:
-                raise KBError(f"not UTF-8 text (byte {self.read_so_far + exc.start - len(exc.object) + len(chunk)})") from None
+                raise KBError(
+                    f"not UTF-8 text (byte {self.read_so_far + exc.start - len(exc.object) + len(chunk)})"
+                ) from None
             # A string can hold NUL only through the escape \u0000 (yajl refuses raw control characters):
             # a file without one needs no json_safe copy of every record (the costliest step of an import).
             if not self.has_nul:
                 seen = self._tail + chunk
                 self.has_nul = _NUL in seen
-                self._tail = seen[-(len(_NUL) - 1):]
+                self._tail = seen[-(len(_NUL) - 1) :]
         self.read_so_far += len(chunk)
         if self.read_so_far > self.cap:
             raise KBError(f"more than SPECREG_KB_MAX_BYTES ({self.cap:,})")
@@ -117,7 +121,7 @@ def _json_error(exc: Exception) -> KBError:
     if "invalid char" in lines[0] and len(lines) >= 3:
         # The third line's caret points into the second, a copy of the text around the error.
         at = len(lines[2]) - 1
-        near = lines[1][max(at - 1, 0):at + 9]
+        near = lines[1][max(at - 1, 0) : at + 9]
         for name in ("-Infinity", "Infinity", "NaN"):
             if name in near:
                 return KBError(f"the file holds {name}, which is not a JSON number")
@@ -218,13 +222,15 @@ def check_outline(o: Outline) -> schema.Header:
     and the lists' shapes and bounds, with the wording pydantic gives a record."""
     h = o.header
     if not o.is_object or h.get("format") != schema.FORMAT:
-        raise KBError(f"not a specreg knowledge base (no \"format\": \"{schema.FORMAT}\")")
+        raise KBError(f'not a specreg knowledge base (no "format": "{schema.FORMAT}")')
     major = schema.major_of(h.get("schema_version"))
     if major is None:
-        raise KBError("schema_version must be a string MAJOR.MINOR, such as \"1.0\"")
+        raise KBError('schema_version must be a string MAJOR.MINOR, such as "1.0"')
     if major != schema.SCHEMA_MAJOR:
-        raise KBError(f"schema version {h['schema_version'][:20]} is not supported: this specreg reads "
-                      f"{schema.SCHEMA_MAJOR}.x (export it with a specreg that writes {schema.SCHEMA_MAJOR}.x)")
+        raise KBError(
+            f"schema version {h['schema_version'][:20]} is not supported: this specreg reads "
+            f"{schema.SCHEMA_MAJOR}.x (export it with a specreg that writes {schema.SCHEMA_MAJOR}.x)"
+        )
     header = _validated(schema.Header, h, "")
     for key, (_, bound) in LISTS.items():
         if o.kinds.get(key, "list") != "list":
@@ -289,7 +295,9 @@ def _info(f: schema.FileIn, tokens: Tokens | None) -> ModelInfo:
         info = ModelInfo.from_dict(checked, tokens=tokens)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise KBError(f"file {f.source[:200]}: info.{'.'.join(map(str, err['loc']))[:100]}: {err['msg'][:200]}") from None
+        raise KBError(
+            f"file {f.source[:200]}: info.{'.'.join(map(str, err['loc']))[:100]}: {err['msg'][:200]}"
+        ) from None
     except (TypeError, ValueError) as exc:
         raise KBError(f"file {f.source[:200]}: info is not a specreg inspection ({str(exc)[:200]})") from None
     tok = info.tokenizer
@@ -386,8 +394,10 @@ class _Importer:
         if GGUFFile.objects.filter(source=source).exists():
             return
         what = "a local path" if os.path.isabs(name) else "neither an hf:// name nor a file registered here"
-        raise KBError(f"file {source[:200]}: {what}; import_kb takes hf:// sources and names registered here "
-                      "(--allow-local-paths also takes local paths)")
+        raise KBError(
+            f"file {source[:200]}: {what}; import_kb takes hf:// sources and names registered here "
+            "(--allow-local-paths also takes local paths)"
+        )
 
     def run(self) -> ImportReport:
         tables = {t.sha256: _tokens(t) for t in self._each("token_tables")}
@@ -433,11 +443,20 @@ class _Importer:
         else:
             raise KBError(f"file {f.source[:200]}: no free name for its second inspection")
         if source != f.source:
-            self.ctx.messages.append(f"file {f.source} differs from the one registered here under that name: "
-                                     f"kept both, theirs as {source}")
+            self.ctx.messages.append(
+                f"file {f.source} differs from the one registered here under that name: kept both, theirs as {source}"
+            )
             self.ctx.count("files kept beside ours")
-        reg = register(info, source=source, repo=f.repo, revision=f.revision, path=f.path, commit=f.commit,
-                       etag=f.etag, size=f.size)
+        reg = register(
+            info,
+            source=source,
+            repo=f.repo,
+            revision=f.revision,
+            path=f.path,
+            commit=f.commit,
+            etag=f.etag,
+            size=f.size,
+        )
         origin = "" if f.installation == self.here else f.installation
         GGUFFile.objects.filter(pk=reg.file.pk).update(inspected_at=f.inspected_at, origin_installation=origin)
         self.file_ids[f.source] = reg.file.pk
@@ -453,8 +472,10 @@ class _Importer:
         if (ours.compatible, ours.failed_rule) != (p.compatible, p.failed_rule):
             said = "compatible" if p.compatible else f"incompatible ({p.failed_rule})"
             now = "compatible" if ours.compatible else f"incompatible ({ours.failed_rule})"
-            self.ctx.messages.append(f"pair {p.draft} → {p.target}: they said {said} under {p.rules_from or '?'}, "
-                                     f"the rules here ({ours.rules_from}) say {now}")
+            self.ctx.messages.append(
+                f"pair {p.draft} → {p.target}: they said {said} under {p.rules_from or '?'}, "
+                f"the rules here ({ours.rules_from}) say {now}"
+            )
             self.ctx.count("verdicts that differ")
 
     def _run(self, r: schema.RunIn) -> None:
@@ -463,11 +484,26 @@ class _Importer:
             return
         pair = self.pair(r.target, r.draft)
         run = BenchmarkRun.objects.create(
-            pair=pair, status=r.status, params=r.params, queue="", hardware=r.hardware,
-            hardware_class=r.hardware_class, build=r.build, summary=r.summary, report_md=r.report_md,
-            server_command=r.server_command, systemd_unit=r.systemd_unit, error=r.error, progress=1.0,
-            started_at=r.started_at, finished_at=r.finished_at, origin_installation=r.installation,
-            origin_id=r.id, origin_author=r.author, imported_at=self.now)
+            pair=pair,
+            status=r.status,
+            params=r.params,
+            queue="",
+            hardware=r.hardware,
+            hardware_class=r.hardware_class,
+            build=r.build,
+            summary=r.summary,
+            report_md=r.report_md,
+            server_command=r.server_command,
+            systemd_unit=r.systemd_unit,
+            error=r.error,
+            progress=1.0,
+            started_at=r.started_at,
+            finished_at=r.finished_at,
+            origin_installation=r.installation,
+            origin_id=r.id,
+            origin_author=r.author,
+            imported_at=self.now,
+        )
         BenchmarkRun.objects.filter(pk=run.pk).update(created_at=r.created_at)
         rows = []
         for c in r.results:
@@ -485,18 +521,38 @@ class _Importer:
             self.ctx.count("reported results already here")
             return
         pair = self.pair(r.target, r.draft)
-        figures = r.model_dump(include={"k", "acceptance", "speedup", "tokens_per_second", "baseline_tokens_per_second",
-                                        "content_type", "hardware", "llama_cpp_build"})
-        same_cell = ReportedResult.objects.filter(pair=pair, k=r.k, content_type=r.content_type, hardware=r.hardware,
-                                                  llama_cpp_build=r.llama_cpp_build)
+        figures = r.model_dump(
+            include={
+                "k",
+                "acceptance",
+                "speedup",
+                "tokens_per_second",
+                "baseline_tokens_per_second",
+                "content_type",
+                "hardware",
+                "llama_cpp_build",
+            }
+        )
+        same_cell = ReportedResult.objects.filter(
+            pair=pair, k=r.k, content_type=r.content_type, hardware=r.hardware, llama_cpp_build=r.llama_cpp_build
+        )
         if same_cell.exists() and not same_cell.filter(speedup=r.speedup, acceptance=r.acceptance).exists():
-            self.ctx.messages.append(f"reported K={r.k} {r.content_type or ''} for {r.draft} → {r.target}: their "
-                                     f"figures differ from those here; kept both, theirs from installation {r.installation}")
+            self.ctx.messages.append(
+                f"reported K={r.k} {r.content_type or ''} for {r.draft} → {r.target}: their "
+                f"figures differ from those here; kept both, theirs from installation {r.installation}"
+            )
             self.ctx.count("reported results kept beside ours")
         row = ReportedResult.objects.create(
-            pair=pair, source_url=r.source_url, citation=r.citation, notes=r.notes,
-            origin_installation=r.installation, origin_id=r.id,
-            origin_author=r.author, imported_at=self.now, **figures)
+            pair=pair,
+            source_url=r.source_url,
+            citation=r.citation,
+            notes=r.notes,
+            origin_installation=r.installation,
+            origin_id=r.id,
+            origin_author=r.author,
+            imported_at=self.now,
+            **figures,
+        )
         if r.created_at:
             ReportedResult.objects.filter(pk=row.pk).update(created_at=r.created_at)
         self.touched.add(pair.pk)

@@ -4,6 +4,7 @@ A file may come from anyone, so every list, string and number has a bound here, 
 finite, and unknown fields are ignored (a newer minor version may add some); an unknown major
 version is refused before anything else is read.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -221,10 +222,14 @@ def _model_info_schema() -> type[BaseModel]:
     """ModelInfo's fields as a pydantic model, so a stored inspection from a file is type-checked
     field by field (nested tokenizer included) before the registry rebuilds a ModelInfo from it."""
     hints = typing.get_type_hints(ModelInfo)
-    fields = {f.name: (hints[f.name], f.default if f.default is not dataclasses.MISSING else ...)
-              for f in dataclasses.fields(ModelInfo) if f.name != "tokens"}
+    fields = {
+        f.name: (hints[f.name], f.default if f.default is not dataclasses.MISSING else ...)
+        for f in dataclasses.fields(ModelInfo)
+        if f.name != "tokens"
+    }
     return create_model(  # type: ignore[call-overload]  # field types come from ModelInfo at run time
-        "ModelInfoIn", __config__=ConfigDict(extra="ignore", allow_inf_nan=False), **fields)
+        "ModelInfoIn", __config__=ConfigDict(extra="ignore", allow_inf_nan=False), **fields
+    )
 
 
 ModelInfoIn = _model_info_schema()

@@ -7,6 +7,7 @@ the other way round). A section's records name files and pairs by source, throug
 below, and carry their provenance (``ExportContext.provenance``), so the importer can keep
 records from elsewhere beside local ones and find what an earlier import brought.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -25,8 +26,11 @@ class ExportContext:
     def provenance(self, obj: Any, author: str = "") -> dict[str, Any]:
         """Where ``obj`` (a model with registry.models.Provenance fields) was made, for its record."""
         if getattr(obj, "origin_installation", ""):
-            return {"installation": obj.origin_installation, "id": obj.origin_id,
-                    "author": getattr(obj, "origin_author", "")}
+            return {
+                "installation": obj.origin_installation,
+                "id": obj.origin_id,
+                "author": getattr(obj, "origin_author", ""),
+            }
         return {"installation": self.installation, "id": obj.pk, "author": author}
 
 

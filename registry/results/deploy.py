@@ -5,6 +5,7 @@ runner (with the options of the binary it measured) both call ``deployment``. Mo
 a user will have them: a Hub file under ``models/`` exactly where ``hf download … --local-dir
 models`` puts it (subfolders kept), a local file by its registered path.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -14,7 +15,6 @@ from dataclasses import dataclass
 from inspector.hub_names import shard_glob
 from inspector.llama_flags import ALL_GPU_LAYERS, Capabilities, server_argv
 from inspector.spec_flags import Setting, spec_flags, uses_draft_file
-
 from registry.models import GGUFFile
 
 MODELS_DIR = "models"
@@ -50,36 +50,76 @@ def _systemd_quote(arg: str) -> str:
     return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def systemd_unit(argv: Sequence[str], *, description: str = "llama.cpp server (configured by specreg)",
-                 user: str | None = None, working_directory: str | None = None,
-                 environment: dict[str, str] | None = None) -> str:
-    lines = ["[Unit]", f"Description={description}", "After=network-online.target", "Wants=network-online.target",
-             "", "[Service]", "Type=simple"]
+def systemd_unit(
+    argv: Sequence[str],
+    *,
+    description: str = "llama.cpp server (configured by specreg)",
+    user: str | None = None,
+    working_directory: str | None = None,
+    environment: dict[str, str] | None = None,
+) -> str:
+    lines = [
+        "[Unit]",
+        f"Description={description}",
+        "After=network-online.target",
+        "Wants=network-online.target",
+        "",
+        "[Service]",
+        "Type=simple",
+    ]
     if user:
         lines.append(f"User={user}")
     if working_directory:
         lines.append(f"WorkingDirectory={working_directory}")
     for key, value in (environment or {}).items():
         lines.append(f"Environment={_systemd_quote(f'{key}={value}')}")
-    lines += [f"ExecStart={' '.join(_systemd_quote(a) for a in argv)}", "Restart=on-failure", "RestartSec=5",
-              "", "[Install]", "WantedBy=multi-user.target", ""]
+    lines += [
+        f"ExecStart={' '.join(_systemd_quote(a) for a in argv)}",
+        "Restart=on-failure",
+        "RestartSec=5",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ]
     return "\n".join(lines)
 
 
-def deployment(caps: Capabilities, target: str, draft: str | None, k: int | None, *, p_min: float | None = None,
-               host: str = "127.0.0.1", port: int = 8080, ctx_size: int = 4096, threads: int | None = None,
-               gpu: bool = False, setting: Setting | None = None) -> Deployment:
+def deployment(
+    caps: Capabilities,
+    target: str,
+    draft: str | None,
+    k: int | None,
+    *,
+    p_min: float | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    ctx_size: int = 4096,
+    threads: int | None = None,
+    gpu: bool = False,
+    setting: Setting | None = None,
+) -> Deployment:
     """``llama-server`` serving ``target``, speculating with ``draft`` at ``k`` (none when ``k`` is None),
     or as ``setting`` says (any method: a draftless one needs no ``draft``)."""
     if setting is not None and setting.method != "draft-simple":
-        return _method_deployment(caps, target, draft, setting, host=host, port=port, ctx_size=ctx_size,
-                                  threads=threads, gpu=gpu)
+        return _method_deployment(
+            caps, target, draft, setting, host=host, port=port, ctx_size=ctx_size, threads=threads, gpu=gpu
+        )
     if setting is not None:
         k, p_min = setting.k, setting.p_min
     uses = draft is not None and k is not None
-    argv = server_argv(caps, target, draft if uses else None, k if uses else None, p_min=p_min if uses else None,
-                       ctx_size=ctx_size, host=host, port=port, threads=threads,
-                       gpu_layers=ALL_GPU_LAYERS if gpu else None)
+    argv = server_argv(
+        caps,
+        target,
+        draft if uses else None,
+        k if uses else None,
+        p_min=p_min if uses else None,
+        ctx_size=ctx_size,
+        host=host,
+        port=port,
+        threads=threads,
+        gpu_layers=ALL_GPU_LAYERS if gpu else None,
+    )
     # Named as on a user's PATH, not by the measuring worker's path, so the pair page and the run
     # page show the same command.
     argv[0] = "llama-server"
@@ -87,13 +127,32 @@ def deployment(caps: Capabilities, target: str, draft: str | None, k: int | None
     return Deployment(tuple(argv), shlex.join(argv), systemd_unit(argv, description=desc), uses)
 
 
-def _method_deployment(caps: Capabilities, target: str, draft: str | None, setting: Setting, *, host: str,
-                       port: int, ctx_size: int, threads: int | None, gpu: bool) -> Deployment:
+def _method_deployment(
+    caps: Capabilities,
+    target: str,
+    draft: str | None,
+    setting: Setting,
+    *,
+    host: str,
+    port: int,
+    ctx_size: int,
+    threads: int | None,
+    gpu: bool,
+) -> Deployment:
     """A server speculating with a method other than a plain draft model: its --spec-type and options as
     this build's --help names them (a sidecar still comes with -md)."""
     side = draft if uses_draft_file(setting.method) else None
-    argv = server_argv(caps, target, None, None, ctx_size=ctx_size, host=host, port=port, threads=threads,
-                       gpu_layers=ALL_GPU_LAYERS if gpu else None)
+    argv = server_argv(
+        caps,
+        target,
+        None,
+        None,
+        ctx_size=ctx_size,
+        host=host,
+        port=port,
+        threads=threads,
+        gpu_layers=ALL_GPU_LAYERS if gpu else None,
+    )
     if side is not None:
         argv += [caps.model_draft_flag or "-md", side]
         if gpu and caps.draft_gpu_layers_flag:

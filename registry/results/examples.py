@@ -1,8 +1,9 @@
 """First start: the reported results shipped as examples (the curated repositories: registry.hub.curated)."""
+
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from registry.results.figures import refresh_best
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 
-@lru_cache(maxsize=None)
+@cache
 def reported_examples() -> list[dict[str, Any]]:
     return json.loads((DATA / "reported_examples.json").read_text())["examples"]
 
@@ -27,9 +28,22 @@ def apply_reported_examples() -> int:
         for pair in pairs:
             with transaction.atomic():
                 _, created = ReportedResult.objects.get_or_create(
-                    pair=pair, k=ex["k"], content_type=ex["content_type"], citation=ex["citation"],
-                    defaults={f: ex.get(f) for f in ("acceptance", "speedup", "hardware", "llama_cpp_build", "source_url",
-                                                     "tokens_per_second", "baseline_tokens_per_second")}
+                    pair=pair,
+                    k=ex["k"],
+                    content_type=ex["content_type"],
+                    citation=ex["citation"],
+                    defaults={
+                        f: ex.get(f)
+                        for f in (
+                            "acceptance",
+                            "speedup",
+                            "hardware",
+                            "llama_cpp_build",
+                            "source_url",
+                            "tokens_per_second",
+                            "baseline_tokens_per_second",
+                        )
+                    }
                     | {"method": ex.get("method") or "draft-simple"},
                 )
                 if created:

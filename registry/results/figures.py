@@ -2,6 +2,7 @@
 
 The runner writes measured results and then calls ``refresh_best(pair)`` so the table shows them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,8 +13,17 @@ from django.db import models
 from registry.cache_keys import bump_generation
 from registry.models import BenchmarkResult, Pair, ReportedResult
 
-FIGURES = ("k", "method", "acceptance", "speedup", "tokens_per_second", "baseline_tokens_per_second",
-           "content_type", "hardware", "llama_cpp_build")
+FIGURES = (
+    "k",
+    "method",
+    "acceptance",
+    "speedup",
+    "tokens_per_second",
+    "baseline_tokens_per_second",
+    "content_type",
+    "hardware",
+    "llama_cpp_build",
+)
 
 
 @dataclass
@@ -46,8 +56,14 @@ def _figure(kind: str, r: Any) -> Figure:
     return Figure(kind, **{f: getattr(r, f) for f in FIGURES}, origin=r.origin_installation or "", obj=r, **extra)
 
 
-def filtered(qs: models.QuerySet, content_type: str = "", hardware: str = "", build: str = "",
-             min_speedup: float | None = None, method: str = "") -> models.QuerySet:
+def filtered(
+    qs: models.QuerySet,
+    content_type: str = "",
+    hardware: str = "",
+    build: str = "",
+    min_speedup: float | None = None,
+    method: str = "",
+) -> models.QuerySet:
     if method:
         qs = qs.filter(method=method)
     if content_type:
@@ -100,9 +116,14 @@ def refresh_best(pair: Pair) -> None:
     pair.best_acceptance = b.acceptance if b else None
     pair.best_content_type = b.content_type if b else ""
     pair.best_method = b.method if b else ""
-    Pair.objects.filter(pk=pair.pk).update(best_kind=pair.best_kind, best_speedup=pair.best_speedup,
-                                           best_k=pair.best_k, best_acceptance=pair.best_acceptance,
-                                           best_content_type=pair.best_content_type, best_method=pair.best_method)
+    Pair.objects.filter(pk=pair.pk).update(
+        best_kind=pair.best_kind,
+        best_speedup=pair.best_speedup,
+        best_k=pair.best_k,
+        best_acceptance=pair.best_acceptance,
+        best_content_type=pair.best_content_type,
+        best_method=pair.best_method,
+    )
     bump_generation()  # cached table pages, counts and filter menus are out of date
 
 

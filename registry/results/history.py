@@ -5,11 +5,12 @@ pair, method, content type, hardware class, K and temperature — can be compare
 A change is shown only when the two builds' tokens/s ranges (min–max over repeats) do not overlap:
 a difference inside the spread is noise on the machine, not the build.
 """
+
 from __future__ import annotations
 
 import re
-from itertools import pairwise
 from dataclasses import asdict, dataclass
+from itertools import pairwise
 from typing import Any
 
 from registry.models import BenchmarkResult
@@ -68,13 +69,18 @@ class BuildChange:
 
     @property
     def sentence(self) -> str:
-        speed = (f"; speed-up {self.old_speedup:.2f}× → {self.new_speedup:.2f}×"
-                 if self.old_speedup is not None and self.new_speedup is not None else "")
-        return (f"{self.new_build} is {abs(self.percent):.0f}% {self.direction} than {self.old_build} "
-                f"({self.content_type or 'any content'}, {self.method}, {self.hardware_class or 'unknown hardware'}, "
-                f"K={self.k}, temperature {self.temperature:g}): {self.old_tokens_per_second:.1f} → "
-                f"{self.new_tokens_per_second:.1f} tokens/s, ranges {self.old_range[0]:.1f}–{self.old_range[1]:.1f} "
-                f"and {self.new_range[0]:.1f}–{self.new_range[1]:.1f}{speed}")
+        speed = (
+            f"; speed-up {self.old_speedup:.2f}× → {self.new_speedup:.2f}×"
+            if self.old_speedup is not None and self.new_speedup is not None
+            else ""
+        )
+        return (
+            f"{self.new_build} is {abs(self.percent):.0f}% {self.direction} than {self.old_build} "
+            f"({self.content_type or 'any content'}, {self.method}, {self.hardware_class or 'unknown hardware'}, "
+            f"K={self.k}, temperature {self.temperature:g}): {self.old_tokens_per_second:.1f} → "
+            f"{self.new_tokens_per_second:.1f} tokens/s, ranges {self.old_range[0]:.1f}–{self.old_range[1]:.1f} "
+            f"and {self.new_range[0]:.1f}–{self.new_range[1]:.1f}{speed}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "direction": self.direction, "percent": self.percent}
@@ -95,8 +101,12 @@ def _order(r: BenchmarkResult) -> tuple:
 
 def build_changes(pair_id: int) -> list[BuildChange]:
     """Every cell of the pair where a build differs from the previous build measured, beyond both spreads."""
-    rows = (usable_measured().filter(pair_id=pair_id, tokens_per_second__isnull=False)
-            .exclude(llama_cpp_build="").select_related("run"))
+    rows = (
+        usable_measured()
+        .filter(pair_id=pair_id, tokens_per_second__isnull=False)
+        .exclude(llama_cpp_build="")
+        .select_related("run")
+    )
     cells: dict[tuple, dict[str, BenchmarkResult]] = {}
     for r in rows:
         key = (method_of(r), r.content_type, hardware_class_of(r), r.k, r.temperature)
@@ -114,7 +124,21 @@ def build_changes(pair_id: int) -> list[BuildChange]:
                 continue
             (olo, ohi), (nlo, nhi) = _range(old, old_tps), _range(new, new_tps)
             if nlo > ohi or nhi < olo:
-                out.append(BuildChange(method, content_type, hw, k, temperature, old.llama_cpp_build,
-                                       new.llama_cpp_build, old_tps, new_tps,
-                                       (olo, ohi), (nlo, nhi), old.speedup, new.speedup))
+                out.append(
+                    BuildChange(
+                        method,
+                        content_type,
+                        hw,
+                        k,
+                        temperature,
+                        old.llama_cpp_build,
+                        new.llama_cpp_build,
+                        old_tps,
+                        new_tps,
+                        (olo, ohi),
+                        (nlo, nhi),
+                        old.speedup,
+                        new.speedup,
+                    )
+                )
     return sorted(out, key=lambda c: (c.content_type, c.method, c.hardware_class, c.k, c.temperature, c.new_build))

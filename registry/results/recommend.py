@@ -1,4 +1,5 @@
 """The llama-server command a pair page recommends, from its best result (speculation only above 1×)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,9 +7,8 @@ from dataclasses import dataclass
 from inspector.llama_flags import LlamaCppError, pinned_server_capabilities
 from inspector.llama_rules import LLAMA_CPP_BUILD
 from inspector.spec_flags import DRAFT_MODEL_METHODS, Setting, uses_draft_file
-
-from registry.results.deploy import deployment, download_command, model_path
 from registry.models import BenchmarkResult, GGUFFile
+from registry.results.deploy import deployment, download_command, model_path
 from registry.results.figures import Figure
 
 STARTING_K = 8  # untested pairs: the middle of the runner's default sweep (4, 8, 16)
@@ -36,8 +36,9 @@ def _untested_setting(target: GGUFFile, draft: GGUFFile) -> Setting:
     return Setting(method if method in DRAFT_MODEL_METHODS else "draft-simple", STARTING_K)
 
 
-def recommend(target: GGUFFile, draft: GGUFFile, compatible: bool, measured: list[Figure],
-              reported: list[Figure]) -> Recommendation:
+def recommend(
+    target: GGUFFile, draft: GGUFFile, compatible: bool, measured: list[Figure], reported: list[Figure]
+) -> Recommendation:
     figures, kind = (measured, "measured") if measured else (reported, "reported")
     fast = [f for f in figures if f.speedup is not None and f.speedup > 1]
     if not compatible:
@@ -46,35 +47,60 @@ def recommend(target: GGUFFile, draft: GGUFFile, compatible: bool, measured: lis
         b = max(fast, key=lambda f: f.speedup or 0.0)  # every one in fast has a speedup
         use, k = True, b.k
         where = f" on {b.hardware}" if b.hardware else ""
-        basis = (f"Best {kind} result: K={b.k}, {b.speedup:.2f}× faster"
-                 + (f", {b.acceptance:.0%} of drafts accepted" if b.acceptance is not None else "")
-                 + (f" ({b.content_type})" if b.content_type else "") + where + ".")
+        basis = (
+            f"Best {kind} result: K={b.k}, {b.speedup:.2f}× faster"
+            + (f", {b.acceptance:.0%} of drafts accepted" if b.acceptance is not None else "")
+            + (f" ({b.content_type})" if b.content_type else "")
+            + where
+            + "."
+        )
         if kind == "reported":
             basis += " Reported, not measured here: benchmark the pair on your hardware before relying on it."
     elif figures:
         use, k = False, None
-        basis = (f"No {kind} result is faster than the target alone (best "
-                 f"{max(f.speedup for f in figures if f.speedup is not None):.2f}×): run without a draft."
-                 if any(f.speedup is not None for f in figures) else f"The {kind} results carry no speed: run without a draft.")
+        basis = (
+            f"No {kind} result is faster than the target alone (best "
+            f"{max(f.speedup for f in figures if f.speedup is not None):.2f}×): run without a draft."
+            if any(f.speedup is not None for f in figures)
+            else f"The {kind} results carry no speed: run without a draft."
+        )
     else:
         use, k = True, STARTING_K
-        basis = (f"Not benchmarked yet: K={STARTING_K} is a starting point, not a measurement. "
-                 "Benchmark the pair; speculation can be slower than the target alone (it was on 2 CPU cores).")
+        basis = (
+            f"Not benchmarked yet: K={STARTING_K} is a starting point, not a measurement. "
+            "Benchmark the pair; speculation can be slower than the target alone (it was on 2 CPU cores)."
+        )
     setting = (_setting(b) if fast else _untested_setting(target, draft)) if use else None
     with_draft = setting is not None and uses_draft_file(setting.method)
     downloads = "\n".join(d for d in (download_command(target), download_command(draft) if with_draft else "") if d)
     measured_by = b.obj if use and kind == "measured" and fast else None
     if isinstance(measured_by, BenchmarkResult) and measured_by.run.server_command:
         # The command the run that measured this best wrote, word for word (the run page shows it too).
-        return Recommendation(use, k, basis + f" Command as written by run {measured_by.run_id}.",
-                              measured_by.run.server_command, downloads)
+        return Recommendation(
+            use,
+            k,
+            basis + f" Command as written by run {measured_by.run_id}.",
+            measured_by.run.server_command,
+            downloads,
+        )
     # A draftless method (n-gram, own MTP heads) names no -md: deployment leaves the draft out.
     caps = pinned_server_capabilities()
     try:
-        command = deployment(caps, model_path(target), model_path(draft) if with_draft else None, k,
-                             setting=setting).command
+        command = deployment(
+            caps, model_path(target), model_path(draft) if with_draft else None, k, setting=setting
+        ).command
     except LlamaCppError as exc:  # a method imported from another installation that this build lacks
-        return Recommendation(False, None, basis + f" {exc}: run the target alone.",
-                              deployment(caps, model_path(target), None, None).command, download_command(target))
-    return Recommendation(use, k, basis + f" Flags of llama.cpp {LLAMA_CPP_BUILD}; builds before the "
-                          "--spec-* options use --draft-max instead.", command, downloads)
+        return Recommendation(
+            False,
+            None,
+            basis + f" {exc}: run the target alone.",
+            deployment(caps, model_path(target), None, None).command,
+            download_command(target),
+        )
+    return Recommendation(
+        use,
+        k,
+        basis + f" Flags of llama.cpp {LLAMA_CPP_BUILD}; builds before the --spec-* options use --draft-max instead.",
+        command,
+        downloads,
+    )

@@ -1,5 +1,6 @@
 """Adding a reported result (figures measured elsewhere): one function for the pair page, the API and
 ``import_speed_bench``, so every way in applies the same permission and the same validation."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -8,7 +9,6 @@ from typing import Any
 from django import forms
 
 from inspector.speculative import SPEC_TYPES
-
 from registry.models import Pair, ReportedResult
 from registry.results.figures import refresh_best
 
@@ -16,8 +16,17 @@ from registry.results.figures import refresh_best
 class ReportedResultForm(forms.ModelForm):
     class Meta:
         model = ReportedResult
-        fields = ["k", "acceptance", "speedup", "content_type", "hardware", "llama_cpp_build", "citation",
-                  "source_url", "notes"]
+        fields = [
+            "k",
+            "acceptance",
+            "speedup",
+            "content_type",
+            "hardware",
+            "llama_cpp_build",
+            "citation",
+            "source_url",
+            "notes",
+        ]
         widgets = {"notes": forms.Textarea(attrs={"rows": 2})}
 
     source_url = forms.URLField(max_length=500, required=False, assume_scheme="https")
@@ -80,8 +89,9 @@ class FullReportedResultForm(ReportedResultForm):
         return self._positive("baseline_tokens_per_second")
 
 
-def add_reported(pair: Pair, data: Mapping[str, Any], user=None,
-                 form_class: type[ReportedResultForm] = FullReportedResultForm) -> ReportedResult:
+def add_reported(
+    pair: Pair, data: Mapping[str, Any], user=None, form_class: type[ReportedResultForm] = FullReportedResultForm
+) -> ReportedResult:
     """Validate ``data`` with ``form_class`` and store it as a reported result of ``pair``.
 
     ``user`` None means the command line (trusted, no author); a web or API user needs staff status or

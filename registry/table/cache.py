@@ -1,4 +1,5 @@
 """The rendered pairs table, cached briefly per query: the busiest page costs one cache read."""
+
 from __future__ import annotations
 
 from urllib.parse import urlencode
@@ -7,16 +8,22 @@ from django.template.loader import render_to_string
 from django.utils.safestring import SafeString, mark_safe
 
 from registry.cache_keys import cached
-from registry.table.query import TableQuery
 from registry.table.pages import page_of
+from registry.table.query import TableQuery
 
 
 def rendered_table(tq: TableQuery, sort_links: dict) -> SafeString:
     def render() -> str:
         page, rows = page_of(tq)
-        return str(render_to_string("registry/_pairs_table.html", {"tq": tq, "page": page, "rows": rows,
-                                                                    "sort_links": sort_links}))
+        return str(
+            render_to_string(
+                "registry/_pairs_table.html", {"tq": tq, "page": page, "rows": rows, "sort_links": sort_links}
+            )
+        )
 
     # Rendered by our autoescaping template, cached as plain text.
-    return mark_safe(cached(  # noqa: S308 - rendered by the autoescaping template above
-        "table", urlencode(sorted(tq.params().items())), render))
+    return mark_safe(  # noqa: S308 - rendered by the autoescaping template above
+        cached(
+            "table", urlencode(sorted(tq.params().items())), render
+        )
+    )

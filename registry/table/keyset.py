@@ -1,4 +1,5 @@
 """Keyset paging: opaque cursors holding a row's sort key, and the row comparison that starts a page after one."""
+
 from __future__ import annotations
 
 import base64
@@ -82,7 +83,7 @@ def decode(key: SortKey, cursor: str) -> list[Any] | None:
         # Values a database column can hold, or the cursor is junk (not a database error).
         if kind == "float" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
             out.append(float(v))
-        elif kind == "int" and isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63:
+        elif kind == "int" and isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63:
             out.append(v)
         elif kind == "str" and isinstance(v, str):
             out.append(v)

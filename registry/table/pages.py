@@ -1,4 +1,5 @@
 """Pages of the pairs table read by keyset (a cursor, not OFFSET), counts that never scan the whole table, and streaming."""
+
 from __future__ import annotations
 
 import json
@@ -11,10 +12,10 @@ from urllib.parse import urlencode
 from django.db import connections
 from django.db.models import QuerySet
 
-from registry.table import keyset
 from registry.cache_keys import cached
 from registry.models import Pair
 from registry.sort_keys import SortKey, sort_key
+from registry.table import keyset
 from registry.table.query import PAGE_SIZE, Row, TableQuery, filtered_pairs, rows_for
 from registry.table.rows import pairs_by_id
 
@@ -87,12 +88,15 @@ def page_of(tq: TableQuery) -> tuple[TablePage, list[Row]]:
     before = keyset.decode(key, tq.before) if tq.before and not after else None
     number = tq.page
     if after is not None:
-        found = list(keyed(base, key).filter(keyset.after(key, after)).order_by(*keyset.order_by(key))[:PAGE_SIZE + 1])
+        found = list(keyed(base, key).filter(keyset.after(key, after)).order_by(*keyset.order_by(key))[: PAGE_SIZE + 1])
         has_previous, has_next = True, len(found) > PAGE_SIZE
         number = max(number, 2)
     elif before is not None:
-        found = list(keyed(base, key).filter(keyset.before(key, before))
-                     .order_by(*keyset.order_by(key, reverse=True))[:PAGE_SIZE + 1])
+        found = list(
+            keyed(base, key)
+            .filter(keyset.before(key, before))
+            .order_by(*keyset.order_by(key, reverse=True))[: PAGE_SIZE + 1]
+        )
         has_previous, has_next = len(found) > PAGE_SIZE, True
         found = found[:PAGE_SIZE][::-1]
         number = max(number, 2) if has_previous else 1
@@ -107,16 +111,23 @@ def page_of(tq: TableQuery) -> tuple[TablePage, list[Row]]:
     found = found[:PAGE_SIZE]
     if m.exact:  # a cursor's page number is carried in the link: trust the count where it is known
         number = min(number, max(1, math.ceil(m.count / PAGE_SIZE)))
-    page = TablePage(tq, number, m.count, m.exact, has_next, has_previous,
-                     next_cursor=keyset.encode(list(found[-1])) if found and has_next else "",
-                     previous_cursor=keyset.encode(list(found[0])) if found and has_previous else "",
-                     estimated=m.estimated)
+    page = TablePage(
+        tq,
+        number,
+        m.count,
+        m.exact,
+        has_next,
+        has_previous,
+        next_cursor=keyset.encode(list(found[-1])) if found and has_next else "",
+        previous_cursor=keyset.encode(list(found[0])) if found and has_previous else "",
+        estimated=m.estimated,
+    )
     return page, rows_for([f[-1] for f in found], tq)
 
 
 def _offset_page(base: QuerySet[Pair], key: SortKey, number: int) -> list[tuple]:
     start = (number - 1) * PAGE_SIZE
-    return list(keyed(base, key).order_by(*keyset.order_by(key))[start:start + PAGE_SIZE + 1])
+    return list(keyed(base, key).order_by(*keyset.order_by(key))[start : start + PAGE_SIZE + 1])
 
 
 @dataclass
@@ -131,8 +142,9 @@ class Matches:
 
 def matches(tq: TableQuery, base: QuerySet[Pair]) -> Matches:
     """Exact up to EXACT_COUNT_LIMIT (one index or bitmap range), else the planner's estimate; cached per filter."""
+
     def compute() -> Matches:
-        ids = list(base.order_by().values_list("pk", flat=True)[:EXACT_COUNT_LIMIT + 1])
+        ids = list(base.order_by().values_list("pk", flat=True)[: EXACT_COUNT_LIMIT + 1])
         if len(ids) <= EXACT_COUNT_LIMIT:
             return Matches(len(ids), True, False, ids)
         guess = estimate(base)

@@ -1,11 +1,12 @@
 """The pairs table: search, filters, sorting and its rows from query parameters, shared by page, API and CSV."""
+
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
-from html import escape
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from functools import cached_property
+from html import escape
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -13,13 +14,13 @@ from django.db.models.lookups import GreaterThanOrEqual
 from django.http import QueryDict
 from django.utils.safestring import SafeString, mark_safe
 
-from registry.cache_keys import TTL, bump_generation, cached
-from registry.models import GGUFFile, Pair, ReportedResult
-from registry.results.figures import Figure, best, figures_for, pairs_with_results, usable_measured
+from inspector.spec_flags import draft_label, is_draftless
+from registry.cache_keys import TTL, cached
 from registry.formatting import params
+from registry.models import Pair, ReportedResult
+from registry.results.figures import Figure, best, figures_for, pairs_with_results, usable_measured
 from registry.sort_keys import COLUMNS, LOW_FLOAT, sort_key
 from registry.table.rows import TableFile, TablePair, fetch_rows
-from inspector.spec_flags import draft_label, is_draftless
 
 PAGE_SIZE = 50
 MAX_PAGE = 1_000_000  # keeps OFFSET within any database's integers
@@ -66,15 +67,29 @@ class TableQuery:
         if sort.lstrip("-") not in SORTS:
             sort = "-speedup"
         verdict = text("verdict", 20)
-        return cls(q=text("q"), verdict=verdict if verdict in VERDICTS else "compatible",
-                   content_type=text("content_type", 32), hardware=text("hardware"), build=text("build", 32),
-                   min_speedup=min_speedup, method=text("method", 32), sort=sort, page=page, after=text("after", 1000),
-                   before="" if params.get("after") else text("before", 1000))
+        return cls(
+            q=text("q"),
+            verdict=verdict if verdict in VERDICTS else "compatible",
+            content_type=text("content_type", 32),
+            hardware=text("hardware"),
+            build=text("build", 32),
+            min_speedup=min_speedup,
+            method=text("method", 32),
+            sort=sort,
+            page=page,
+            after=text("after", 1000),
+            before="" if params.get("after") else text("before", 1000),
+        )
 
     @property
     def result_filters(self) -> dict[str, Any]:
-        return {"content_type": self.content_type, "hardware": self.hardware, "build": self.build,
-                "min_speedup": self.min_speedup, "method": self.method}
+        return {
+            "content_type": self.content_type,
+            "hardware": self.hardware,
+            "build": self.build,
+            "min_speedup": self.min_speedup,
+            "method": self.method,
+        }
 
     @property
     def filters_results(self) -> bool:
@@ -160,17 +175,19 @@ class Row:
         draftless = bool(method) and is_draftless(method) and p.target.pk == p.draft.pk
         return {
             "url": f"{PAIR_URL}{p.pk}/",
-            "target": p.target.model.name, "target_sub": _file_sub(p.target),
+            "target": p.target.model.name,
+            "target_sub": _file_sub(p.target),
             "draft": draft_label(method) if draftless else p.draft.model.name,
             "draft_sub": "the target alone" if draftless else _file_sub(p.draft),
             "method": method or "–",
             "ratio": "–" if p.size_ratio is None else f"{p.size_ratio:.1f}×",
             "k": str(b.k) if b and b.k else "–",
             "acceptance": "–" if not b or b.acceptance is None else f"{b.acceptance * 100:.1f}%",
-            "speedup": "–" if not b or b.speedup is None else f"{b.speedup:.2f}×", "speed_class": speed,
-            "kind": b.kind if b else "", "content_type": b.content_type if b else "",
+            "speedup": "–" if not b or b.speedup is None else f"{b.speedup:.2f}×",
+            "speed_class": speed,
+            "kind": b.kind if b else "",
+            "content_type": b.content_type if b else "",
         }
-
 
     @cached_property
     def html(self) -> SafeString:
@@ -179,19 +196,25 @@ class Row:
         v, p = {k: escape(x) for k, x in self.view.items()}, self.pair  # html.escape: Django's, minus its lazy wrapper
         if v["kind"]:
             sub = f'<div class="sub">{v["content_type"]}</div>' if v["content_type"] else ""
-            speed = (f'<span class="{v["speed_class"]}">{v["speedup"]}</span> '
-                     f'<span class="badge {v["kind"]}">{v["kind"]}</span>{sub}')
+            speed = (
+                f'<span class="{v["speed_class"]}">{v["speedup"]}</span> '
+                f'<span class="badge {v["kind"]}">{v["kind"]}</span>{sub}'
+            )
         else:
             speed = '<span class="muted">not benchmarked</span>'
-        verdict = ('<span class="ok">compatible</span>' if p.compatible
-                   else f'<span class="fail">fails {escape(p.failed_rule)}</span>')
+        verdict = (
+            '<span class="ok">compatible</span>'
+            if p.compatible
+            else f'<span class="fail">fails {escape(p.failed_rule)}</span>'
+        )
         return mark_safe(  # noqa: S308 - every value above went through escape()
             f'<tr>\n    <td><a href="{v["url"]}" class="pair-link">{v["target"]}</a><div class="sub">{v["target_sub"]}</div></td>\n'
             f'    <td>{v["draft"]}<div class="sub">{v["draft_sub"]}</div></td>\n'
             f'    <td class="num">{v["ratio"]}</td>\n    <td class="method">{v["method"]}</td>\n'
             f'    <td class="num">{v["k"]}</td>\n'
             f'    <td class="num">{v["acceptance"]}</td>\n    <td class="num">{speed}</td>\n'
-            f'    <td>{verdict}</td>\n  </tr>\n')
+            f"    <td>{verdict}</td>\n  </tr>\n"
+        )
 
 
 PAIR_URL = "/pairs/"  # checked against reverse("pair") by a test
@@ -204,8 +227,16 @@ def _file_sub(f: TableFile) -> str:
 def stored_best(p: Pair | TablePair) -> Figure | None:
     if not p.best_kind:
         return None
-    return Figure(p.best_kind, p.best_k or 0, p.best_acceptance, p.best_speedup, p.best_content_type, "", "",
-                  method=p.best_method or "draft-simple")
+    return Figure(
+        p.best_kind,
+        p.best_k or 0,
+        p.best_acceptance,
+        p.best_speedup,
+        p.best_content_type,
+        "",
+        "",
+        method=p.best_method or "draft-simple",
+    )
 
 
 def facets() -> dict[str, list[str]]:

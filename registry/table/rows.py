@@ -3,6 +3,7 @@
 ``TablePair`` and ``TableFile`` carry the attribute names of ``Pair`` and ``GGUFFile`` that rows,
 ``serializers.pair_row`` and the CSV read, so the same code formats both.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,13 +23,37 @@ def pairs_by_id(ids: list[int]) -> QuerySet[Pair]:
         return Pair.objects.filter(RawSQL('"registry_pair"."id" = ANY(%s)', (ids,), output_field=BooleanField()))
     return Pair.objects.filter(pk__in=ids)
 
-FILE_FIELDS = ("pk", "source", "repo", "architecture", "parameter_count", "file_type", "n_vocab", "vocab_type",
-               "model_id", "model__name")
+
+FILE_FIELDS = (
+    "pk",
+    "source",
+    "repo",
+    "architecture",
+    "parameter_count",
+    "file_type",
+    "n_vocab",
+    "vocab_type",
+    "model_id",
+    "model__name",
+)
 # Up to ~100 ids PostgreSQL joins the files by primary key; from ~200 it hashes the whole file
 # table (10 times slower at 10,000 files), so longer lists go in batches.
 BATCH = 100
-PAIR_FIELDS = ("pk", "compatible", "llama_cpp_compatible", "failed_rule", "rules_from", "checked_at", "size_ratio",
-               "best_kind", "best_speedup", "best_k", "best_acceptance", "best_content_type", "best_method")
+PAIR_FIELDS = (
+    "pk",
+    "compatible",
+    "llama_cpp_compatible",
+    "failed_rule",
+    "rules_from",
+    "checked_at",
+    "size_ratio",
+    "best_kind",
+    "best_speedup",
+    "best_k",
+    "best_acceptance",
+    "best_content_type",
+    "best_method",
+)
 
 
 @dataclass(slots=True)
@@ -75,8 +100,10 @@ def fetch_rows(ids: list[int]) -> list[TablePair]:
     columns = [*PAIR_FIELDS, *(f"{side}__{c}" for side in ("target", "draft") for c in FILE_FIELDS)]
     found = {}
     for i in range(0, len(ids), BATCH):
-        for r in pairs_by_id(ids[i:i + BATCH]).values_list(*columns):
-            files = [TableFile(*(*r[start:start + n_file - 1], TableModel(r[start + n_file - 1])))
-                     for start in (n_pair, n_pair + n_file)]
+        for r in pairs_by_id(ids[i : i + BATCH]).values_list(*columns):
+            files = [
+                TableFile(*(*r[start : start + n_file - 1], TableModel(r[start + n_file - 1])))
+                for start in (n_pair, n_pair + n_file)
+            ]
             found[r[0]] = TablePair(*r[:n_pair], *files)
     return [found[pk] for pk in ids if pk in found]

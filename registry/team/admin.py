@@ -1,4 +1,5 @@
 """Admin for staff: notes (hide, read history), deployments (set URLs, retire), samples read-only."""
+
 from __future__ import annotations
 
 from django.contrib import admin

@@ -1,6 +1,7 @@
 """Notes and deployments in the JSON API (DRF views over notes.py and deployments.py, the same
 functions and rules as the pages: any account writes a note or records a deployment, only staff give
 a deployment's URL, since the server itself then fetches it)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -14,14 +15,13 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from registry.web.api_views import JSON, NOT_FOUND, error
 from registry.models import BenchmarkRun, GGUFFile, Pair
 from registry.results.figures import figures_for
-
 from registry.team import deployments as deps
 from registry.team import notes as notes_mod
 from registry.team.models import Deployment, Note
 from registry.team.views import SUBJECTS, deployment_json
+from registry.web.api_views import JSON, NOT_FOUND, error
 
 
 def _json(data: dict, status: int = 200) -> JsonResponse:
@@ -54,17 +54,23 @@ def _page(request: Request, qs: QuerySet, rows: Callable[[list], list[dict]]) ->
     limit = min(max(_number(request, "limit") or PAGE_SIZE, 1), PAGE_MAX)
     offset = _number(request, "offset") or 0
     count = qs.count()
-    items = list(qs[offset:offset + limit])
+    items = list(qs[offset : offset + limit])
 
     def link(at: int) -> str:
         params = request.query_params.copy()
         params["limit"], params["offset"] = str(limit), str(at)
         return f"{request.path}?{params.urlencode()}"
 
-    return _json({"count": count, "limit": limit, "offset": offset,
-                  "next": link(offset + limit) if offset + limit < count else None,
-                  "previous": link(max(offset - limit, 0)) if offset > 0 else None,
-                  "results": rows(items)})
+    return _json(
+        {
+            "count": count,
+            "limit": limit,
+            "offset": offset,
+            "next": link(offset + limit) if offset + limit < count else None,
+            "previous": link(max(offset - limit, 0)) if offset > 0 else None,
+            "results": rows(items),
+        }
+    )
 
 
 DEPLOYMENT_FILTERS = [
@@ -94,8 +100,12 @@ def _deployments(request: Request) -> QuerySet[Deployment]:
 
 
 class DeploymentView(APIView):
-    @extend_schema(operation_id="deployment_detail", tags=["deployments"], responses={200: JSON, 404: NOT_FOUND},
-                   summary="A deployment with its observed production telemetry and the measured reference")
+    @extend_schema(
+        operation_id="deployment_detail",
+        tags=["deployments"],
+        responses={200: JSON, 404: NOT_FOUND},
+        summary="A deployment with its observed production telemetry and the measured reference",
+    )
     def get(self, request: Request, pk: int) -> HttpResponse:
         d = get_object_or_404(Deployment.objects.select_related("target__model", "draft__model"), pk=pk)
         return _json(deployment_json(d, request.user))
@@ -103,23 +113,34 @@ class DeploymentView(APIView):
 
 class DeploymentIn(serializers.Serializer):
     target = serializers.IntegerField(help_text="id of a registered file (/api/files/ID)")
-    draft = serializers.IntegerField(required=False, allow_null=True, help_text="id of a registered file; "
-                                     "leave out for none, n-gram methods and draft-mtp")
+    draft = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        help_text="id of a registered file; leave out for none, n-gram methods and draft-mtp",
+    )
     method = serializers.CharField(help_text="llama.cpp's --spec-type (draft-simple, ngram-mod, none, …)")
     command = serializers.CharField(help_text="the llama-server command, word for word")
     k = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=1024)
     flags = serializers.CharField(required=False, allow_blank=True, default="")
     host = serializers.CharField(required=False, allow_blank=True, default="")
-    url = serializers.CharField(required=False, allow_blank=True, default="",
-                                help_text="llama-server's base URL, scraped for /metrics: staff only")
+    url = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="llama-server's base URL, scraped for /metrics: staff only",
+    )
     run = serializers.IntegerField(required=False, allow_null=True, help_text="the benchmark run it follows")
     deployed_at = serializers.DateTimeField(required=False, allow_null=True)
 
 
 class DeploymentsView(APIView):
-    @extend_schema(operation_id="deployment_list", tags=["deployments"], parameters=DEPLOYMENT_FILTERS + PAGE_PARAMS,
-                   responses={200: JSON, 400: JSON}, summary="Deployments, active first (URL and host for "
-                   "signed-in users only, as on /api/deployments/ID)")
+    @extend_schema(
+        operation_id="deployment_list",
+        tags=["deployments"],
+        parameters=DEPLOYMENT_FILTERS + PAGE_PARAMS,
+        responses={200: JSON, 400: JSON},
+        summary="Deployments, active first (URL and host for signed-in users only, as on /api/deployments/ID)",
+    )
     def get(self, request: Request) -> HttpResponse:
         try:
             qs = _deployments(request)
@@ -133,11 +154,27 @@ class DeploymentsView(APIView):
         except ListError as exc:
             return error(str(exc), 400)
 
-    @extend_schema(operation_id="deployment_create", tags=["deployments"], request=DeploymentIn,
-                   responses={201: JSON, 400: JSON, 401: JSON, 403: JSON}, summary="Record a deployment",
-                   examples=[OpenApiExample("draft model", request_only=True, value={
-                       "target": 12, "draft": 3, "method": "draft-simple", "k": 8, "host": "gpu-3",
-                       "command": "llama-server -m target.gguf -md draft.gguf --spec-draft-n-max 8"})])
+    @extend_schema(
+        operation_id="deployment_create",
+        tags=["deployments"],
+        request=DeploymentIn,
+        responses={201: JSON, 400: JSON, 401: JSON, 403: JSON},
+        summary="Record a deployment",
+        examples=[
+            OpenApiExample(
+                "draft model",
+                request_only=True,
+                value={
+                    "target": 12,
+                    "draft": 3,
+                    "method": "draft-simple",
+                    "k": 8,
+                    "host": "gpu-3",
+                    "command": "llama-server -m target.gguf -md draft.gguf --spec-draft-n-max 8",
+                },
+            )
+        ],
+    )
     def post(self, request: Request) -> HttpResponse:
         s = DeploymentIn(data=request.data)
         if not s.is_valid():
@@ -157,9 +194,21 @@ class DeploymentsView(APIView):
             if run is None:
                 return error(f"no benchmark run with id {d['run']}", 400)
         try:
-            dep = deps.record(deps.DeploymentSpec(
-                target=target, draft=draft, method=d["method"], command=d["command"], k=d.get("k"), flags=d["flags"],
-                host=d["host"], url=d["url"], deployed_at=d.get("deployed_at"), run=run), user=request.user)
+            dep = deps.record(
+                deps.DeploymentSpec(
+                    target=target,
+                    draft=draft,
+                    method=d["method"],
+                    command=d["command"],
+                    k=d.get("k"),
+                    flags=d["flags"],
+                    host=d["host"],
+                    url=d["url"],
+                    deployed_at=d.get("deployed_at"),
+                    run=run,
+                ),
+                user=request.user,
+            )
         except deps.DeploymentError as exc:
             return error(str(exc), 400)
         dep = Deployment.objects.select_related("target__model", "draft__model").get(pk=dep.pk)
@@ -172,10 +221,17 @@ def _first_error(errors: dict) -> str:
 
 def note_json(n: Note) -> dict:
     kind = notes_mod.subject_field(n.subject)
-    return {"id": n.pk, "subject": {"kind": kind, "id": n.subject.pk, "url": n.subject.get_absolute_url()},
-            "body": n.body, "html": str(notes_mod.render(n.body)), "author": n.author_name,
-            "created_at": n.created_at.isoformat(), "updated_at": n.updated_at.isoformat(), "hidden": n.hidden,
-            "url": n.get_absolute_url()}
+    return {
+        "id": n.pk,
+        "subject": {"kind": kind, "id": n.subject.pk, "url": n.subject.get_absolute_url()},
+        "body": n.body,
+        "html": str(notes_mod.render(n.body)),
+        "author": n.author_name,
+        "created_at": n.created_at.isoformat(),
+        "updated_at": n.updated_at.isoformat(),
+        "hidden": n.hidden,
+        "url": n.get_absolute_url(),
+    }
 
 
 class NoteIn(serializers.Serializer):
@@ -184,13 +240,19 @@ class NoteIn(serializers.Serializer):
     body = serializers.CharField(help_text="Markdown (raw HTML shows as text)", trim_whitespace=False)
 
 
-NOTE_FILTERS = [OpenApiParameter(kind, int, description=f"notes on this {kind} (by its id)")
-                for kind in sorted(SUBJECTS)]
+NOTE_FILTERS = [
+    OpenApiParameter(kind, int, description=f"notes on this {kind} (by its id)") for kind in sorted(SUBJECTS)
+]
 
 
 class NotesView(APIView):
-    @extend_schema(operation_id="note_list", tags=["notes"], parameters=NOTE_FILTERS + PAGE_PARAMS,
-                   responses={200: JSON, 400: JSON}, summary="Notes, oldest first (hidden ones for staff only)")
+    @extend_schema(
+        operation_id="note_list",
+        tags=["notes"],
+        parameters=NOTE_FILTERS + PAGE_PARAMS,
+        responses={200: JSON, 400: JSON},
+        summary="Notes, oldest first (hidden ones for staff only)",
+    )
     def get(self, request: Request) -> HttpResponse:
         try:
             qs = Note.objects.select_related("model", "file", "pair", "run").order_by("created_at", "pk")
@@ -204,10 +266,20 @@ class NotesView(APIView):
         except ListError as exc:
             return error(str(exc), 400)
 
-    @extend_schema(operation_id="note_create", tags=["notes"], request=NoteIn,
-                   responses={201: JSON, 400: JSON, 401: JSON, 404: NOT_FOUND}, summary="Write a note",
-                   examples=[OpenApiExample("on a pair", request_only=True, value={
-                       "subject": "pair", "id": 12, "body": "Acceptance drops below 0.5 on long JSON outputs."})])
+    @extend_schema(
+        operation_id="note_create",
+        tags=["notes"],
+        request=NoteIn,
+        responses={201: JSON, 400: JSON, 401: JSON, 404: NOT_FOUND},
+        summary="Write a note",
+        examples=[
+            OpenApiExample(
+                "on a pair",
+                request_only=True,
+                value={"subject": "pair", "id": 12, "body": "Acceptance drops below 0.5 on long JSON outputs."},
+            )
+        ],
+    )
     def post(self, request: Request) -> HttpResponse:
         s = NoteIn(data=request.data)
         if not s.is_valid():
@@ -222,8 +294,12 @@ class NotesView(APIView):
 
 
 class NoteView(APIView):
-    @extend_schema(operation_id="note_detail", tags=["notes"], responses={200: JSON, 404: NOT_FOUND},
-                   summary="A note (hidden ones for staff only)")
+    @extend_schema(
+        operation_id="note_detail",
+        tags=["notes"],
+        responses={200: JSON, 404: NOT_FOUND},
+        summary="A note (hidden ones for staff only)",
+    )
     def get(self, request: Request, pk: int) -> HttpResponse:
         n = get_object_or_404(Note.objects.select_related("model", "file", "pair", "run"), pk=pk)
         if n.hidden and not notes_mod.may_hide(request.user):

@@ -1,4 +1,5 @@
 """Deployments: recording what runs in production (by hand, from a run's recommendation), listing, retiring."""
+
 from __future__ import annotations
 
 import shlex
@@ -10,11 +11,10 @@ from django.utils import timezone
 
 from inspector.spec_flags import NGRAM_CACHE_DRAFT, NGRAM_SWEEP, uses_draft_file
 from inspector.speculative import NGRAM_METHODS, SPEC_TYPES
-from registry.models import BenchmarkRun, GGUFFile, Pair
-from registry.results.figures import Figure, figures_for
 from registry.hub import sources
 from registry.hub.sources import SourceRegistrationError
-
+from registry.models import BenchmarkRun, GGUFFile, Pair
+from registry.results.figures import Figure, figures_for
 from registry.team.models import Deployment
 from registry.team.telemetry import ScrapeError, validate_url
 
@@ -67,8 +67,10 @@ def check_spec(spec: DeploymentSpec) -> None:
     if spec.method not in SPEC_TYPES:
         raise DeploymentError(f"method {spec.method!r}: expected one of {', '.join(SPEC_TYPES)}")
     if spec.draft is None and spec.method not in (*DRAFTLESS, "draft-mtp"):
-        raise DeploymentError(f"method {spec.method} needs a draft (--draft); without one use none, draft-mtp "
-                              f"or an n-gram method ({', '.join(NGRAM_METHODS)})")
+        raise DeploymentError(
+            f"method {spec.method} needs a draft (--draft); without one use none, draft-mtp "
+            f"or an n-gram method ({', '.join(NGRAM_METHODS)})"
+        )
     if spec.draft is not None and spec.method in DRAFTLESS:
         raise DeploymentError(f"method {spec.method} uses no draft model: leave the draft out")
     if spec.k is not None and not 1 <= spec.k <= 1024:
@@ -103,10 +105,20 @@ def record(spec: DeploymentSpec, *, user=None, author_name: str = "") -> Deploym
     if spec.run is not None and pair is None:
         pair = spec.run.pair
     return Deployment.objects.create(
-        target=spec.target, draft=spec.draft, pair=pair, run=spec.run, method=spec.method, k=spec.k,
-        flags=spec.flags.strip(), command=spec.command.strip(), host=spec.host.strip(), url=spec.url.strip(),
-        created_by=user, author_name=(author_name or "unknown")[:150],
-        deployed_at=spec.deployed_at or timezone.now())
+        target=spec.target,
+        draft=spec.draft,
+        pair=pair,
+        run=spec.run,
+        method=spec.method,
+        k=spec.k,
+        flags=spec.flags.strip(),
+        command=spec.command.strip(),
+        host=spec.host.strip(),
+        url=spec.url.strip(),
+        created_by=user,
+        author_name=(author_name or "unknown")[:150],
+        deployed_at=spec.deployed_at or timezone.now(),
+    )
 
 
 def retire(d: Deployment, *, user=None, at: datetime | None = None) -> Deployment:
@@ -183,14 +195,26 @@ def initial_from_run(run: BenchmarkRun) -> dict:
         method, k, p_min = _setting_from_command(run.server_command)
     if isinstance(p_min, (int, float)):
         flags[:0] = ["--spec-draft-p-min", f"{p_min:g}"]
-    return {"target": pair.target.pk, "draft": pair.draft.pk if uses_draft_file(method) else None,
-            "method": method, "k": k, "flags": shlex.join(flags), "command": run.server_command, "run": run.pk}
+    return {
+        "target": pair.target.pk,
+        "draft": pair.draft.pk if uses_draft_file(method) else None,
+        "method": method,
+        "k": k,
+        "flags": shlex.join(flags),
+        "command": run.server_command,
+        "run": run.pk,
+    }
 
 
 def initial_from_pair(pair: Pair, command: str, k: int | None) -> dict:
     method = pair.result.get("method") or "draft-simple"
-    return {"target": pair.target.pk, "draft": pair.draft.pk if k else None,
-            "method": method if k else "none", "k": k, "command": command}
+    return {
+        "target": pair.target.pk,
+        "draft": pair.draft.pk if k else None,
+        "method": method if k else "none",
+        "k": k,
+        "command": command,
+    }
 
 
 def deployments_of(*, pair: Pair | None = None, file_ids: list[int] | None = None) -> QuerySet[Deployment]:

@@ -7,6 +7,7 @@ deployments come without their server URL: the beat scrapes every active deploym
 address from someone else's file is not this installation's to fetch (their observed samples come
 with them instead).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
@@ -18,7 +19,6 @@ from registry.kb.importer import KBError
 from registry.kb.schema import INT32, INT64, InstallationId, Source, Text150, Text200, Text255, Text500, Text1000
 from registry.kb.sections import ExportContext, ImportContext, Section, register_section
 from registry.models import BenchmarkRun, Model
-
 from registry.team import deployments as deps
 from registry.team.models import NOTE_MAX_CHARS, Deployment, Note, NoteVersion, TelemetrySample
 from registry.team.telemetry import PUBLIC_GAP, reason_to_store
@@ -27,9 +27,18 @@ MAX_NOTES = 1_000_000
 MAX_VERSIONS = 1_000
 MAX_DEPLOYMENTS = 100_000
 MAX_SAMPLES = 1_000_000  # a year of scrapes every 5 minutes is 105,120
-COUNTERS = ("draft_tokens_total", "accepted_tokens_total", "drafts_total", "tokens_predicted_total",
-            "tokens_predicted_seconds_total", "draft_tokens", "accepted_tokens", "drafts", "tokens_predicted",
-            "tokens_predicted_seconds")
+COUNTERS = (
+    "draft_tokens_total",
+    "accepted_tokens_total",
+    "drafts_total",
+    "tokens_predicted_total",
+    "tokens_predicted_seconds_total",
+    "draft_tokens",
+    "accepted_tokens",
+    "drafts",
+    "tokens_predicted",
+    "tokens_predicted_seconds",
+)
 
 
 class _Base(BaseModel):
@@ -141,21 +150,35 @@ def _local_run(ctx: ImportContext, ref: RunRef | None) -> BenchmarkRun | None:
 
 def export_notes(ctx: ExportContext) -> list[dict[str, Any]]:
     out = []
-    for n in (Note.objects.select_related("model", "file", "pair__target", "pair__draft", "run", "author")
-              .defer("file__info", "pair__target__info", "pair__draft__info").prefetch_related("versions")
-              .order_by("pk")):
-        out.append({
-            **ctx.provenance(n, n.author_name), "body": n.body, "created_at": n.created_at.isoformat(),
-            "updated_at": n.updated_at.isoformat() if n.updated_at else None, "hidden": n.hidden,
-            "hidden_at": n.hidden_at.isoformat() if n.hidden_at else None,
-            "model": {"repo": n.model.repo, "name": n.model.name} if n.model else None,
-            "file": n.file.source if n.file else None,
-            "pair": [n.pair.target.source, n.pair.draft.source] if n.pair else None,
-            "run": _run_ref(ctx, n.run),
-            "versions": [{"body": v.body, "author_name": v.author_name, "written_at": v.written_at.isoformat(),
-                          "replaced_at": v.replaced_at.isoformat() if v.replaced_at else None}
-                         for v in n.versions.all()],
-        })
+    for n in (
+        Note.objects.select_related("model", "file", "pair__target", "pair__draft", "run", "author")
+        .defer("file__info", "pair__target__info", "pair__draft__info")
+        .prefetch_related("versions")
+        .order_by("pk")
+    ):
+        out.append(
+            {
+                **ctx.provenance(n, n.author_name),
+                "body": n.body,
+                "created_at": n.created_at.isoformat(),
+                "updated_at": n.updated_at.isoformat() if n.updated_at else None,
+                "hidden": n.hidden,
+                "hidden_at": n.hidden_at.isoformat() if n.hidden_at else None,
+                "model": {"repo": n.model.repo, "name": n.model.name} if n.model else None,
+                "file": n.file.source if n.file else None,
+                "pair": [n.pair.target.source, n.pair.draft.source] if n.pair else None,
+                "run": _run_ref(ctx, n.run),
+                "versions": [
+                    {
+                        "body": v.body,
+                        "author_name": v.author_name,
+                        "written_at": v.written_at.isoformat(),
+                        "replaced_at": v.replaced_at.isoformat() if v.replaced_at else None,
+                    }
+                    for v in n.versions.all()
+                ],
+            }
+        )
     return out
 
 
@@ -180,12 +203,20 @@ def import_notes(ctx: ImportContext, items: Iterable[Any]) -> None:
         else:
             subject["run"] = _local_run(ctx, r.run)
         note = Note.objects.create(
-            body=r.body, author_name=r.author or "someone", hidden=r.hidden, hidden_at=r.hidden_at,
-            origin_installation=r.installation, origin_id=r.id, origin_author=r.author, imported_at=ctx.now,
-            **subject)
+            body=r.body,
+            author_name=r.author or "someone",
+            hidden=r.hidden,
+            hidden_at=r.hidden_at,
+            origin_installation=r.installation,
+            origin_id=r.id,
+            origin_author=r.author,
+            imported_at=ctx.now,
+            **subject,
+        )
         Note.objects.filter(pk=note.pk).update(created_at=r.created_at, updated_at=r.updated_at or r.created_at)
-        versions = [NoteVersion(note=note, body=v.body, author_name=v.author_name, written_at=v.written_at)
-                    for v in r.versions]
+        versions = [
+            NoteVersion(note=note, body=v.body, author_name=v.author_name, written_at=v.written_at) for v in r.versions
+        ]
         NoteVersion.objects.bulk_create(versions)
         for v, row in zip(r.versions, versions, strict=True):
             if v.replaced_at:
@@ -195,19 +226,39 @@ def import_notes(ctx: ImportContext, items: Iterable[Any]) -> None:
 
 def export_deployments(ctx: ExportContext) -> list[dict[str, Any]]:
     out = []
-    for d in (Deployment.objects.select_related("target", "draft", "run")
-              .defer("target__info", "draft__info").prefetch_related("samples").order_by("pk")):
-        out.append({
-            **ctx.provenance(d, d.author_name), "target": d.target.source, "draft": d.draft.source if d.draft else None,
-            "run": _run_ref(ctx, d.run), "method": d.method, "k": d.k, "flags": d.flags, "command": d.command,
-            "host": d.host, "deployed_at": d.deployed_at.isoformat(),
-            "retired_at": d.retired_at.isoformat() if d.retired_at else None,
-            # The URL stays home: it names a server inside this team's network. So do the reasons scrapes
-            # failed: a file goes to people outside staff, who read one message for every gap.
-            "samples": [{"scraped_at": s.scraped_at.isoformat(), "ok": s.ok, "error": "" if s.ok else PUBLIC_GAP,
-                         "reset": s.reset,
-                         **{c: getattr(s, c) for c in COUNTERS}} for s in d.samples.all()],
-        })
+    for d in (
+        Deployment.objects.select_related("target", "draft", "run")
+        .defer("target__info", "draft__info")
+        .prefetch_related("samples")
+        .order_by("pk")
+    ):
+        out.append(
+            {
+                **ctx.provenance(d, d.author_name),
+                "target": d.target.source,
+                "draft": d.draft.source if d.draft else None,
+                "run": _run_ref(ctx, d.run),
+                "method": d.method,
+                "k": d.k,
+                "flags": d.flags,
+                "command": d.command,
+                "host": d.host,
+                "deployed_at": d.deployed_at.isoformat(),
+                "retired_at": d.retired_at.isoformat() if d.retired_at else None,
+                # The URL stays home: it names a server inside this team's network. So do the reasons scrapes
+                # failed: a file goes to people outside staff, who read one message for every gap.
+                "samples": [
+                    {
+                        "scraped_at": s.scraped_at.isoformat(),
+                        "ok": s.ok,
+                        "error": "" if s.ok else PUBLIC_GAP,
+                        "reset": s.reset,
+                        **{c: getattr(s, c) for c in COUNTERS},
+                    }
+                    for s in d.samples.all()
+                ],
+            }
+        )
     return out
 
 
@@ -219,19 +270,40 @@ def import_deployments(ctx: ImportContext, items: Iterable[Any]) -> None:
         target = ctx.file(r.target)
         draft = ctx.file(r.draft) if r.draft else None
         try:  # the rules of the form and the API: a known method, a draft where it needs one, K 1–1024, …
-            deps.check_spec(deps.DeploymentSpec(target=target, draft=draft, method=r.method, command=r.command,
-                                                k=r.k, flags=r.flags, host=r.host))
+            deps.check_spec(
+                deps.DeploymentSpec(
+                    target=target, draft=draft, method=r.method, command=r.command, k=r.k, flags=r.flags, host=r.host
+                )
+            )
         except deps.DeploymentError as exc:
             raise KBError(f"sections.deployments: deployment {r.id} of {r.installation}: {str(exc)[:200]}") from None
         d = Deployment.objects.create(
-            target=target, draft=draft, pair=ctx.pair(r.target, r.draft) if r.draft else None,
-            run=_local_run(ctx, r.run), method=r.method, k=r.k, flags=r.flags, command=r.command, host=r.host,
-            url="", author_name=r.author or "someone", deployed_at=r.deployed_at, retired_at=r.retired_at,
-            origin_installation=r.installation, origin_id=r.id, origin_author=r.author, imported_at=ctx.now)
+            target=target,
+            draft=draft,
+            pair=ctx.pair(r.target, r.draft) if r.draft else None,
+            run=_local_run(ctx, r.run),
+            method=r.method,
+            k=r.k,
+            flags=r.flags,
+            command=r.command,
+            host=r.host,
+            url="",
+            author_name=r.author or "someone",
+            deployed_at=r.deployed_at,
+            retired_at=r.retired_at,
+            origin_installation=r.installation,
+            origin_id=r.id,
+            origin_author=r.author,
+            imported_at=ctx.now,
+        )
         # Errors as record() keeps them: a known reason, never text a server (or the file) made up.
         TelemetrySample.objects.bulk_create(
-            [TelemetrySample(deployment=d, **{**s.model_dump(), "error": "" if s.ok else reason_to_store(s.error)})
-             for s in r.samples], batch_size=1000)
+            [
+                TelemetrySample(deployment=d, **{**s.model_dump(), "error": "" if s.ok else reason_to_store(s.error)})
+                for s in r.samples
+            ],
+            batch_size=1000,
+        )
         ctx.count("deployments added")
         ctx.count("observed samples added", len(r.samples))
 

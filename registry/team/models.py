@@ -4,6 +4,7 @@ Three kinds of figures stay apart in specreg: *measured* by the runner (registry
 *reported* from elsewhere (registry.ReportedResult) and *observed* on a deployment's real traffic
 (``TelemetrySample`` here). Nothing here is mixed into a pair's best result.
 """
+
 from __future__ import annotations
 
 from typing import cast
@@ -26,27 +27,35 @@ class Note(Provenance):
     pair = models.ForeignKey(Pair, null=True, blank=True, on_delete=models.CASCADE, related_name="notes")
     run = models.ForeignKey(BenchmarkRun, null=True, blank=True, on_delete=models.CASCADE, related_name="notes")
     body = models.TextField()  # Markdown as typed; rendered (and sanitised) on the way out
-    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                               related_name="+")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     author_name = models.CharField(max_length=150)  # kept when the account goes (or for imported notes)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     hidden = models.BooleanField(default=False)  # by staff: kept, with its history, but not shown
-    hidden_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                  related_name="+")
+    hidden_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     hidden_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at", "pk"]
         constraints = [
             models.CheckConstraint(
-                condition=(Q(model__isnull=False, file__isnull=True, pair__isnull=True, run__isnull=True)
-                           | Q(model__isnull=True, file__isnull=False, pair__isnull=True, run__isnull=True)
-                           | Q(model__isnull=True, file__isnull=True, pair__isnull=False, run__isnull=True)
-                           | Q(model__isnull=True, file__isnull=True, pair__isnull=True, run__isnull=False)),
-                name="note_on_exactly_one_thing"),
-            models.UniqueConstraint(fields=["origin_installation", "origin_id"],
-                                    condition=Q(origin_id__isnull=False), name="note_origin_unique"),
+                condition=(
+                    Q(model__isnull=False, file__isnull=True, pair__isnull=True, run__isnull=True)
+                    | Q(model__isnull=True, file__isnull=False, pair__isnull=True, run__isnull=True)
+                    | Q(model__isnull=True, file__isnull=True, pair__isnull=False, run__isnull=True)
+                    | Q(model__isnull=True, file__isnull=True, pair__isnull=True, run__isnull=False)
+                ),
+                name="note_on_exactly_one_thing",
+            ),
+            models.UniqueConstraint(
+                fields=["origin_installation", "origin_id"],
+                condition=Q(origin_id__isnull=False),
+                name="note_origin_unique",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -68,8 +77,9 @@ class NoteVersion(models.Model):
     body = models.TextField()
     author_name = models.CharField(max_length=150)  # who wrote this version
     written_at = models.DateTimeField()  # when this version was written (the note's updated_at then)
-    replaced_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                    related_name="+")
+    replaced_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     replaced_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -83,11 +93,13 @@ class Deployment(Provenance):
     """What a team runs in production: a target, a draft or a draftless method, and the exact command."""
 
     target = models.ForeignKey(GGUFFile, on_delete=models.PROTECT, related_name="deployments_as_target")
-    draft = models.ForeignKey(GGUFFile, null=True, blank=True, on_delete=models.PROTECT,
-                              related_name="deployments_as_draft")
+    draft = models.ForeignKey(
+        GGUFFile, null=True, blank=True, on_delete=models.PROTECT, related_name="deployments_as_draft"
+    )
     pair = models.ForeignKey(Pair, null=True, blank=True, on_delete=models.SET_NULL, related_name="deployments")
-    run = models.ForeignKey(BenchmarkRun, null=True, blank=True, on_delete=models.SET_NULL,
-                            related_name="deployments")  # the run whose recommendation it follows
+    run = models.ForeignKey(
+        BenchmarkRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="deployments"
+    )  # the run whose recommendation it follows
     method = models.CharField(max_length=32)  # a --spec-type name (inspector.speculative.SPEC_TYPES)
     k = models.PositiveIntegerField(null=True, blank=True)  # draft tokens per step; None: not set
     flags = models.CharField(max_length=1000, blank=True)  # other options worth noting (-ngl, -c, …)
@@ -96,8 +108,9 @@ class Deployment(Provenance):
     # The server's base URL (http://host:port); telemetry reads URL/metrics. Staff only: the server
     # fetches it, so it is how someone would make the server reach an internal address.
     url = models.URLField(max_length=500, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     author_name = models.CharField(max_length=150)
     deployed_at = models.DateTimeField()
     retired_at = models.DateTimeField(null=True, blank=True)  # retired deployments are kept, with this date
@@ -110,8 +123,13 @@ class Deployment(Provenance):
     class Meta:
         ordering = ["-deployed_at", "-pk"]
         indexes = [models.Index(fields=["retired_at", "url"], name="deployment_active_url")]
-        constraints = [models.UniqueConstraint(fields=["origin_installation", "origin_id"],
-                                               condition=Q(origin_id__isnull=False), name="deployment_origin_unique")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["origin_installation", "origin_id"],
+                condition=Q(origin_id__isnull=False),
+                name="deployment_origin_unique",
+            )
+        ]
 
     def __str__(self) -> str:
         what = f"{self.method} K={self.k}" if self.k else self.method
@@ -162,11 +180,15 @@ class TelemetrySample(models.Model):
     @property
     def acceptance(self) -> float | None:
         """Accepted ÷ drafted tokens in this interval."""
-        return (self.accepted_tokens / self.draft_tokens
-                if self.draft_tokens and self.accepted_tokens is not None else None)
+        return (
+            self.accepted_tokens / self.draft_tokens if self.draft_tokens and self.accepted_tokens is not None else None
+        )
 
     @property
     def tokens_per_second(self) -> float | None:
         """Generated tokens ÷ generation seconds in this interval (llama.cpp's own clock)."""
-        return (self.tokens_predicted / self.tokens_predicted_seconds
-                if self.tokens_predicted_seconds and self.tokens_predicted is not None else None)
+        return (
+            self.tokens_predicted / self.tokens_predicted_seconds
+            if self.tokens_predicted_seconds and self.tokens_predicted is not None
+            else None
+        )

@@ -1,4 +1,5 @@
 """Notes: who may write, edit and hide them, safe rendering, and which pairs a search finds through them."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -12,13 +13,37 @@ from django.utils.safestring import SafeString, mark_safe
 
 from registry.cache_keys import bump_generation
 from registry.models import BenchmarkRun, GGUFFile, Model, Pair
-
 from registry.team.models import NOTE_MAX_CHARS, Note, NoteVersion
 
 # What a rendered note may contain: Markdown's own output, nothing a user could script with.
 # nh3 (Ammonia) removes every other tag and attribute, javascript: links and the like.
-ALLOWED_TAGS = {"p", "br", "hr", "em", "strong", "code", "pre", "blockquote", "ul", "ol", "li", "a",
-                "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "del"}
+ALLOWED_TAGS = {
+    "p",
+    "br",
+    "hr",
+    "em",
+    "strong",
+    "code",
+    "pre",
+    "blockquote",
+    "ul",
+    "ol",
+    "li",
+    "a",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "del",
+}
 ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "th": {"align"}, "td": {"align"}}
 SEARCH_ID_LIMIT = 10_000  # pairs or files one search may find through notes (see pair_ids_matching)
 
@@ -49,9 +74,14 @@ def render(body: str) -> SafeString:
     md = markdown.Markdown(extensions=["tables", "fenced_code"], output_format="html")
     md.preprocessors.deregister("html_block")
     md.inlinePatterns.deregister("html")
-    clean = nh3.clean(md.convert(body), tags=ALLOWED_TAGS, attributes=ALLOWED_ATTRIBUTES,
-                      url_schemes={"http", "https", "mailto"}, link_rel="noopener noreferrer nofollow",
-                      attribute_filter=_link_filter)
+    clean = nh3.clean(
+        md.convert(body),
+        tags=ALLOWED_TAGS,
+        attributes=ALLOWED_ATTRIBUTES,
+        url_schemes={"http", "https", "mailto"},
+        link_rel="noopener noreferrer nofollow",
+        attribute_filter=_link_filter,
+    )
     return mark_safe(clean)  # noqa: S308 - sanitised by nh3 just above
 
 
@@ -87,8 +117,9 @@ def subject_field(subject: Subject) -> str:
 def add_note(subject: Subject, body: str, user) -> Note:
     if not may_write(user):
         raise NoteError("adding a note needs an account")
-    note = Note.objects.create(**{subject_field(subject): subject}, body=_clean_body(body), author=user,
-                               author_name=user.get_username())
+    note = Note.objects.create(
+        **{subject_field(subject): subject}, body=_clean_body(body), author=user, author_name=user.get_username()
+    )
     bump_generation()  # the table's search finds pairs through notes
     return note
 
@@ -101,8 +132,9 @@ def edit_note(note: Note, body: str, user) -> Note:
     if body == note.body:
         return note
     with transaction.atomic():
-        NoteVersion.objects.create(note=note, body=note.body, author_name=note.author_name, written_at=note.updated_at,
-                                   replaced_by=user)
+        NoteVersion.objects.create(
+            note=note, body=note.body, author_name=note.author_name, written_at=note.updated_at, replaced_by=user
+        )
         note.body = body
         if user.pk != note.author_id:
             note.author_name = user.get_username()  # this version's writer; the first author is in versions
@@ -114,7 +146,11 @@ def edit_note(note: Note, body: str, user) -> Note:
 def set_hidden(note: Note, hidden: bool, user) -> Note:
     if not may_hide(user):
         raise NoteError("only staff may hide or show a note")
-    note.hidden, note.hidden_by, note.hidden_at = hidden, (user if hidden else None), (timezone.now() if hidden else None)
+    note.hidden, note.hidden_by, note.hidden_at = (
+        hidden,
+        (user if hidden else None),
+        (timezone.now() if hidden else None),
+    )
     note.save(update_fields=["hidden", "hidden_by", "hidden_at"])
     bump_generation()
     return note

@@ -1,5 +1,6 @@
 """An inline SVG of a deployment's observed tokens/s and acceptance over time (drawn server-side, like
 registry.web.plot's K plot), with failed scrapes as gaps and the measured figures as reference lines."""
+
 from __future__ import annotations
 
 from django.utils.html import escape
@@ -13,8 +14,13 @@ W, H, LEFT, TOP = FRAME.w, FRAME.h, FRAME.left, FRAME.top
 SPEED, ACC, GAP, MEASURED = "#2563eb", "#059669", "#dc2626", "#64748b"
 
 
-def observed_svg(points: list[Point], *, measured_tps: float | None = None,
-                 measured_acceptance: float | None = None, title: str = "Observed in production") -> SafeString:
+def observed_svg(
+    points: list[Point],
+    *,
+    measured_tps: float | None = None,
+    measured_acceptance: float | None = None,
+    title: str = "Observed in production",
+) -> SafeString:
     """Solid: tokens/s per scrape interval; dashed: acceptance; red ticks: gaps; grey: measured."""
     if not points:
         return mark_safe("")
@@ -31,47 +37,75 @@ def observed_svg(points: list[Point], *, measured_tps: float | None = None,
         return FRAME.y_scaled(v, top)
 
     y_acc = FRAME.y_fraction
-    parts = FRAME.start(title, top_value=top, tick=lambda v: f"{v:.0f}", left_title="tokens/s (solid)",
-                        right_title="acceptance (dashed)")
+    parts = FRAME.start(
+        title,
+        top_value=top,
+        tick=lambda v: f"{v:.0f}",
+        left_title="tokens/s (solid)",
+        right_title="acceptance (dashed)",
+    )
     for at, frac in ((points[0].at, 0.0), (points[-1].at, 1.0)):
-        parts.append(f'<text x="{LEFT + pw * frac:.1f}" y="{TOP + ph + 16}" text-anchor="{"start" if frac == 0 else "end"}" '
-                     f'class="tick">{escape(at.strftime("%Y-%m-%d %H:%M"))} UTC</text>')
+        parts.append(
+            f'<text x="{LEFT + pw * frac:.1f}" y="{TOP + ph + 16}" text-anchor="{"start" if frac == 0 else "end"}" '
+            f'class="tick">{escape(at.strftime("%Y-%m-%d %H:%M"))} UTC</text>'
+        )
     if measured_tps:
         yy = y_speed(measured_tps)
-        parts.append(f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="{MEASURED}" stroke-dasharray="2 3">'
-                     f'<title>measured: {measured_tps:.1f} tokens/s</title></line>')
+        parts.append(
+            f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="{MEASURED}" stroke-dasharray="2 3">'
+            f"<title>measured: {measured_tps:.1f} tokens/s</title></line>"
+        )
     if measured_acceptance is not None:
         yy = y_acc(measured_acceptance)
-        parts.append(f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="{MEASURED}" stroke-dasharray="8 3">'
-                     f'<title>measured: {measured_acceptance:.0%} accepted</title></line>')
+        parts.append(
+            f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="{MEASURED}" stroke-dasharray="8 3">'
+            f"<title>measured: {measured_acceptance:.0%} accepted</title></line>"
+        )
     for run in _runs(points, "tokens_per_second"):
         if len(run) > 1:
-            parts.append(f'<polyline fill="none" stroke="{SPEED}" stroke-width="2" points="{pts([(x(p), y_speed(p.tokens_per_second)) for p in run if p.tokens_per_second is not None])}"/>')
+            parts.append(
+                f'<polyline fill="none" stroke="{SPEED}" stroke-width="2" points="{pts([(x(p), y_speed(p.tokens_per_second)) for p in run if p.tokens_per_second is not None])}"/>'
+            )
     for run in _runs(points, "acceptance"):
         if len(run) > 1:
-            parts.append(f'<polyline fill="none" stroke="{ACC}" stroke-width="1.5" stroke-dasharray="6 4" points="{pts([(x(p), y_acc(p.acceptance)) for p in run if p.acceptance is not None])}"/>')
+            parts.append(
+                f'<polyline fill="none" stroke="{ACC}" stroke-width="1.5" stroke-dasharray="6 4" points="{pts([(x(p), y_acc(p.acceptance)) for p in run if p.acceptance is not None])}"/>'
+            )
     for p in points:
         when = p.at.strftime("%Y-%m-%d %H:%M:%S")
         if p.gap:
-            parts.append(f'<line x1="{x(p):.1f}" x2="{x(p):.1f}" y1="{TOP + ph - 10}" y2="{TOP + ph}" stroke="{GAP}" stroke-width="2">'
-                         f'<title>{escape(when + " UTC: " + _gap_label(p.gap))}</title></line>')
+            parts.append(
+                f'<line x1="{x(p):.1f}" x2="{x(p):.1f}" y1="{TOP + ph - 10}" y2="{TOP + ph}" stroke="{GAP}" stroke-width="2">'
+                f"<title>{escape(when + ' UTC: ' + _gap_label(p.gap))}</title></line>"
+            )
             continue
         if p.reset:
-            parts.append(f'<line x1="{x(p):.1f}" x2="{x(p):.1f}" y1="{TOP}" y2="{TOP + ph}" stroke="{MEASURED}" stroke-dasharray="1 3">'
-                         f'<title>{escape(when)} UTC: server restarted (counters reset)</title></line>')
-        label = escape(f"{when} UTC: " + (f"{p.tokens_per_second:.1f} tokens/s" if p.tokens_per_second is not None else "no generation")
-                       + (f", {p.acceptance:.0%} accepted" if p.acceptance is not None else ""))
+            parts.append(
+                f'<line x1="{x(p):.1f}" x2="{x(p):.1f}" y1="{TOP}" y2="{TOP + ph}" stroke="{MEASURED}" stroke-dasharray="1 3">'
+                f"<title>{escape(when)} UTC: server restarted (counters reset)</title></line>"
+            )
+        label = escape(
+            f"{when} UTC: "
+            + (f"{p.tokens_per_second:.1f} tokens/s" if p.tokens_per_second is not None else "no generation")
+            + (f", {p.acceptance:.0%} accepted" if p.acceptance is not None else "")
+        )
         if p.tokens_per_second is not None:
-            parts.append(f'<circle cx="{x(p):.1f}" cy="{y_speed(p.tokens_per_second):.1f}" r="3.5" fill="{SPEED}"><title>{label}</title></circle>')
+            parts.append(
+                f'<circle cx="{x(p):.1f}" cy="{y_speed(p.tokens_per_second):.1f}" r="3.5" fill="{SPEED}"><title>{label}</title></circle>'
+            )
         if p.acceptance is not None:
-            parts.append(f'<rect x="{x(p) - 3:.1f}" y="{y_acc(p.acceptance) - 3:.1f}" width="6" height="6" fill="#fff" stroke="{ACC}"><title>{label}</title></rect>')
+            parts.append(
+                f'<rect x="{x(p) - 3:.1f}" y="{y_acc(p.acceptance) - 3:.1f}" width="6" height="6" fill="#fff" stroke="{ACC}"><title>{label}</title></rect>'
+            )
     legend = [(SPEED, "t/s observed"), (ACC, "acceptance observed"), (GAP, "gap")]
     if measured_tps or measured_acceptance is not None:
         legend.append((MEASURED, "measured (runner)"))
     lx: float = LEFT
     for colour, text in legend:
-        parts.append(f'<rect x="{lx}" y="{H - 18}" width="12" height="12" fill="{colour}"/>'
-                     f'<text x="{lx + 16}" y="{H - 8}" class="legend">{escape(text)}</text>')
+        parts.append(
+            f'<rect x="{lx}" y="{H - 18}" width="12" height="12" fill="{colour}"/>'
+            f'<text x="{lx + 16}" y="{H - 8}" class="legend">{escape(text)}</text>'
+        )
         lx += 26 + 6.5 * len(text)
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 - every interpolated text above went through escape()
@@ -91,5 +125,3 @@ def _runs(points: list[Point], attr: str) -> list[list[Point]]:
         elif getattr(p, attr) is not None:
             out[-1].append(p)
     return [r for r in out if r]
-
-

@@ -1,4 +1,5 @@
 """Queueing one scrape of a deployment ("scrape now") for the telemetry worker (registry.team.tasks)."""
+
 from __future__ import annotations
 
 from django.utils import timezone

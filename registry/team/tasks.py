@@ -4,6 +4,7 @@ Both go to the telemetry queue (CELERY_TASK_ROUTES; queue_scrape names it too), 
 else: a slow /metrics never holds a queued check or Hub job. Their names stay ``runner.tasks.…`` (where
 they used to live), so messages already queued and the beat schedule find them.
 """
+
 from __future__ import annotations
 
 from celery import shared_task

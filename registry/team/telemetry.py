@@ -6,6 +6,7 @@ to_metrics`` in tools/server/server-task.cpp of the pinned build): the ones read
 generated tokens ÷ the seconds llama.cpp spent generating them (its own clock, per request, so it is
 the speed one user sees, comparable with the runner's measured tokens/s).
 """
+
 from __future__ import annotations
 
 import http.client
@@ -54,14 +55,26 @@ _HEADERS = {"Accept": "text/plain", "User-Agent": "specreg-telemetry"}
 # numbers, never text the server sent (no body, reason phrase or certificate name). record() keeps
 # only these, so neither an error stored here nor one imported from another installation's file can
 # carry an internal service's answer.
-_REASONS = re.compile("|".join([
-    r"connection refused", r"timed out", r"no complete answer within \d+(?:\.\d+)? s", r"host name not found",
-    r"could not connect", r"connection closed, or not an HTTP answer",
-    r"TLS error: the certificate is for another host", r"TLS error: certificate not trusted", r"TLS error",
-    r"HTTP \d{3}(?: \(was llama-server started with --metrics\?\))?", r"answer larger than [\d,]+ bytes",
-    r"not Prometheus text", re.escape("no llamacpp:tokens_predicted_total counter: is this a llama-server /metrics?"),
-    re.escape(PUBLIC_GAP),
-]))
+_REASONS = re.compile(
+    "|".join(
+        [
+            r"connection refused",
+            r"timed out",
+            r"no complete answer within \d+(?:\.\d+)? s",
+            r"host name not found",
+            r"could not connect",
+            r"connection closed, or not an HTTP answer",
+            r"TLS error: the certificate is for another host",
+            r"TLS error: certificate not trusted",
+            r"TLS error",
+            r"HTTP \d{3}(?: \(was llama-server started with --metrics\?\))?",
+            r"answer larger than [\d,]+ bytes",
+            r"not Prometheus text",
+            re.escape("no llamacpp:tokens_predicted_total counter: is this a llama-server /metrics?"),
+            re.escape(PUBLIC_GAP),
+        ]
+    )
+)
 
 
 class ScrapeError(Exception):
@@ -143,10 +156,12 @@ def _watched_pool(url: str, watch: _Watch, timeout: float) -> urllib3.HTTPConnec
             sock = base._new_conn(self)
             watch.add(sock)
             return sock
+
         return _new_conn
 
-    pool = urllib3.connection_from_url(url, retries=False, maxsize=1, headers=_HEADERS,
-                                       timeout=urllib3.Timeout(connect=timeout, read=timeout))
+    pool = urllib3.connection_from_url(
+        url, retries=False, maxsize=1, headers=_HEADERS, timeout=urllib3.Timeout(connect=timeout, read=timeout)
+    )
     base = HTTPSConnection if isinstance(pool, urllib3.HTTPSConnectionPool) else HTTPConnection
     pool.ConnectionCls = type("Watched" + base.__name__, (base,), {"_new_conn": new_conn(base)})
     return pool
@@ -162,8 +177,9 @@ def fetch(url: str, *, timeout: float | None = None, max_bytes: int | None = Non
     max_bytes = settings.SPECREG_TELEMETRY_MAX_BYTES if max_bytes is None else max_bytes
     watch = _Watch()
     outcome: list[str | ScrapeError] = []
-    worker = threading.Thread(target=_fetch_into, args=(url, timeout, max_bytes, watch, outcome),
-                              name="specreg-scrape", daemon=True)
+    worker = threading.Thread(
+        target=_fetch_into, args=(url, timeout, max_bytes, watch, outcome), name="specreg-scrape", daemon=True
+    )
     worker.start()
     worker.join(timeout)
     if worker.is_alive() or not outcome:
@@ -189,15 +205,21 @@ def _fetch(url: str, timeout: float, max_bytes: int, watch: _Watch) -> str:
     pool = _watched_pool(url, watch, timeout)
     try:
         try:
-            r = pool.urlopen("GET", urlsplit(url)._replace(scheme="", netloc="").geturl() or "/",
-                             preload_content=False, redirect=False)
+            r = pool.urlopen(
+                "GET",
+                urlsplit(url)._replace(scheme="", netloc="").geturl() or "/",
+                preload_content=False,
+                redirect=False,
+            )
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ScrapeError(_reason(exc)) from None
         try:
             if r.status != 200:
                 # The status only: a reason phrase is the server's text.
-                raise ScrapeError(f"HTTP {r.status}" + (" (was llama-server started with --metrics?)"
-                                                             if r.status in (404, 501) else ""))
+                raise ScrapeError(
+                    f"HTTP {r.status}"
+                    + (" (was llama-server started with --metrics?)" if r.status in (404, 501) else "")
+                )
             chunks, size = [], 0
             # Read whatever has arrived (read1, not read(n), which waits for n bytes), so neither a huge
             # answer nor a slow trickle holds the beat past the deadline.
@@ -286,11 +308,18 @@ class Observed:
         return self.latest is not None and self.latest > self.last_gap
 
     def to_dict(self) -> dict:
-        return {"acceptance": self.acceptance, "draft_tokens": self.draft_tokens,
-                "accepted_tokens": self.accepted_tokens, "tokens_per_second": self.tokens_per_second,
-                "tokens_predicted": self.tokens_predicted, "samples": self.samples, "gaps": self.gaps,
-                "resets": self.resets, "since": self.since.isoformat() if self.since else None,
-                "latest": self.latest.isoformat() if self.latest else None}
+        return {
+            "acceptance": self.acceptance,
+            "draft_tokens": self.draft_tokens,
+            "accepted_tokens": self.accepted_tokens,
+            "tokens_per_second": self.tokens_per_second,
+            "tokens_predicted": self.tokens_predicted,
+            "samples": self.samples,
+            "gaps": self.gaps,
+            "resets": self.resets,
+            "since": self.since.isoformat() if self.since else None,
+            "latest": self.latest.isoformat() if self.latest else None,
+        }
 
 
 def _delta(now: float | None, before: float | None) -> tuple[float | None, bool]:
@@ -301,14 +330,16 @@ def _delta(now: float | None, before: float | None) -> tuple[float | None, bool]
     return now - before, False
 
 
-def record(deployment: Deployment, *, counters: dict[str, float] | None, error: str = "",
-           at: datetime | None = None) -> TelemetrySample:
+def record(
+    deployment: Deployment, *, counters: dict[str, float] | None, error: str = "", at: datetime | None = None
+) -> TelemetrySample:
     """Store one scrape's outcome: deltas against the last good sample, a reset when a counter fell."""
     at = at or timezone.now()
     if counters is None:
         # Trimmed to a known reason here, so no stored error keeps what a server sent.
-        return TelemetrySample.objects.create(deployment=deployment, scraped_at=at, ok=False,
-                                              error=reason_to_store(error)[:ERROR_CHARS])
+        return TelemetrySample.objects.create(
+            deployment=deployment, scraped_at=at, ok=False, error=reason_to_store(error)[:ERROR_CHARS]
+        )
     last = deployment.samples.filter(ok=True).order_by("-scraped_at", "-pk").first()
     values = {f"{name}_total": counters.get(name) for name in COUNTERS}
     deltas: dict[str, float | None] = {}
@@ -320,8 +351,9 @@ def record(deployment: Deployment, *, counters: dict[str, float] | None, error: 
     if reset:
         # One restart resets every counter: count each from zero, not just the ones that fell.
         deltas = {name: counters.get(name) for name in COUNTERS}
-    return TelemetrySample.objects.create(deployment=deployment, scraped_at=at, ok=True, reset=reset,
-                                          **values, **deltas)
+    return TelemetrySample.objects.create(
+        deployment=deployment, scraped_at=at, ok=True, reset=reset, **values, **deltas
+    )
 
 
 def _read(url: str) -> dict[str, float] | ScrapeError:
@@ -356,8 +388,9 @@ def scrape_active() -> list[TelemetrySample]:
     if not deployments:
         return []
     at = timezone.now()
-    with ThreadPoolExecutor(max_workers=min(SCRAPE_THREADS, len(deployments)),
-                            thread_name_prefix="specreg-scrapes") as pool:
+    with ThreadPoolExecutor(
+        max_workers=min(SCRAPE_THREADS, len(deployments)), thread_name_prefix="specreg-scrapes"
+    ) as pool:
         outcomes = list(pool.map(_read, [d.url for d in deployments]))
     return [_recorded(d, outcome, at) for d, outcome in zip(deployments, outcomes, strict=True)]
 
@@ -382,19 +415,32 @@ def observed(deployment: Deployment) -> Observed:
     many samples: the beat adds one a minute per deployment)."""
     good = Q(ok=True)
     a = deployment.samples.aggregate(
-        drafted=Sum("draft_tokens", filter=good), accepted=Sum("accepted_tokens", filter=good),
-        predicted=Sum("tokens_predicted", filter=good), seconds=Sum("tokens_predicted_seconds", filter=good),
-        samples=Count("pk", filter=good), gaps=Count("pk", filter=Q(ok=False)),
+        drafted=Sum("draft_tokens", filter=good),
+        accepted=Sum("accepted_tokens", filter=good),
+        predicted=Sum("tokens_predicted", filter=good),
+        seconds=Sum("tokens_predicted_seconds", filter=good),
+        samples=Count("pk", filter=good),
+        gaps=Count("pk", filter=Q(ok=False)),
         resets=Count("pk", filter=good & Q(reset=True)),
-        since=Min("scraped_at", filter=good), latest=Max("scraped_at", filter=good),
-        last_gap=Max("scraped_at", filter=Q(ok=False)))
+        since=Min("scraped_at", filter=good),
+        latest=Max("scraped_at", filter=good),
+        last_gap=Max("scraped_at", filter=Q(ok=False)),
+    )
     drafted, accepted = a["drafted"] or 0, a["accepted"] or 0  # SUM of no rows (or only NULLs) is NULL
     predicted, seconds = a["predicted"] or 0, a["seconds"] or 0
     return Observed(
-        acceptance=accepted / drafted if drafted > 0 else None, draft_tokens=int(drafted),
-        accepted_tokens=int(accepted), tokens_per_second=predicted / seconds if seconds > 0 else None,
-        tokens_predicted=int(predicted), samples=a["samples"], gaps=a["gaps"], resets=a["resets"],
-        since=a["since"], latest=a["latest"], last_gap=a["last_gap"])
+        acceptance=accepted / drafted if drafted > 0 else None,
+        draft_tokens=int(drafted),
+        accepted_tokens=int(accepted),
+        tokens_per_second=predicted / seconds if seconds > 0 else None,
+        tokens_predicted=int(predicted),
+        samples=a["samples"],
+        gaps=a["gaps"],
+        resets=a["resets"],
+        since=a["since"],
+        latest=a["latest"],
+        last_gap=a["last_gap"],
+    )
 
 
 def telemetry_state(deployment: Deployment, obs: Observed, user) -> dict:
@@ -405,7 +451,12 @@ def telemetry_state(deployment: Deployment, obs: Observed, user) -> dict:
     if available is False:
         message = PUBLIC_GAP
         if may_see_reasons(user):
-            last = deployment.samples.filter(ok=False).order_by("-scraped_at", "-pk").values_list("error", flat=True).first()
+            last = (
+                deployment.samples.filter(ok=False)
+                .order_by("-scraped_at", "-pk")
+                .values_list("error", flat=True)
+                .first()
+            )
             message = shown_error(last or "", staff=True)
     return {"available": available, "at": at.isoformat() if at else None, "message": message}
 

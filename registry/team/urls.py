@@ -1,4 +1,5 @@
 """Routes for notes and deployments (included by registry.urls)."""
+
 from __future__ import annotations
 
 from django.urls import path

@@ -1,4 +1,5 @@
 """Pages for notes and deployments, and a deployment's JSON; thin, over notes.py, deployments.py and telemetry.py."""
+
 from __future__ import annotations
 
 from typing import cast
@@ -11,13 +12,12 @@ from django.views.decorators.http import require_POST
 
 from registry.access.policy import may_see_paths
 from registry.models import BenchmarkRun, GGUFFile, Model, Pair
-
+from registry.queues import listening_workers, telemetry_queue
 from registry.team import deployments as deps
 from registry.team import notes as notes_mod
 from registry.team.forms import DeploymentForm, NoteForm
 from registry.team.models import Deployment, Note
 from registry.team.plot import observed_svg
-from registry.queues import listening_workers, telemetry_queue
 from registry.team.scrape_queue import queue_scrape
 from registry.team.telemetry import may_see_reasons, observed, series, shown_error, telemetry_state
 
@@ -69,10 +69,19 @@ def note(request: HttpRequest, pk: int) -> HttpResponse:
             else:
                 messages.success(request, "Note saved; the earlier text is kept in its history.")
                 return redirect(n)
-    return render(request, "team/note.html", {
-        "note": n, "html": notes_mod.render(n.body), "subject_url": subject_url(n.subject), "form": form,
-        "versions": [(v, notes_mod.render(v.body)) for v in n.versions.all()[:100]],
-        "may_hide": notes_mod.may_hide(request.user)}, status=400 if form is not None and form.errors else 200)
+    return render(
+        request,
+        "team/note.html",
+        {
+            "note": n,
+            "html": notes_mod.render(n.body),
+            "subject_url": subject_url(n.subject),
+            "form": form,
+            "versions": [(v, notes_mod.render(v.body)) for v in n.versions.all()[:100]],
+            "may_hide": notes_mod.may_hide(request.user),
+        },
+        status=400 if form is not None and form.errors else 200,
+    )
 
 
 @login_required
@@ -93,8 +102,10 @@ def deployment_new(request: HttpRequest) -> HttpResponse:
     staff = deps.may_set_url(request.user)
     initial: dict = {}
     if request.GET.get("run", "").isdigit():
-        run = get_object_or_404(BenchmarkRun.objects.select_related("pair__target", "pair__draft",
-                                                                    "pair__check_result"), pk=request.GET["run"])
+        run = get_object_or_404(
+            BenchmarkRun.objects.select_related("pair__target", "pair__draft", "pair__check_result"),
+            pk=request.GET["run"],
+        )
         initial = deps.initial_from_run(run)
     elif request.GET.get("pair", "").isdigit():
         from registry.web.pages import pair_page
@@ -107,9 +118,16 @@ def deployment_new(request: HttpRequest) -> HttpResponse:
         d = form.cleaned_data
         try:
             spec = deps.DeploymentSpec(
-                target=_file(d["target"]), draft=_file(d["draft"]) if d["draft"] else None, method=d["method"],
-                command=d["command"], k=d["k"], flags=d["flags"], host=d["host"], url=d.get("url", "") or "",
-                run=BenchmarkRun.objects.filter(pk=d["run"]).first() if d["run"] else None)
+                target=_file(d["target"]),
+                draft=_file(d["draft"]) if d["draft"] else None,
+                method=d["method"],
+                command=d["command"],
+                k=d["k"],
+                flags=d["flags"],
+                host=d["host"],
+                url=d.get("url", "") or "",
+                run=BenchmarkRun.objects.filter(pk=d["run"]).first() if d["run"] else None,
+            )
             dep = deps.record(spec, user=request.user)
         except deps.DeploymentError as exc:
             form.add_error(None, str(exc))
@@ -121,10 +139,17 @@ def deployment_new(request: HttpRequest) -> HttpResponse:
     target = GGUFFile.objects.filter(pk=target_pk).select_related("model").first() if target_pk is not None else None
     draft = GGUFFile.objects.filter(pk=draft_pk).select_related("model").first() if draft_pk is not None else None
     if target is None:
-        return HttpResponse("Record a deployment from a run's or a pair's page (its target is not known here).\n",
-                            status=400, content_type="text/plain")
-    return render(request, "team/deployment_form.html", {"form": form, "target": target, "draft": draft},
-                  status=400 if form.errors else 200)
+        return HttpResponse(
+            "Record a deployment from a run's or a pair's page (its target is not known here).\n",
+            status=400,
+            content_type="text/plain",
+        )
+    return render(
+        request,
+        "team/deployment_form.html",
+        {"form": form, "target": target, "draft": draft},
+        status=400 if form.errors else 200,
+    )
 
 
 def _int(value) -> int | None:
@@ -147,13 +172,27 @@ def deployment(request: HttpRequest, pk: int) -> HttpResponse:
     samples = list(d.samples.order_by("-scraped_at", "-pk")[:50])
     for s in samples:
         s.shown_error = shown_error(s.error, staff=staff)  # type: ignore[attr-defined]  # for the template only; staff read why; everyone else "telemetry unavailable"
-    return render(request, "team/deployment.html", {
-        "d": d, "observed": obs, "measured": ref, "samples": samples, "telemetry": telemetry_state(d, obs, request.user),
-        "plot": observed_svg(series(d, staff=staff), measured_tps=ref.tokens_per_second if ref else None,
-                             measured_acceptance=ref.acceptance if ref else None,
-                             title=f"Observed on deployment {d.pk}"),
-        "may_retire": deps.may_retire(request.user, d), "may_scrape": deps.may_set_url(request.user),
-        "show_url": may_see_paths(request.user), "scrape_no_worker": staff and _nobody_scrapes(d)})
+    return render(
+        request,
+        "team/deployment.html",
+        {
+            "d": d,
+            "observed": obs,
+            "measured": ref,
+            "samples": samples,
+            "telemetry": telemetry_state(d, obs, request.user),
+            "plot": observed_svg(
+                series(d, staff=staff),
+                measured_tps=ref.tokens_per_second if ref else None,
+                measured_acceptance=ref.acceptance if ref else None,
+                title=f"Observed on deployment {d.pk}",
+            ),
+            "may_retire": deps.may_retire(request.user, d),
+            "may_scrape": deps.may_set_url(request.user),
+            "show_url": may_see_paths(request.user),
+            "scrape_no_worker": staff and _nobody_scrapes(d),
+        },
+    )
 
 
 def _nobody_scrapes(d: Deployment) -> str:
@@ -197,7 +236,9 @@ def deployment_scrape(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, "Scrape not queued: the task broker did not take it; try again later.")
         return redirect(d)
     if queued:
-        messages.info(request, "Scrape queued: the telemetry worker reads /metrics; its result shows below once stored.")
+        messages.info(
+            request, "Scrape queued: the telemetry worker reads /metrics; its result shows below once stored."
+        )
     else:
         messages.info(request, "A scrape of this deployment is already queued or running.")
     return redirect(d)
@@ -209,16 +250,25 @@ def deployment_json(d: Deployment, user, figures: dict | None = None) -> dict:
     private = may_see_paths(user)
     obs = observed(d)
     return {
-        "id": d.pk, "target": {"id": d.target_id, "source": d.target.source, "model": d.target.model.name},
+        "id": d.pk,
+        "target": {"id": d.target_id, "source": d.target.source, "model": d.target.model.name},
         "draft": {"id": d.draft_id, "source": d.draft.source, "model": d.draft.model.name} if d.draft else None,
-        "pair": d.pair_id, "run": d.run_id, "method": d.method, "k": d.k, "flags": d.flags, "command": d.command,
-        "host": d.host if private else None, "url": d.url if private else None, "has_url": bool(d.url),
-        "author": d.author_name, "deployed_at": d.deployed_at.isoformat(),
-        "retired_at": d.retired_at.isoformat() if d.retired_at else None, "active": d.active,
+        "pair": d.pair_id,
+        "run": d.run_id,
+        "method": d.method,
+        "k": d.k,
+        "flags": d.flags,
+        "command": d.command,
+        "host": d.host if private else None,
+        "url": d.url if private else None,
+        "has_url": bool(d.url),
+        "author": d.author_name,
+        "deployed_at": d.deployed_at.isoformat(),
+        "retired_at": d.retired_at.isoformat() if d.retired_at else None,
+        "active": d.active,
         "origin": d.origin_installation or "",
         "observed": obs.to_dict(),  # production traffic; "measured" below is specreg's runner
         # Whether the latest scrape worked and when; why not for staff only, one message for everyone else.
         "telemetry": telemetry_state(d, obs, user),
         "measured": (lambda f: f.to_dict() if f else None)(deps.measured_reference(d, figures)),
     }
-

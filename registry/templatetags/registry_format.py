@@ -1,4 +1,5 @@
 """Template filters for numbers people read: parameters, bytes, percentages, speedups (registry.formatting)."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """The read-only JSON API: the same data every page shows."""
+
 from __future__ import annotations
 
 import json
@@ -9,17 +10,17 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse, StreamingHt
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
-from registry.hub.checking import CheckError, CheckTimeout, check_sources
-from registry.hub.queue import queue_if_remote
 from registry.access.job_limits import JobLimit
-from registry.hub.curated import curated_repos
-from registry.results.examples import reported_examples
-from registry.models import GGUFFile
 from registry.access.rate_limits import RateLimited, check_rate
+from registry.hub.checking import CheckError, CheckTimeout, check_sources
+from registry.hub.curated import curated_repos
+from registry.hub.queue import queue_if_remote
+from registry.models import GGUFFile
+from registry.results.examples import reported_examples
+from registry.table.pages import iter_rows, page_of
+from registry.table.query import TableQuery, TableQueryError, facets
 from registry.web.pages import model_page, pair_page, tokenizer_view
 from registry.web.serializers import file_ref, model_summary, pair_row
-from registry.table.query import TableQuery, TableQueryError, facets
-from registry.table.pages import iter_rows, page_of
 
 
 def _json(data: object, status: int = 200) -> JsonResponse:
@@ -36,13 +37,20 @@ def pairs(request: HttpRequest) -> HttpResponseBase:
         return StreamingHttpResponse(_all_pairs(tq), content_type="application/json")
     page, rows = page_of(tq)
     path = request.path
-    return _json({
-        "query": asdict(tq), "count": page.count, "count_exact": page.count_exact, "page": page.number,
-        "num_pages": page.num_pages, "results": [pair_row(r.pair, r.best) for r in rows],
-        "next": path + page.next_query if page.has_next else None,
-        "previous": path + page.previous_query if page.has_previous else None,
-        "facets": facets(), "first_start": not GGUFFile.objects.exists(),
-    })
+    return _json(
+        {
+            "query": asdict(tq),
+            "count": page.count,
+            "count_exact": page.count_exact,
+            "page": page.number,
+            "num_pages": page.num_pages,
+            "results": [pair_row(r.pair, r.best) for r in rows],
+            "next": path + page.next_query if page.has_next else None,
+            "previous": path + page.previous_query if page.has_previous else None,
+            "facets": facets(),
+            "first_start": not GGUFFile.objects.exists(),
+        }
+    )
 
 
 def _all_pairs(tq: TableQuery) -> Iterator[str]:
@@ -60,34 +68,63 @@ def _all_pairs(tq: TableQuery) -> Iterator[str]:
 def pair(request: HttpRequest, pk: int) -> JsonResponse:
     page = pair_page(pk)
     rec = page.recommendation
-    return _json({
-        **pair_row(page.pair), "checks": page.checks, "warnings": page.pair.result.get("warnings", []),
-        "first_mismatch": page.pair.result.get("first_mismatch"),
-        "measured": [f.to_dict() for f in page.measured], "reported": [f.to_dict() for f in page.reported],
-        "build_changes": [c.to_dict() for c in page.history],
-        "verdict_changes": [{"old_compatible": v.old_compatible, "new_compatible": v.new_compatible,
-                             "old_failed_rule": v.old_failed_rule, "new_failed_rule": v.new_failed_rule,
-                             "old_rules_from": v.old_rules_from, "new_rules_from": v.new_rules_from,
-                             "changed_at": v.changed_at} for v in page.verdict_changes],
-        "recommendation": {"use_draft": rec.use_draft, "k": rec.k, "basis": rec.basis, "command": rec.command,
-                           "download": rec.download},
-    })
+    return _json(
+        {
+            **pair_row(page.pair),
+            "checks": page.checks,
+            "warnings": page.pair.result.get("warnings", []),
+            "first_mismatch": page.pair.result.get("first_mismatch"),
+            "measured": [f.to_dict() for f in page.measured],
+            "reported": [f.to_dict() for f in page.reported],
+            "build_changes": [c.to_dict() for c in page.history],
+            "verdict_changes": [
+                {
+                    "old_compatible": v.old_compatible,
+                    "new_compatible": v.new_compatible,
+                    "old_failed_rule": v.old_failed_rule,
+                    "new_failed_rule": v.new_failed_rule,
+                    "old_rules_from": v.old_rules_from,
+                    "new_rules_from": v.new_rules_from,
+                    "changed_at": v.changed_at,
+                }
+                for v in page.verdict_changes
+            ],
+            "recommendation": {
+                "use_draft": rec.use_draft,
+                "k": rec.k,
+                "basis": rec.basis,
+                "command": rec.command,
+                "download": rec.download,
+            },
+        }
+    )
 
 
 def model(request: HttpRequest, pk: int) -> JsonResponse:
     page = model_page(pk, request.GET.get("file"))
-    return _json({
-        **model_summary(page.model),
-        "files": [file_ref(f) | {"size": f.size, "commit": f.commit, "split_count": f.split_count} for f in page.files],
-        "file": file_detail(page.file),
-        "drafts": [pair_row(p) for p in page.drafts], "targets": [pair_row(p) for p in page.targets],
-    })
+    return _json(
+        {
+            **model_summary(page.model),
+            "files": [
+                file_ref(f) | {"size": f.size, "commit": f.commit, "split_count": f.split_count} for f in page.files
+            ],
+            "file": file_detail(page.file),
+            "drafts": [pair_row(p) for p in page.drafts],
+            "targets": [pair_row(p) for p in page.targets],
+        }
+    )
 
 
 def file_detail(f: GGUFFile) -> dict:
-    return file_ref(f) | {"size": f.size, "etag": f.etag, "commit": f.commit, "revision": f.revision,
-                          "inspected_at": f.inspected_at.isoformat(), "info": f.info,
-                          "tokenizer_view": tokenizer_view(f.info)}
+    return file_ref(f) | {
+        "size": f.size,
+        "etag": f.etag,
+        "commit": f.commit,
+        "revision": f.revision,
+        "inspected_at": f.inspected_at.isoformat(),
+        "info": f.info,
+        "tokenizer_view": tokenizer_view(f.info),
+    }
 
 
 def file(request: HttpRequest, pk: int) -> JsonResponse:
@@ -101,8 +138,15 @@ def check(request: HttpRequest) -> JsonResponse:
         check_rate(request)
         job = queue_if_remote(target, draft, request.user)
         if job is not None:
-            return _json({"status": "queued", "job": job.pk, "url": reverse("api_hub_job", args=[job.pk]),
-                          "page": job.get_absolute_url()}, status=202)
+            return _json(
+                {
+                    "status": "queued",
+                    "job": job.pk,
+                    "url": reverse("api_hub_job", args=[job.pk]),
+                    "page": job.get_absolute_url(),
+                },
+                status=202,
+            )
         result, _, _ = check_sources(target, draft, request.user)
     except RateLimited as exc:
         return _json({"error": str(exc)}, status=429)

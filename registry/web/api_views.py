@@ -5,6 +5,7 @@ and field reads exactly as before.
 Reads are open to everyone (IsAuthenticatedOrReadOnly, the project default); a write needs a token or a
 session (with CSRF) and then the site's own rule for that write (registry.results.reporting.may_report, …).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -18,9 +19,9 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from registry.web import api
 from registry.models import Pair
 from registry.results.reporting import ReportInvalid, ReportNotAllowed, add_reported
+from registry.web import api
 
 JSON = OpenApiResponse(OpenApiTypes.OBJECT, description="JSON object")
 NOT_FOUND = OpenApiResponse(OpenApiTypes.OBJECT, description="no such record")
@@ -43,55 +44,85 @@ TABLE_PARAMS = [
     OpenApiParameter("page", int, description="page number (read with OFFSET; prefer the next/previous links)"),
     OpenApiParameter("after", str, description="cursor of the next page (from `next`)"),
     OpenApiParameter("before", str, description="cursor of the previous page (from `previous`)"),
-    OpenApiParameter("all", str, enum=["1"], description="1: every filtered row, streamed as one JSON object "
-                                                         "{query, results, count} (no paging)"),
+    OpenApiParameter(
+        "all",
+        str,
+        enum=["1"],
+        description="1: every filtered row, streamed as one JSON object {query, results, count} (no paging)",
+    ),
 ]
 
 
 class PairsView(APIView):
-    @extend_schema(operation_id="pairs_list", parameters=TABLE_PARAMS, responses={200: JSON, 400: JSON},
-                   summary="The pairs table, one page (next/previous are cursor links) or all=1 streamed",
-                   tags=["pairs"])
+    @extend_schema(
+        operation_id="pairs_list",
+        parameters=TABLE_PARAMS,
+        responses={200: JSON, 400: JSON},
+        summary="The pairs table, one page (next/previous are cursor links) or all=1 streamed",
+        tags=["pairs"],
+    )
     def get(self, request: Request) -> HttpResponseBase:
         return api.pairs(request)
 
 
 class PairView(APIView):
-    @extend_schema(operation_id="pair_detail", responses={200: JSON, 404: NOT_FOUND}, tags=["pairs"],
-                   summary="A pair: every rule, measured and reported results, the recommended command")
+    @extend_schema(
+        operation_id="pair_detail",
+        responses={200: JSON, 404: NOT_FOUND},
+        tags=["pairs"],
+        summary="A pair: every rule, measured and reported results, the recommended command",
+    )
     def get(self, request: Request, pk: int) -> HttpResponse:
         return api.pair(request, pk)
 
 
 class ModelView(APIView):
-    @extend_schema(operation_id="model_detail", tags=["models"],
-                   parameters=[OpenApiParameter("file", int, description="which of the model's files to detail")],
-                   responses={200: JSON, 404: NOT_FOUND}, summary="A model, its files, drafts and targets")
+    @extend_schema(
+        operation_id="model_detail",
+        tags=["models"],
+        parameters=[OpenApiParameter("file", int, description="which of the model's files to detail")],
+        responses={200: JSON, 404: NOT_FOUND},
+        summary="A model, its files, drafts and targets",
+    )
     def get(self, request: Request, pk: int) -> HttpResponse:
         return api.model(request, pk)
 
 
 class FileView(APIView):
-    @extend_schema(operation_id="file_detail", responses={200: JSON, 404: NOT_FOUND}, tags=["models"],
-                   summary="A GGUF file's inspected header (metadata, tokenizer)")
+    @extend_schema(
+        operation_id="file_detail",
+        responses={200: JSON, 404: NOT_FOUND},
+        tags=["models"],
+        summary="A GGUF file's inspected header (metadata, tokenizer)",
+    )
     def get(self, request: Request, pk: int) -> HttpResponse:
         return api.file(request, pk)
 
 
 class CheckView(APIView):
-    @extend_schema(operation_id="check_pair", tags=["pairs"], responses={200: JSON, 202: JSON, 400: JSON, 429: JSON},
-                   parameters=[OpenApiParameter("target", str, required=True, description="hf://… or a registered file"),
-                               OpenApiParameter("draft", str, required=True, description="hf://… or a registered file")],
-                   summary="Check any two sources with llama.cpp's rules (rate-limited)",
-                   description="Anonymous checks that read the Hub (an hf:// file not registered) answer 202 "
-                               "with the queued job (`job`, `url`: its JSON, `page`); the job's `result` is the check.")
+    @extend_schema(
+        operation_id="check_pair",
+        tags=["pairs"],
+        responses={200: JSON, 202: JSON, 400: JSON, 429: JSON},
+        parameters=[
+            OpenApiParameter("target", str, required=True, description="hf://… or a registered file"),
+            OpenApiParameter("draft", str, required=True, description="hf://… or a registered file"),
+        ],
+        summary="Check any two sources with llama.cpp's rules (rate-limited)",
+        description="Anonymous checks that read the Hub (an hf:// file not registered) answer 202 "
+        "with the queued job (`job`, `url`: its JSON, `page`); the job's `result` is the check.",
+    )
     def get(self, request: Request) -> HttpResponse:
         return api.check(request)
 
 
 class ExamplesView(APIView):
-    @extend_schema(operation_id="examples", tags=["pairs"], responses={200: JSON},
-                   summary="The reported figures shipped for a first start, and the curated repositories")
+    @extend_schema(
+        operation_id="examples",
+        tags=["pairs"],
+        responses={200: JSON},
+        summary="The reported figures shipped for a first start, and the curated repositories",
+    )
     def get(self, request: Request) -> HttpResponse:
         return api.examples(request)
 
@@ -116,12 +147,29 @@ class ReportedIn(serializers.Serializer):
 class ReportedView(APIView):
     """Add a reported result to a pair: staff, or users with the 'add reported result' permission."""
 
-    @extend_schema(operation_id="pair_reported_create", tags=["pairs"], request=ReportedIn,
-                   responses={201: JSON, 400: JSON, 401: JSON, 403: JSON, 404: NOT_FOUND},
-                   summary="Add figures measured elsewhere to a pair (shown as reported, never as measured)",
-                   examples=[OpenApiExample("CI result", request_only=True, value={
-                       "k": 8, "method": "draft-simple", "acceptance": 0.71, "speedup": 1.42, "content_type": "code",
-                       "hardware": "RTX 4090", "llama_cpp_build": "b11434", "citation": "team CI, job 1234"})])
+    @extend_schema(
+        operation_id="pair_reported_create",
+        tags=["pairs"],
+        request=ReportedIn,
+        responses={201: JSON, 400: JSON, 401: JSON, 403: JSON, 404: NOT_FOUND},
+        summary="Add figures measured elsewhere to a pair (shown as reported, never as measured)",
+        examples=[
+            OpenApiExample(
+                "CI result",
+                request_only=True,
+                value={
+                    "k": 8,
+                    "method": "draft-simple",
+                    "acceptance": 0.71,
+                    "speedup": 1.42,
+                    "content_type": "code",
+                    "hardware": "RTX 4090",
+                    "llama_cpp_build": "b11434",
+                    "citation": "team CI, job 1234",
+                },
+            )
+        ],
+    )
     def post(self, request: Request, pk: int) -> HttpResponse:
         pair = get_object_or_404(Pair, pk=pk)
         data = request.data
@@ -134,12 +182,25 @@ class ReportedView(APIView):
             return error(str(exc), 403)
         except ReportInvalid as exc:
             return error(str(exc), 400)
-        return JsonResponse({"id": result.pk, "pair": pair.pk, "kind": "reported", "k": result.k,
-                             "method": result.method, "acceptance": result.acceptance, "speedup": result.speedup,
-                             "tokens_per_second": result.tokens_per_second,
-                             "baseline_tokens_per_second": result.baseline_tokens_per_second,
-                             "content_type": result.content_type, "hardware": result.hardware,
-                             "llama_cpp_build": result.llama_cpp_build, "citation": result.citation,
-                             "source_url": result.source_url, "reported_by": request.user.get_username(),
-                             "pair_url": pair.get_absolute_url()},
-                            status=201, json_dumps_params={"ensure_ascii": False})
+        return JsonResponse(
+            {
+                "id": result.pk,
+                "pair": pair.pk,
+                "kind": "reported",
+                "k": result.k,
+                "method": result.method,
+                "acceptance": result.acceptance,
+                "speedup": result.speedup,
+                "tokens_per_second": result.tokens_per_second,
+                "baseline_tokens_per_second": result.baseline_tokens_per_second,
+                "content_type": result.content_type,
+                "hardware": result.hardware,
+                "llama_cpp_build": result.llama_cpp_build,
+                "citation": result.citation,
+                "source_url": result.source_url,
+                "reported_by": request.user.get_username(),
+                "pair_url": pair.get_absolute_url(),
+            },
+            status=201,
+            json_dumps_params={"ensure_ascii": False},
+        )

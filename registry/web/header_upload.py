@@ -6,6 +6,7 @@ counts and lengths in the sent bytes cannot make it walk or allocate more than w
 answer says how many bytes are needed at least: where the reader stopped, plus the fewest bytes the
 items it has not reached can take (``GGUFTruncated.need``), a lower bound of the header's end.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,7 +16,6 @@ from django.conf import settings
 from inspector.gguf_header import GGUFError, GGUFTruncated, read_header
 from inspector.info import ModelInfo, info_from_headers
 from inspector.sources import SourceError
-
 from registry.access.policy import header_cap
 
 # Browser uploads are held in memory: the cap is lower than for server-side reads.
@@ -67,16 +67,20 @@ def inspect_prefix(name: str, data: bytes, total: int, cap: int = UPLOAD_CAP) ->
     except GGUFTruncated as exc:
         if len(data) < total and exc.need <= total:  # the file has those bytes: ask for them
             if exc.need > cap:
-                raise HeaderError(f"{name}: the header needs at least {exc.need:,} bytes, "
-                                  f"above the {cap:,}-byte cap for browser uploads") from None
+                raise HeaderError(
+                    f"{name}: the header needs at least {exc.need:,} bytes, "
+                    f"above the {cap:,}-byte cap for browser uploads"
+                ) from None
             raise NeedMore(max(exc.need, len(data) + 1)) from None
         raise HeaderError(f"{name}: {exc}") from None
     except (GGUFError, SourceError) as exc:
         raise HeaderError(f"{name}: {exc}") from None
     if header.header_size > len(data):
         if header.header_size > cap:
-            raise HeaderError(f"{name}: the header needs at least {header.header_size:,} bytes, "
-                              f"above the {cap:,}-byte cap for browser uploads")
+            raise HeaderError(
+                f"{name}: the header needs at least {header.header_size:,} bytes, "
+                f"above the {cap:,}-byte cap for browser uploads"
+            )
         raise NeedMore(header.header_size)
     info = info_from_headers([header])
     info.source = name

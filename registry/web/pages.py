@@ -1,23 +1,27 @@
 """What the model and pair pages show, gathered once for the HTML page and its JSON twin."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import F
-from django.shortcuts import get_object_or_404
 from django.http import Http404
+from django.shortcuts import get_object_or_404
 
-from registry.results.history import BuildChange, build_changes
 from registry.models import GGUFFile, Model, Pair, VerdictChange
-from registry.web.plot import speed_acceptance_svg
-from registry.results.recommend import Recommendation, recommend
 from registry.results.figures import Figure, figures_for
+from registry.results.history import BuildChange, build_changes
+from registry.results.recommend import Recommendation, recommend
+from registry.web.plot import speed_acceptance_svg
 
 RULE_TITLES = {
     "architecture": "Architecture (KV cache can be rolled back)",
-    "vocab_type": "1. Vocabulary type", "bos": "2. BOS token", "eos": "3. EOS token",
-    "vocab_size": "4. Vocabulary size (±128)", "token_text": "5. Token texts from id 5",
+    "vocab_type": "1. Vocabulary type",
+    "bos": "2. BOS token",
+    "eos": "3. EOS token",
+    "vocab_size": "4. Vocabulary size (±128)",
+    "token_text": "5. Token texts from id 5",
 }
 PARTNER_LIMIT = 200
 
@@ -51,10 +55,18 @@ def model_page(pk: int, file_id: str | None) -> ModelPage:
     chosen = next((f for f in files if str(f.pk) == (file_id or "")), files[0])
     order = (F("best_speedup").desc(nulls_last=True), F("size_ratio").desc(nulls_last=True), "pk")
     lean = ("target__info", "draft__info")
-    drafts = list(Pair.objects.filter(target=chosen, compatible=True).select_related("draft__model", "target__model")
-                  .defer(*lean).order_by(*order)[:PARTNER_LIMIT])
-    targets = list(Pair.objects.filter(draft=chosen, compatible=True).select_related("target__model", "draft__model")
-                   .defer(*lean).order_by(*order)[:PARTNER_LIMIT])
+    drafts = list(
+        Pair.objects.filter(target=chosen, compatible=True)
+        .select_related("draft__model", "target__model")
+        .defer(*lean)
+        .order_by(*order)[:PARTNER_LIMIT]
+    )
+    targets = list(
+        Pair.objects.filter(draft=chosen, compatible=True)
+        .select_related("target__model", "draft__model")
+        .defer(*lean)
+        .order_by(*order)[:PARTNER_LIMIT]
+    )
     return ModelPage(model, files, chosen, drafts, targets, ways_to_speed_up(chosen))
 
 
@@ -63,8 +75,12 @@ def ways_to_speed_up(target: GGUFFile) -> list[Way]:
     (with any draft, or draftless on its own pair), fastest first."""
     from inspector.spec_flags import draft_label, is_draftless
 
-    pairs = {p.pk: p for p in Pair.objects.filter(target=target, compatible=True).select_related("draft__model")
-             .only("pk", "draft_id", "target_id", "draft__model__name")[:PARTNER_LIMIT]}
+    pairs = {
+        p.pk: p
+        for p in Pair.objects.filter(target=target, compatible=True)
+        .select_related("draft__model")
+        .only("pk", "draft_id", "target_id", "draft__model__name")[:PARTNER_LIMIT]
+    }
     best: dict[tuple[str, str, str], Way] = {}
     for pid, figs in figures_for(list(pairs)).items():
         p = pairs[pid]
@@ -89,16 +105,22 @@ def tokenizer_view(info: dict[str, Any]) -> dict[str, Any] | None:
             ("add_bos", tok["add_bos_stored"], tok["add_bos"]),
             ("add_eos", tok["add_eos_stored"], tok["add_eos"]),
         ],
-        "bos_id": tok["bos_id"], "eos_id": tok["eos_id"],
-        "bos_defaulted": tok["bos_defaulted"], "eos_defaulted": tok["eos_defaulted"],
+        "bos_id": tok["bos_id"],
+        "eos_id": tok["eos_id"],
+        "bos_defaulted": tok["bos_defaulted"],
+        "eos_defaulted": tok["eos_defaulted"],
         "special": sorted(tok.get("special", {}).items()),
     }
 
 
 def inspection_context(info: dict[str, Any]) -> dict[str, Any]:
     """What the "What the header says" section needs, from a stored or fresh ModelInfo dict."""
-    return {"info": info, "tok": tokenizer_view(info), "metadata": sorted(info.get("metadata", {}).items()),
-            "tensor_types": sorted(info.get("tensor_types", {}).items(), key=lambda kv: -kv[1])}
+    return {
+        "info": info,
+        "tok": tokenizer_view(info),
+        "metadata": sorted(info.get("metadata", {}).items()),
+        "tensor_types": sorted(info.get("tensor_types", {}).items(), key=lambda kv: -kv[1]),
+    }
 
 
 @dataclass
@@ -123,11 +145,15 @@ def pair_page(pk: int) -> PairPage:
     figs = figures_for([pair.pk])[pair.pk]
     measured, reported = figs["measured"], figs["reported"]
     return PairPage(
-        pair, explained_checks(pair.result), measured, reported,
+        pair,
+        explained_checks(pair.result),
+        measured,
+        reported,
         speed_acceptance_svg(measured, "Measured speedup and acceptance against K"),
         speed_acceptance_svg(reported, "Reported speedup and acceptance against K"),
         recommend(pair.target, pair.draft, pair.compatible, measured, reported),
-        build_changes(pair.pk), list(pair.verdict_changes.all()[:20]),
+        build_changes(pair.pk),
+        list(pair.verdict_changes.all()[:20]),
     )
 
 

@@ -1,4 +1,5 @@
 """An inline SVG of speedup and acceptance against K, one colour per content type (drawn server-side)."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -41,14 +42,23 @@ def speed_acceptance_svg(figs: list[Figure], title: str) -> SafeString:
         return fr.y_scaled(v, top_speed)
 
     y_acc = fr.y_fraction
-    parts = fr.start(title, top_value=top_speed, tick=lambda v: f"{v:.1f}×", left_title="speedup (solid)",
-                    right_title="acceptance (dashed)")
+    parts = fr.start(
+        title,
+        top_value=top_speed,
+        tick=lambda v: f"{v:.1f}×",
+        left_title="speedup (solid)",
+        right_title="acceptance (dashed)",
+    )
     one = y_speed(1.0)
-    parts.append(f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{one:.1f}" y2="{one:.1f}" stroke="#64748b" '
-                 f'stroke-dasharray="2 3"/><text x="{LEFT + 4}" y="{one - 4:.1f}" class="tick">1× = no gain</text>')
+    parts.append(
+        f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{one:.1f}" y2="{one:.1f}" stroke="#64748b" '
+        f'stroke-dasharray="2 3"/><text x="{LEFT + 4}" y="{one - 4:.1f}" class="tick">1× = no gain</text>'
+    )
     for k in ks:
         parts.append(f'<text x="{x(k):.1f}" y="{TOP + ph + 16}" text-anchor="middle" class="tick">{k}</text>')
-    parts.append(f'<text x="{LEFT + pw / 2}" y="{TOP + ph + 32}" text-anchor="middle" class="axis">K (draft tokens per step)</text>')
+    parts.append(
+        f'<text x="{LEFT + pw / 2}" y="{TOP + ph + 32}" text-anchor="middle" class="axis">K (draft tokens per step)</text>'
+    )
     legend_x = LEFT
     for i, (ctype, points) in enumerate(series.items()):
         colour = COLOURS[i % len(COLOURS)]
@@ -58,17 +68,27 @@ def speed_acceptance_svg(figs: list[Figure], title: str) -> SafeString:
         if len(speed) > 1:
             parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{pts(speed)}"/>')
         if len(acc) > 1:
-            parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" stroke-dasharray="6 4" points="{pts(acc)}"/>')
+            parts.append(
+                f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" stroke-dasharray="6 4" points="{pts(acc)}"/>'
+            )
         for f in ordered:
-            label = escape(f"{ctype}, K={f.k}: " + (f"{f.speedup:.2f}×" if f.speedup is not None else "no speed")
-                           + (f", {f.acceptance:.0%} accepted" if f.acceptance is not None else ""))
+            label = escape(
+                f"{ctype}, K={f.k}: "
+                + (f"{f.speedup:.2f}×" if f.speedup is not None else "no speed")
+                + (f", {f.acceptance:.0%} accepted" if f.acceptance is not None else "")
+            )
             if f.speedup is not None:
-                parts.append(f'<circle cx="{x(f.k):.1f}" cy="{y_speed(f.speedup):.1f}" r="4" fill="{colour}"><title>{label}</title></circle>')
+                parts.append(
+                    f'<circle cx="{x(f.k):.1f}" cy="{y_speed(f.speedup):.1f}" r="4" fill="{colour}"><title>{label}</title></circle>'
+                )
             if f.acceptance is not None:
-                parts.append(f'<rect x="{x(f.k) - 3:.1f}" y="{y_acc(f.acceptance) - 3:.1f}" width="6" height="6" fill="#fff" stroke="{colour}"><title>{label}</title></rect>')
-        parts.append(f'<rect x="{legend_x}" y="{H - 18}" width="12" height="12" fill="{colour}"/>'
-                     f'<text x="{legend_x + 16}" y="{H - 8}" class="legend">{escape(ctype[:24])}</text>')
+                parts.append(
+                    f'<rect x="{x(f.k) - 3:.1f}" y="{y_acc(f.acceptance) - 3:.1f}" width="6" height="6" fill="#fff" stroke="{colour}"><title>{label}</title></rect>'
+                )
+        parts.append(
+            f'<rect x="{legend_x}" y="{H - 18}" width="12" height="12" fill="{colour}"/>'
+            f'<text x="{legend_x + 16}" y="{H - 8}" class="legend">{escape(ctype[:24])}</text>'
+        )
         legend_x += 28 + 7 * min(len(ctype), 24)
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 - every interpolated text above went through escape()
-

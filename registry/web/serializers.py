@@ -1,4 +1,5 @@
 """Plain dicts of registry objects for the JSON API, CSV export and commands (only JSON types)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -11,31 +12,62 @@ if TYPE_CHECKING:
 
 
 def file_ref(f: GGUFFile | TableFile) -> dict[str, Any]:
-    return {"id": f.pk, "source": f.source, "model": f.model.name, "model_id": f.model_id, "repo": f.repo,
-            "architecture": f.architecture, "parameter_count": f.parameter_count, "file_type": f.file_type,
-            "n_vocab": f.n_vocab, "vocab_type": f.vocab_type}
+    return {
+        "id": f.pk,
+        "source": f.source,
+        "model": f.model.name,
+        "model_id": f.model_id,
+        "repo": f.repo,
+        "architecture": f.architecture,
+        "parameter_count": f.parameter_count,
+        "file_type": f.file_type,
+        "n_vocab": f.n_vocab,
+        "vocab_type": f.vocab_type,
+    }
 
 
 def pair_row(p: Pair | TablePair, best: Figure | None = None) -> dict[str, Any]:
     """One row of the pairs table; ``best`` overrides the stored best when filters narrowed the results."""
     row = {
-        "id": p.pk, "target": file_ref(p.target), "draft": file_ref(p.draft), "compatible": p.compatible,
-        "llama_cpp_compatible": p.llama_cpp_compatible, "failed_rule": p.failed_rule or None,
-        "size_ratio": round(p.size_ratio, 2) if p.size_ratio else None, "rules_from": p.rules_from,
+        "id": p.pk,
+        "target": file_ref(p.target),
+        "draft": file_ref(p.draft),
+        "compatible": p.compatible,
+        "llama_cpp_compatible": p.llama_cpp_compatible,
+        "failed_rule": p.failed_rule or None,
+        "size_ratio": round(p.size_ratio, 2) if p.size_ratio else None,
+        "rules_from": p.rules_from,
         "checked_at": p.checked_at.isoformat(),
     }
     if best is not None:
-        row["best"] = {"kind": best.kind, "k": best.k, "acceptance": best.acceptance, "speedup": best.speedup,
-                       "content_type": best.content_type, "method": best.method}
+        row["best"] = {
+            "kind": best.kind,
+            "k": best.k,
+            "acceptance": best.acceptance,
+            "speedup": best.speedup,
+            "content_type": best.content_type,
+            "method": best.method,
+        }
     elif p.best_kind:
-        row["best"] = {"kind": p.best_kind, "k": p.best_k, "acceptance": p.best_acceptance,
-                       "speedup": p.best_speedup, "content_type": p.best_content_type,
-                       "method": p.best_method or "draft-simple"}
+        row["best"] = {
+            "kind": p.best_kind,
+            "k": p.best_k,
+            "acceptance": p.best_acceptance,
+            "speedup": p.best_speedup,
+            "content_type": p.best_content_type,
+            "method": p.best_method or "draft-simple",
+        }
     else:
         row["best"] = None
     return row
 
 
 def model_summary(m: Model) -> dict[str, Any]:
-    return {"id": m.pk, "repo": m.repo, "name": m.name, "architecture": m.architecture,
-            "parameter_count": m.parameter_count, "family": m.family.name if m.family else None}
+    return {
+        "id": m.pk,
+        "repo": m.repo,
+        "name": m.name,
+        "architecture": m.architecture,
+        "parameter_count": m.parameter_count,
+        "family": m.family.name if m.family else None,
+    }

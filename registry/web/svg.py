@@ -4,6 +4,7 @@ axis on the left and a 0-100% axis on the right, the two axis titles, and polyli
 Hand-written rather than a plotting library: the charts are a few dozen SVG elements drawn inside a page
 request, without JavaScript (CSP) or a dependency that renders images.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -37,24 +38,31 @@ class Frame:
         """The right axis: a fraction (acceptance), 0% at the bottom, 100% at the top."""
         return self.top + self.ph * (1 - min(max(v, 0.0), 1.0))
 
-    def start(self, title: str, *, top_value: float, tick: Callable[[float], str], left_title: str,
-              right_title: str) -> list[str]:
+    def start(
+        self, title: str, *, top_value: float, tick: Callable[[float], str], left_title: str, right_title: str
+    ) -> list[str]:
         """The opening parts of the picture: every text escaped, so the caller may join and mark it safe."""
         left, top, pw, ph = self.left, self.top, self.pw, self.ph
-        parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {self.w} {self.h}" class="plot" role="img" '
-                 f'aria-label="{escape(title)}"><title>{escape(title)}</title>',
-                 f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="#fff" stroke="#cbd5e1"/>']
+        parts = [
+            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {self.w} {self.h}" class="plot" role="img" '
+            f'aria-label="{escape(title)}"><title>{escape(title)}</title>',
+            f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="#fff" stroke="#cbd5e1"/>',
+        ]
         for i in range(5):
             v = top_value * i / 4
             yy = self.y_scaled(v, top_value)
-            parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#eef2f7"/>'
-                         f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end" class="tick">{escape(tick(v))}</text>'
-                         f'<text x="{left + pw + 6}" y="{self.y_fraction(i / 4) + 4:.1f}" class="tick">{i * 25}%</text>')
+            parts.append(
+                f'<line x1="{left}" x2="{left + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#eef2f7"/>'
+                f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end" class="tick">{escape(tick(v))}</text>'
+                f'<text x="{left + pw + 6}" y="{self.y_fraction(i / 4) + 4:.1f}" class="tick">{i * 25}%</text>'
+            )
         mid = top + ph / 2
-        parts.append(f'<text x="14" y="{mid}" transform="rotate(-90 14 {mid})" text-anchor="middle" class="axis">'
-                     f'{escape(left_title)}</text>'
-                     f'<text x="{self.w - 10}" y="{mid}" transform="rotate(90 {self.w - 10} {mid})" '
-                     f'text-anchor="middle" class="axis">{escape(right_title)}</text>')
+        parts.append(
+            f'<text x="14" y="{mid}" transform="rotate(-90 14 {mid})" text-anchor="middle" class="axis">'
+            f"{escape(left_title)}</text>"
+            f'<text x="{self.w - 10}" y="{mid}" transform="rotate(90 {self.w - 10} {mid})" '
+            f'text-anchor="middle" class="axis">{escape(right_title)}</text>'
+        )
         return parts
 
 

@@ -1,4 +1,5 @@
 """Pages that act at once: check a pair, inspect a local header (Hub imports and searches are jobs: runner.views)."""
+
 from __future__ import annotations
 
 import time
@@ -10,15 +11,15 @@ from django.template.loader import render_to_string
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_POST
 
+from registry.access.job_limits import JobLimit
 from registry.access.policy import may_see_paths
+from registry.access.rate_limits import RateLimited, check_rate, check_upload
 from registry.hub.checking import CheckError, CheckTimeout, check_sources, local_partners
 from registry.hub.queue import queue_if_remote
-from registry.access.job_limits import JobLimit
+from registry.models import GGUFFile
 from registry.web.forms import CheckForm
 from registry.web.header_upload import FIRST_SLICE, HeaderError, NeedMore, inspect_prefix, upload_cap
-from registry.models import GGUFFile
 from registry.web.pages import explained_checks, files_for_datalist, inspection_context
-from registry.access.rate_limits import RateLimited, check_rate, check_upload
 
 
 def check(request: HttpRequest) -> HttpResponse:
@@ -47,8 +48,9 @@ def check(request: HttpRequest) -> HttpResponse:
                 keep = {k: v for k, v in form.cleaned_data.items() if v.startswith("hf://") or "/" not in v}
                 context["form"] = CheckForm(initial=keep)
         else:
-            context.update(result=result.to_dict(), checks=explained_checks(result.to_dict()),
-                           seconds=time.monotonic() - started)
+            context.update(
+                result=result.to_dict(), checks=explained_checks(result.to_dict()), seconds=time.monotonic() - started
+            )
     return render(request, "registry/check.html", context, status=400 if "error" in context else 200)
 
 
@@ -71,25 +73,45 @@ def local_inspect(request: HttpRequest) -> JsonResponse:
     try:
         total = int(request.headers.get("X-File-Size", ""))
     except ValueError:
-        return JsonResponse({"status": "error", "error": "X-File-Size: the file's size in bytes is required"}, status=400)
+        return JsonResponse(
+            {"status": "error", "error": "X-File-Size: the file's size in bytes is required"}, status=400
+        )
     data = request.read(cap + 1)
     if len(data) > cap:
         return JsonResponse({"status": "error", "error": f"more than the {cap:,}-byte header cap was sent"}, status=413)
     try:
         info = inspect_prefix(name, data, total, cap)
     except NeedMore as more:
-        return JsonResponse({"status": "need_more", "need": more.need, "received": len(data),
-                             "message": f"need at least {more.need:,} bytes (received {len(data):,})"})
+        return JsonResponse(
+            {
+                "status": "need_more",
+                "need": more.need,
+                "received": len(data),
+                "message": f"need at least {more.need:,} bytes (received {len(data):,})",
+            }
+        )
     except HeaderError as exc:
         return JsonResponse({"status": "error", "error": str(exc)}, status=422)
     partners = local_partners(info)
     d = info.to_dict()
-    html = render_to_string("registry/_local_result.html", {
-        **inspection_context(d), "partners": partners, "received": len(data)}, request=request)
-    return JsonResponse({"status": "ok", "received": len(data), "header_size": info.header_size, "info": d,
-                         "partners": [{"source": f.source, "role": role, "compatible": r.compatible,
-                                       "failed_rule": r.failed_rule} for f, role, r in partners],
-                         "html": html})
+    html = render_to_string(
+        "registry/_local_result.html",
+        {**inspection_context(d), "partners": partners, "received": len(data)},
+        request=request,
+    )
+    return JsonResponse(
+        {
+            "status": "ok",
+            "received": len(data),
+            "header_size": info.header_size,
+            "info": d,
+            "partners": [
+                {"source": f.source, "role": role, "compatible": r.compatible, "failed_rule": r.failed_rule}
+                for f, role, r in partners
+            ],
+            "html": html,
+        }
+    )
 
 
 def _declared_length(request: HttpRequest) -> int:
@@ -102,4 +124,3 @@ def _declared_length(request: HttpRequest) -> int:
 
 def model_for_file(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(get_object_or_404(GGUFFile, pk=pk).get_absolute_url())
-

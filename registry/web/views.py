@@ -1,4 +1,5 @@
 """Pages that read: the pairs table (and its CSV), a model, a pair."""
+
 from __future__ import annotations
 
 import csv
@@ -10,18 +11,17 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpR
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from registry.hub.curated import curated_repos
-from registry.results.examples import reported_examples
-from registry.results.reporting import ReportedResultForm
-from registry.web.forms import ImportForm
-from registry.models import GGUFFile, Pair
-from registry.web.pages import inspection_context, model_page, pair_page
-from registry.results.reporting import ReportInvalid, may_report
-from registry.results.reporting import add_reported as store_reported
-from registry.table.query import PAIR_URL, SORTS, TableQuery, TableQueryError, facets
-from registry.table.pages import iter_rows
 from registry.cache_keys import cached
+from registry.hub.curated import curated_repos
+from registry.models import GGUFFile, Pair
+from registry.results.examples import reported_examples
+from registry.results.reporting import ReportedResultForm, ReportInvalid, may_report
+from registry.results.reporting import add_reported as store_reported
 from registry.table.cache import rendered_table
+from registry.table.pages import iter_rows
+from registry.table.query import PAIR_URL, SORTS, TableQuery, TableQueryError, facets
+from registry.web.forms import ImportForm
+from registry.web.pages import inspection_context, model_page, pair_page
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -30,12 +30,20 @@ def home(request: HttpRequest) -> HttpResponse:
     except TableQueryError as exc:
         return HttpResponseBadRequest(f"{exc}\n", content_type="text/plain; charset=utf-8")
     empty = cached("empty", "", lambda: not GGUFFile.objects.exists())
-    return render(request, "registry/home.html", {
-        "tq": tq, "table": "" if empty else rendered_table(tq, sort_links(tq)), "facets": facets(),
-        "first_start": empty, "csv_query": urlencode(tq.params(page=1)),
-        "examples": reported_examples() if empty else [], "curated": curated_repos() if empty else [],
-        "import_form": ImportForm() if empty else None,
-    })
+    return render(
+        request,
+        "registry/home.html",
+        {
+            "tq": tq,
+            "table": "" if empty else rendered_table(tq, sort_links(tq)),
+            "facets": facets(),
+            "first_start": empty,
+            "csv_query": urlencode(tq.params(page=1)),
+            "examples": reported_examples() if empty else [],
+            "curated": curated_repos() if empty else [],
+            "import_form": ImportForm() if empty else None,
+        },
+    )
 
 
 def sort_links(tq: TableQuery) -> dict[str, dict[str, str]]:
@@ -48,8 +56,23 @@ def sort_links(tq: TableQuery) -> dict[str, dict[str, str]]:
     return out
 
 
-CSV_COLUMNS = ["target", "draft", "compatible", "failed_rule", "size_ratio", "best_k", "acceptance", "speedup",
-               "result_kind", "content_type", "target_parameters", "draft_parameters", "rules_from", "method", "pair_url"]
+CSV_COLUMNS = [
+    "target",
+    "draft",
+    "compatible",
+    "failed_rule",
+    "size_ratio",
+    "best_k",
+    "acceptance",
+    "speedup",
+    "result_kind",
+    "content_type",
+    "target_parameters",
+    "draft_parameters",
+    "rules_from",
+    "method",
+    "pair_url",
+]
 
 
 class _Echo:
@@ -83,14 +106,28 @@ def pairs_csv(request: HttpRequest) -> HttpResponseBase:
         for chunk in iter_rows(tq):
             for row in chunk:
                 p, b = row.pair, row.best
-                yield writer.writerow([csv_cell(v) for v in (
-                    p.target.source, p.draft.source, p.compatible, p.failed_rule,
-                    f"{p.size_ratio:.3f}" if p.size_ratio else "", b.k if b else "",
-                    "" if not b or b.acceptance is None else f"{b.acceptance:.4f}",
-                    "" if not b or b.speedup is None else f"{b.speedup:.3f}", b.kind if b else "",
-                    b.content_type if b else "", p.target.parameter_count, p.draft.parameter_count, p.rules_from,
-                    b.method if b else "", f"{base}{p.pk}/",
-                )])
+                yield writer.writerow(
+                    [
+                        csv_cell(v)
+                        for v in (
+                            p.target.source,
+                            p.draft.source,
+                            p.compatible,
+                            p.failed_rule,
+                            f"{p.size_ratio:.3f}" if p.size_ratio else "",
+                            b.k if b else "",
+                            "" if not b or b.acceptance is None else f"{b.acceptance:.4f}",
+                            "" if not b or b.speedup is None else f"{b.speedup:.3f}",
+                            b.kind if b else "",
+                            b.content_type if b else "",
+                            p.target.parameter_count,
+                            p.draft.parameter_count,
+                            p.rules_from,
+                            b.method if b else "",
+                            f"{base}{p.pk}/",
+                        )
+                    ]
+                )
 
     response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="specreg-pairs.csv"'
@@ -112,8 +149,11 @@ def pair(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def add_reported(request: HttpRequest, pk: int) -> HttpResponse:
     if not may_report(request.user):  # before the lookup: a stranger learns nothing about which pairs exist
-        return HttpResponse("Adding reported results needs staff status or the 'add reported result' permission.\n",
-                            status=403, content_type="text/plain")
+        return HttpResponse(
+            "Adding reported results needs staff status or the 'add reported result' permission.\n",
+            status=403,
+            content_type="text/plain",
+        )
     p = get_object_or_404(Pair, pk=pk)
     try:
         # The page's own form (its fields only), through the function the API and import_speed_bench use.

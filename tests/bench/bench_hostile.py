@@ -3,6 +3,7 @@
 Run: .venv/bin/python tests/bench/bench_hostile.py   (prints figures; goals in brackets)
 Each read runs in a fresh process; memory is the peak resident set (VmHWM) minus the peak after imports.
 """
+
 from __future__ import annotations
 
 import os
@@ -72,25 +73,49 @@ def main() -> None:
         body.write_bytes(hostile.nested_arrays_body())
         cases = [
             ("49-byte POST: array of 5,592,400 arrays, claimed size 1 TB", body, True),
-            ("the same header with its 64 MiB of elements, a normal file", hostile.nested_arrays_file(d / "nested.gguf"), False),
-            ("the same 49 bytes in a 256 MiB sparse file", hostile.sparse(d / "nested-sparse.gguf", hostile.nested_arrays_body()), False),
+            (
+                "the same header with its 64 MiB of elements, a normal file",
+                hostile.nested_arrays_file(d / "nested.gguf"),
+                False,
+            ),
+            (
+                "the same 49 bytes in a 256 MiB sparse file",
+                hostile.sparse(d / "nested-sparse.gguf", hostile.nested_arrays_body()),
+                False,
+            ),
             ("49-byte POST: array of 8,000,000 strings, none sent", None, True),
-            ("array of 33.5M empty strings filling a 256 MiB sparse file", hostile.huge_string_array(d / "strings.gguf"), False),
+            (
+                "array of 33.5M empty strings filling a 256 MiB sparse file",
+                hostile.huge_string_array(d / "strings.gguf"),
+                False,
+            ),
             (f"{MAX_KEYS:,} keys (the budget)", hostile.many_keys(d / "keys.gguf", MAX_KEYS), False),
             ("1,000,000 keys (past the budget)", hostile.many_keys(d / "keys2.gguf", 1_000_000), False),
-            (f"{MAX_KEYS:,} keys each a 64-element u8 array", hostile.many_small_arrays(d / "arrays.gguf", MAX_KEYS), False),
-            (f"{MAX_TENSORS:,} tensors (the budget), 25 header bytes each", hostile.many_tensors(d / "tensors.gguf", MAX_TENSORS), False),
+            (
+                f"{MAX_KEYS:,} keys each a 64-element u8 array",
+                hostile.many_small_arrays(d / "arrays.gguf", MAX_KEYS),
+                False,
+            ),
+            (
+                f"{MAX_TENSORS:,} tensors (the budget), 25 header bytes each",
+                hostile.many_tensors(d / "tensors.gguf", MAX_TENSORS),
+                False,
+            ),
         ]
         strings_body = d / "strings-body.bin"
         strings_body.write_bytes(hostile.string_array_body(8_000_000))
-        print("Hostile headers: time and peak memory of one read (fresh process each)  "
-              "[goal: refused or read in < 1 s for the nested arrays; memory <= 4x the header's bytes]")
+        print(
+            "Hostile headers: time and peak memory of one read (fresh process each)  "
+            "[goal: refused or read in < 1 s for the nested arrays; memory <= 4x the header's bytes]"
+        )
         for label, path, upload in cases:
             path = path or strings_body
             size = path.stat().st_size if upload else measure_header(path)
             seconds, memory, outcome = measure(path, upload)
-            print(f"  {label[:62]:62} {seconds * 1000:9.1f} ms  {memory / 2**20:8.1f} MiB "
-                  f"({memory / size:5.2f}x of {size / 2**20:.2f} MiB)  {outcome}")
+            print(
+                f"  {label[:62]:62} {seconds * 1000:9.1f} ms  {memory / 2**20:8.1f} MiB "
+                f"({memory / size:5.2f}x of {size / 2**20:.2f} MiB)  {outcome}"
+            )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ B: a 16 MiB header of ~1.9 million tiny tokens (the public upload cap), little- 
 F: the fake Hub dripping one byte at a time against SPECREG_HEADER_DEADLINE_SECONDS: how long past the
    deadline one read, a read whose status line drips, and a two-file check each ended.
 """
+
 from __future__ import annotations
 
 import os
@@ -54,13 +55,17 @@ def measure(big_endian: bool) -> tuple[float, int, int, int, int]:
 
 
 def bench_tables() -> None:
-    print("B. A 16 MiB header of tiny tokens through /local/inspect's reader (fresh process each)  "
-          "[goal: < 1 s, extra memory <= 4x the header]")
+    print(
+        "B. A 16 MiB header of tiny tokens through /local/inspect's reader (fresh process each)  "
+        "[goal: < 1 s, extra memory <= 4x the header]"
+    )
     for big in (False, True):
         seconds, peak, rss, size, n = measure(big)
-        print(f"  {'big' if big else 'little':6}-endian, {n:,} tokens   {seconds * 1000:7.1f} ms   "
-              f"tracemalloc peak {peak / 2**20:6.1f} MiB ({peak / size:4.2f}x)   resident +{rss / 2**20:6.1f} MiB "
-              f"({rss / size:4.2f}x of {size / 2**20:.1f} MiB)")
+        print(
+            f"  {'big' if big else 'little':6}-endian, {n:,} tokens   {seconds * 1000:7.1f} ms   "
+            f"tracemalloc peak {peak / 2**20:6.1f} MiB ({peak / size:4.2f}x)   resident +{rss / 2**20:6.1f} MiB "
+            f"({rss / size:4.2f}x of {size / 2**20:.1f} MiB)"
+        )
     import struct
     import tracemalloc
 
@@ -71,10 +76,18 @@ def bench_tables() -> None:
         return TokenTable(block * times, len(texts) * times, byteorder)
 
     print("   comparing two such tables (llama.cpp's token-text rule)  [goal: < 1 s, temporaries a few MiB]")
-    cases = [("a NUL then a difference in each of 1.5M tokens", repeated((b"x\0a",), 1_500_000),
-              repeated((b"x\0b",), 1_500_000)),
-             ("1.86M tiny tokens, little- against big-endian", repeated((b"", b"a", b"", b"b\0c"), 465_000),
-              repeated((b"", b"a", b"", b"b\0c"), 465_000, ">"))]
+    cases = [
+        (
+            "a NUL then a difference in each of 1.5M tokens",
+            repeated((b"x\0a",), 1_500_000),
+            repeated((b"x\0b",), 1_500_000),
+        ),
+        (
+            "1.86M tiny tokens, little- against big-endian",
+            repeated((b"", b"a", b"", b"b\0c"), 465_000),
+            repeated((b"", b"a", b"", b"b\0c"), 465_000, ">"),
+        ),
+    ]
     for label, a, b in cases:
         start = time.perf_counter()
         found = first_text_mismatch(a, b)
@@ -83,8 +96,10 @@ def bench_tables() -> None:
         first_text_mismatch(a, b)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        print(f"  {label:50} {seconds * 1000:7.1f} ms   tracemalloc peak {peak / 2**20:5.1f} MiB   "
-              f"({'equal' if found is None else found.token_id})")
+        print(
+            f"  {label:50} {seconds * 1000:7.1f} ms   tracemalloc peak {peak / 2**20:5.1f} MiB   "
+            f"({'equal' if found is None else found.token_id})"
+        )
 
 
 def bench_drip() -> None:
@@ -96,10 +111,17 @@ def bench_drip() -> None:
     from tests.hub import FakeHub, sockets_to
 
     deadline = 5.0
-    os.environ.update({"SPECREG_HEADER_DEADLINE_SECONDS": f"{deadline:g}", "NO_PROXY": "127.0.0.1",
-                       "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"})
-    print(f"F. The fake Hub dripping one byte at a time, SPECREG_HEADER_DEADLINE_SECONDS={deadline:g}  "
-          "[goal: every read ends within the deadline + 2 s, with one line]")
+    os.environ.update(
+        {
+            "SPECREG_HEADER_DEADLINE_SECONDS": f"{deadline:g}",
+            "NO_PROXY": "127.0.0.1",
+            "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
+        }
+    )
+    print(
+        f"F. The fake Hub dripping one byte at a time, SPECREG_HEADER_DEADLINE_SECONDS={deadline:g}  "
+        "[goal: every read ends within the deadline + 2 s, with one line]"
+    )
     with tempfile.TemporaryDirectory() as tmp, FakeHub() as hub:
         os.environ["HF_ENDPOINT"] = hub.url
         close_session()
@@ -107,11 +129,19 @@ def bench_drip() -> None:
         hub.add_repo("o/small", {"m.gguf": write_gguf(d / "t.gguf", model=None, pre=None, hparams=False)})
         hub.add_repo("o/big", {"m.gguf": write_gguf(d / "d.gguf", tokens=vocab(2000))})
         cases = [
-            ("one read, a body byte every 4.5 s (under the per-read timeout)", 4.5, False,
-             lambda: inspect_source("hf://o/big/m.gguf")),
+            (
+                "one read, a body byte every 4.5 s (under the per-read timeout)",
+                4.5,
+                False,
+                lambda: inspect_source("hf://o/big/m.gguf"),
+            ),
             ("one read, a status-line byte every 1 s", 1.0, True, lambda: inspect_source("hf://o/big/m.gguf")),
-            ("two-file check: 128 bytes read in 3.8 s, then the second file", 0.03, False,
-             lambda: cli.check("hf://o/small/m.gguf", "hf://o/big/m.gguf", out=sys.stdout)),
+            (
+                "two-file check: 128 bytes read in 3.8 s, then the second file",
+                0.03,
+                False,
+                lambda: cli.check("hf://o/small/m.gguf", "hf://o/big/m.gguf", out=sys.stdout),
+            ),
         ]
         for label, drip, headers, run in cases:
             hub.drip_seconds, hub.drip_headers = drip, headers
@@ -123,8 +153,10 @@ def bench_drip() -> None:
                 outcome = str(exc)
             took = time.monotonic() - start
             left_open = sockets_to(hub.cdn_url)
-            print(f"  {label:64} ended {took:5.2f} s ({took - deadline:+.2f} s past the deadline), "
-                  f"{left_open} socket(s) to the server left open")
+            print(
+                f"  {label:64} ended {took:5.2f} s ({took - deadline:+.2f} s past the deadline), "
+                f"{left_open} socket(s) to the server left open"
+            )
             print(f"    {outcome}")
             settled = time.monotonic()
             while hub.dripping and time.monotonic() - settled < 10:  # the next case starts clean

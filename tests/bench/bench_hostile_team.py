@@ -7,6 +7,7 @@ unpacked there), for the figures before.
 Scrapes: seconds past the deadline for one scrape and for a beat round of 12 such servers. Imports run in a
 fresh process on a fresh data folder each; memory is the peak resident set (VmHWM) minus the peak after imports.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,13 +49,21 @@ def env_for(data: Path) -> dict[str, str]:
 
 
 def manage(data: Path, *args: str) -> None:
-    subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env_for(data), check=True,
-                   capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env_for(data), check=True, capture_output=True, timeout=600
+    )
 
 
 def python(data: Path, code: str, *args: str, tree: Path = ROOT) -> str:
-    out = subprocess.run([sys.executable, "-c", code, *args], cwd=tree, env={**env_for(data), "PYTHONPATH": str(tree)},
-                         capture_output=True, text=True, timeout=1800, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=tree,
+        env={**env_for(data), "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
     if out.returncode:
         raise SystemExit(out.stderr[-3000:])
     return out.stdout
@@ -148,22 +157,32 @@ def main() -> None:
     for deadline in (float(d) for d in args.deadlines.split(",")):
         with tempfile.TemporaryDirectory() as tmp:
             manage(Path(tmp), "migrate", "-v0")
-            got = json.loads(python(Path(tmp), SCRAPES, url, str(deadline), str(args.servers),
-                                    str(model_path("smollm2"))))
+            got = json.loads(
+                python(Path(tmp), SCRAPES, url, str(deadline), str(args.servers), str(model_path("smollm2")))
+            )
         waves = -(-args.servers // SCRAPE_THREADS)
-        print(f"  deadline {deadline:g} s: one scrape {got['one']:.2f} s ({got['one'] - deadline:+.2f} s, {got['why']}); "
-              f"beat round of {args.servers} ({waves} waves of {SCRAPE_THREADS} in parallel) {got['round']:.2f} s "
-              f"({got['round'] - waves * deadline:+.2f} s past {waves} deadlines, {len(got['gaps'])} gaps)")
+        print(
+            f"  deadline {deadline:g} s: one scrape {got['one']:.2f} s ({got['one'] - deadline:+.2f} s, {got['why']}); "
+            f"beat round of {args.servers} ({waves} waves of {SCRAPE_THREADS} in parallel) {got['round']:.2f} s "
+            f"({got['round'] - waves * deadline:+.2f} s past {waves} deadlines, {len(got['gaps'])} gaps)"
+        )
     httpd.shutdown()
 
     from tests.test_registry_kb import large_kb
 
-    print(f"import_kb of a {args.mb:g} MB file  [goal: memory flat, about one record; time no worse than parsing it whole]")
+    print(
+        f"import_kb of a {args.mb:g} MB file  [goal: memory flat, about one record; time no worse than parsing it whole]"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         manage(d / "a", "migrate", "-v0")
-        python(d / "a", BASE_KB, str(model_path("qwen05", headers_only=True)),
-               str(model_path("qwen15", headers_only=True)), str(d / "base.json"))
+        python(
+            d / "a",
+            BASE_KB,
+            str(model_path("qwen05", headers_only=True)),
+            str(model_path("qwen15", headers_only=True)),
+            str(d / "base.json"),
+        )
         doc = json.loads((d / "base.json").read_text())
         for shape in ("summaries", "divergences"):
             kb = d / f"{shape}.json"
@@ -174,10 +193,14 @@ def main() -> None:
                 data = d / f"{shape}-{label}"
                 manage(data, "migrate", "-v0")
                 got = json.loads(python(data, IMPORT, str(kb), tree=tree))
-                print(f"  {shape:<12} {label:<6} {kb.stat().st_size / 1e6:5.1f} MB, {got['runs']:,} runs: "
-                      f"{got['seconds']:5.1f} s, peak memory +{got['peak'] / 2**20:,.0f} MiB")
-    print("  (divergences: the peak is the pair's best-result refresh at the end, registry.results.figures.figures_for, which\n"
-          "   reads every result of the pair with its divergences at once; the streamed part stays ~50 MiB)")
+                print(
+                    f"  {shape:<12} {label:<6} {kb.stat().st_size / 1e6:5.1f} MB, {got['runs']:,} runs: "
+                    f"{got['seconds']:5.1f} s, peak memory +{got['peak'] / 2**20:,.0f} MiB"
+                )
+    print(
+        "  (divergences: the peak is the pair's best-result refresh at the end, registry.results.figures.figures_for, which\n"
+        "   reads every result of the pair with its divergences at once; the streamed part stays ~50 MiB)"
+    )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 Run: .venv/bin/python tests/bench/bench_inspector.py [--remote]   (prints figures; goals in brackets;
 --remote: only the remote header reads)
 """
+
 from __future__ import annotations
 
 import os
@@ -57,6 +58,7 @@ print("same" if same else "different")
 
 def whole_commands(gemma: Path) -> None:
     """check_pair as a whole command against the GGUFReader script, side by side, each a fresh process."""
+
     def run(argv: list[str]) -> float:
         t = time.perf_counter()
         subprocess.run(argv, cwd=ROOT, check=True, capture_output=True)
@@ -64,8 +66,10 @@ def whole_commands(gemma: Path) -> None:
 
     ours = min(run([sys.executable, "manage.py", "check_pair", str(gemma), str(gemma)]) for _ in range(5))
     theirs = run([sys.executable, "-c", GGUF_READER_SCRIPT, str(gemma), str(gemma)])
-    print(f"check_pair on two Gemma-3 headers as a whole command: {ours:.2f} s; a gguf.GGUFReader script "
-          f"comparing the token lists: {theirs:.1f} s; ratio {theirs / ours:.0f}x  [goal >= 100x]")
+    print(
+        f"check_pair on two Gemma-3 headers as a whole command: {ours:.2f} s; a gguf.GGUFReader script "
+        f"comparing the token lists: {theirs:.1f} s; ratio {theirs / ours:.0f}x  [goal >= 100x]"
+    )
 
 
 def vocab_files(tmp: Path) -> dict[str, Path]:
@@ -92,7 +96,10 @@ def remote_reads() -> None:
     with tempfile.TemporaryDirectory() as tmp, FakeHub() as hub:
         os.environ["HF_ENDPOINT"] = hub.url
         os.environ["NO_PROXY"] = "127.0.0.1"
-        files = {MODELS[k].name: model_path(k, headers_only=k != "smollm2") for k in ("smollm2", "gemma3", "qwen05", "qwen15")}
+        files = {
+            MODELS[k].name: model_path(k, headers_only=k != "smollm2")
+            for k in ("smollm2", "gemma3", "qwen05", "qwen15")
+        }
         real = set(files)
         files.update(vocab_files(Path(tmp)))
         rows = []
@@ -101,8 +108,16 @@ def remote_reads() -> None:
             hub.add_repo(repo, {name: path})
             info = inspect_source(f"hf://{repo}/{name}")
             asked = hub.file_requests(repo, name)
-            rows.append((name, name in real, asked.get("hub", 0), asked.get("cdn", 0),
-                         hub.bytes_served(repo, name), info.header_size))
+            rows.append(
+                (
+                    name,
+                    name in real,
+                    asked.get("hub", 0),
+                    asked.get("cdn", 0),
+                    hub.bytes_served(repo, name),
+                    info.header_size,
+                )
+            )
     print("Remote header reads over the local test Hub (a Hub redirect, then Range requests to its CDN):")
     for name, _, hub_n, cdn_n, sent, header in rows:
         print(f"  {name[:44]:44} header {header:>11,}  requests {hub_n} + {cdn_n}  sent {sent / header:.3f}x")
@@ -113,25 +128,35 @@ def remote_reads() -> None:
         hubs, cdns = sum(r[2] for r in group), sum(r[3] for r in group)
         sent, header = sum(r[4] for r in group), sum(r[5] for r in group)
         worst = max(r[4] / r[5] for r in group)
-        print(f"  {label} ({n} files): {(hubs + cdns) / n:.2f} HTTP requests per file ({cdns / n:.2f} Range "
-              f"requests + {hubs / n:.2f} Hub redirect); server sent {sent / header:.3f}x the header bytes "
-              f"(worst file {worst:.3f}x)  [goal <= 2 requests, <= 1.05x]")
+        print(
+            f"  {label} ({n} files): {(hubs + cdns) / n:.2f} HTTP requests per file ({cdns / n:.2f} Range "
+            f"requests + {hubs / n:.2f} Hub redirect); server sent {sent / header:.3f}x the header bytes "
+            f"(worst file {worst:.3f}x)  [goal <= 2 requests, <= 1.05x]"
+        )
 
 
 def main() -> None:
     gemma = model_path("gemma3")
     whole_commands(gemma)
-    out = subprocess.run([sys.executable, "-c", MEMORY_PROBE.format(root=str(ROOT), path=str(gemma))],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", MEMORY_PROBE.format(root=str(ROOT), path=str(gemma))],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     header, base, imported, peak = map(int, out)
-    memory = (f"Peak RSS reading a {header / 1e6:.1f} MB header: {peak / 1024:.0f} MB "
-              f"(interpreter {base / 1024:.0f} MB, after imports {imported / 1024:.0f} MB)  [goal < 150 MB]")
+    memory = (
+        f"Peak RSS reading a {header / 1e6:.1f} MB header: {peak / 1024:.0f} MB "
+        f"(interpreter {base / 1024:.0f} MB, after imports {imported / 1024:.0f} MB)  [goal < 150 MB]"
+    )
     ours = best_of(5, lambda: inspect_source(gemma))
     from gguf import GGUFReader
 
     theirs = best_of(1, lambda: GGUFReader(gemma))
-    print(f"Gemma-3-270M header read: specreg {ours * 1000:.1f} ms, gguf.GGUFReader {theirs * 1000:.0f} ms, "
-          f"speed-up {theirs / ours:.0f}x  [goal >= 200x]")
+    print(
+        f"Gemma-3-270M header read: specreg {ours * 1000:.1f} ms, gguf.GGUFReader {theirs * 1000:.0f} ms, "
+        f"speed-up {theirs / ours:.0f}x  [goal >= 200x]"
+    )
     print(memory)
 
     remote_reads()
@@ -148,11 +173,14 @@ def main() -> None:
         b = inspect_source("hf://Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF/q4_k_m.gguf")
         verdict = check_pair(a, b)
         elapsed = time.perf_counter() - start
-        served = (hub.bytes_served("Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", "q4_k_m.gguf")
-                  + hub.bytes_served("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", "q4_k_m.gguf"))
+        served = hub.bytes_served("Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", "q4_k_m.gguf") + hub.bytes_served(
+            "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", "q4_k_m.gguf"
+        )
     headers = a.header_size + b.header_size
-    print(f"Remote pair check (Qwen2.5-Coder 1.5B + 0.5B over the local test Hub): {verdict.verdict} in "
-          f"{elapsed:.2f} s; {served:,} bytes served for {headers:,} header bytes = {served / headers:.3f}x  [goal <= 1.05]")
+    print(
+        f"Remote pair check (Qwen2.5-Coder 1.5B + 0.5B over the local test Hub): {verdict.verdict} in "
+        f"{elapsed:.2f} s; {served:,} bytes served for {headers:,} header bytes = {served / headers:.3f}x  [goal <= 1.05]"
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ Qwen2.5-Coder-1.5B-Instruct Q4_K_M is the target and its 0.5B sibling the draft 
 Plain and speculative runs alternate per prompt and repeat (A B A B), as in every benchmark; the table
 gives medians, acceptance, and the share of the CPU other work used meanwhile (a noisy machine shows).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,9 +26,9 @@ django.setup()
 
 from inspector.spec_flags import NGRAM_SWEEP, Setting  # noqa: E402
 from runner import hardware, llamacpp  # noqa: E402
+from runner.measure import measure_cell  # noqa: E402
 from runner.methods import settings_for  # noqa: E402
 from runner.prompts import load_task_set  # noqa: E402
-from runner.measure import measure_cell  # noqa: E402
 from runner.sweep import SweepConfig, run_sweep  # noqa: E402
 from tests.models import model_path  # noqa: E402
 
@@ -52,8 +53,10 @@ def row(c) -> str:
     ident = "-" if c.identical is None else ("yes" if c.identical else f"no@{c.first_difference}")
     plain = f"{c.plain.median:.1f} ({c.plain.min:.1f}-{c.plain.max:.1f})" if c.plain else "-"
     spec = f"{c.spec.median:.1f} ({c.spec.min:.1f}-{c.spec.max:.1f})" if c.spec else "-"
-    return (f"| {c.cell.content_type} | {c.cell.setting.label} | {plain} | {spec} | {speed} | {acc} | {ident} | "
-            f"{100 * (c.other_cpu_share or 0):.0f}% |" + (f" {c.error}" if c.error else ""))
+    return (
+        f"| {c.cell.content_type} | {c.cell.setting.label} | {plain} | {spec} | {speed} | {acc} | {ident} | "
+        f"{100 * (c.other_cpu_share or 0):.0f}% |" + (f" {c.error}" if c.error else "")
+    )
 
 
 def measure_and_print(cell, **kw):
@@ -81,17 +84,29 @@ def main() -> None:
         settings = [Setting("draft-simple", 2, 0.0), Setting("ngram-mod", 16, None)]
         args.types, args.n_predict, args.repeats, args.prompts = "code", 8, 1, 1
     if args.full:
-        settings = [s for m in ("draft-simple", *NGRAM_SWEEP, "ngram-cache")
-                    for s in settings_for(m, [4, 8, 16], [0.0, 0.75])]
-    config = SweepConfig(str(target), str(draft), load_task_set(), content_types=tuple(args.types.split(",")),
-                         extend=False, prompts_per_type=args.prompts, n_predict=args.n_predict,
-                         repeats=args.repeats, settings=tuple(settings), via=args.via)
+        settings = [
+            s for m in ("draft-simple", *NGRAM_SWEEP, "ngram-cache") for s in settings_for(m, [4, 8, 16], [0.0, 0.75])
+        ]
+    config = SweepConfig(
+        str(target),
+        str(draft),
+        load_task_set(),
+        content_types=tuple(args.types.split(",")),
+        extend=False,
+        prompts_per_type=args.prompts,
+        n_predict=args.n_predict,
+        repeats=args.repeats,
+        settings=tuple(settings),
+        via=args.via,
+    )
     hw = hardware.detect()
     build = llamacpp.build_info()
     print(f"hardware: {hw['hardware_class']} ({hw['cpu_model']}); llama.cpp {build.label} built for {build.isa or '?'}")
-    print(f"target {target.name}, draft {draft.name}, {len(settings)} settings, {config.n_predict} tokens, "
-          f"{config.repeats} repeat(s), {config.prompts_per_type} prompt(s) per type {config.content_types}, "
-          f"measured via {config.via}")
+    print(
+        f"target {target.name}, draft {draft.name}, {len(settings)} settings, {config.n_predict} tokens, "
+        f"{config.repeats} repeat(s), {config.prompts_per_type} prompt(s) per type {config.content_types}, "
+        f"measured via {config.via}"
+    )
     start = time.monotonic()
     print("\n" + HEADER, flush=True)
     result = run_sweep(config, measure=measure_and_print)
@@ -99,8 +114,10 @@ def main() -> None:
         print(f"sweep {result.status}: {result.error}")
     print()
     for rec in result.recommendations:
-        print(f"recommendation {rec.content_type}: {rec.summary} ({rec.reason})"
-              + (f"\n  caveat: {rec.caveat}" if rec.caveat else ""))
+        print(
+            f"recommendation {rec.content_type}: {rec.summary} ({rec.reason})"
+            + (f"\n  caveat: {rec.caveat}" if rec.caveat else "")
+        )
     print(f"\nwhole benchmark: {time.monotonic() - start:.0f} s")
 
 

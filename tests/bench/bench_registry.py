@@ -16,6 +16,7 @@ token below id 4096 (so it gets its own vocabulary key) and some files pad the t
 or flip add_bos, so every candidate goes through llama.cpp's exact rules during registration.
 The database named by --db is dropped and recreated (with --reuse it is kept, and migrated).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--duration", type=float, default=60.0)
     p.add_argument("--workers", type=int, default=4, help="gunicorn workers")
     p.add_argument("--reuse", action="store_true", help="keep an already filled database")
-    p.add_argument("--no-cache", action="store_true", help="turn the table-page cache off (every request hits the database)")
-    p.add_argument("--profile-only", action="store_true", help="only the in-process profile of each page kind (no load)")
+    p.add_argument(
+        "--no-cache", action="store_true", help="turn the table-page cache off (every request hits the database)"
+    )
+    p.add_argument(
+        "--profile-only", action="store_true", help="only the in-process profile of each page kind (no load)"
+    )
     return p.parse_args()
 
 
@@ -71,8 +76,9 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from inspector.info import ModelInfo, inspect_source  # noqa: E402
-from inspector.tokens import TokenTable as Tokens, vocab_key  # noqa: E402
-from registry import pairing, registration, stored  # noqa: E402
+from inspector.tokens import TokenTable as Tokens  # noqa: E402
+from inspector.tokens import vocab_key  # noqa: E402
+from registry.catalog import pairing, registration, stored  # noqa: E402
 from registry.hub.drafts import compatible_drafts  # noqa: E402
 from registry.models import GGUFFile, Pair, ReportedResult  # noqa: E402
 from registry.results.figures import refresh_best  # noqa: E402
@@ -110,8 +116,11 @@ SIZES = [0.5, 1, 1.5, 3, 7, 14, 32, 72]
 
 
 def fill(families: int, per_family: int) -> float:
-    bases = [inspect_source(str(model_path("smollm2"))), inspect_source(str(model_path("qwen05", headers_only=True))),
-             inspect_source(str(model_path("gemma3", headers_only=True)))]
+    bases = [
+        inspect_source(str(model_path("smollm2"))),
+        inspect_source(str(model_path("qwen05", headers_only=True))),
+        inspect_source(str(model_path("gemma3", headers_only=True))),
+    ]
     started = time.monotonic()
     rng = random.Random(1)
     for fam in range(families):
@@ -124,8 +133,15 @@ def fill(families: int, per_family: int) -> float:
             info = variant(base, padded if j % 4 == 3 else own, params, add_bos=True if j == per_family - 1 else None)
             quant = ["Q4_K_M", "Q8_0", "Q5_K_M"][j // len(SIZES) % 3]
             path = f"bench-{SIZES[j % len(SIZES)]}b-{quant}.gguf"
-            registration.register(info, source=f"hf://bench/family-{fam}/{path}", repo=f"bench/family-{fam}",
-                                  path=path, commit="0" * 40, etag=f"bench-{fam}-{j}", size=params // 2)
+            registration.register(
+                info,
+                source=f"hf://bench/family-{fam}/{path}",
+                repo=f"bench/family-{fam}",
+                path=path,
+                commit="0" * 40,
+                etag=f"bench-{fam}-{j}",
+                size=params // 2,
+            )
         if fam % 25 == 0:
             done = (fam + 1) * per_family
             rate = done / (time.monotonic() - started)
@@ -134,10 +150,15 @@ def fill(families: int, per_family: int) -> float:
     for pk in rng.sample(ids, min(ARGS.reported, len(ids))):
         k = rng.choice([4, 8, 16, 24])
         ReportedResult.objects.create(
-            pair_id=pk, k=k, acceptance=rng.uniform(0.3, 0.9), speedup=rng.uniform(0.3, 3.0),
+            pair_id=pk,
+            k=k,
+            acceptance=rng.uniform(0.3, 0.9),
+            speedup=rng.uniform(0.3, 3.0),
             content_type=rng.choice(["code", "chat", "prose", "math"]),
             hardware=rng.choice(["2-core CPU", "RTX 4090", "H100", "M2 Max"]),
-            llama_cpp_build=rng.choice(["b11434", "b10000"]), citation="benchmark fill")
+            llama_cpp_build=rng.choice(["b11434", "b10000"]),
+            citation="benchmark fill",
+        )
         refresh_best(Pair(pk=pk))
     return time.monotonic() - started
 
@@ -158,11 +179,19 @@ def time_register_one(n: int = 5) -> list[float]:
         info = variant(base, own, int(0.3e9), None)
         stored._tables.clear()
         t0 = time.perf_counter()
-        reg = registration.register(info, source=f"hf://bench/new-{r}/new-Q4_K_M.gguf", repo=f"bench/new-{r}",
-                                    path="new-Q4_K_M.gguf", etag=f"new-{r}-{time.time()}", size=1)
+        reg = registration.register(
+            info,
+            source=f"hf://bench/new-{r}/new-Q4_K_M.gguf",
+            repo=f"bench/new-{r}",
+            path="new-Q4_K_M.gguf",
+            etag=f"new-{r}-{time.time()}",
+            size=1,
+        )
         times.append(time.perf_counter() - t0)
-        print(f"  {reg.status} {reg.file.source}: {reg.pairs_added} new and {reg.pairs_updated} re-checked pairs in {times[-1] * 1000:.0f} ms "
-              f"({pairing.candidates(reg.file).count()} candidates)")
+        print(
+            f"  {reg.status} {reg.file.source}: {reg.pairs_added} new and {reg.pairs_updated} re-checked pairs in {times[-1] * 1000:.0f} ms "
+            f"({pairing.candidates(reg.file).count()} candidates)"
+        )
     return times
 
 
@@ -179,25 +208,39 @@ def time_compatible_drafts(n: int = 300) -> list[float]:
     return times
 
 
-SORTS = ["-speedup", "speedup", "-acceptance", "acceptance", "-k", "k", "-ratio", "ratio",
-         "-target", "target", "-draft", "draft", "-checked", "checked"]
+SORTS = [
+    "-speedup",
+    "speedup",
+    "-acceptance",
+    "acceptance",
+    "-k",
+    "k",
+    "-ratio",
+    "ratio",
+    "-target",
+    "target",
+    "-draft",
+    "draft",
+    "-checked",
+    "checked",
+]
 DEEP_ROW = 9_950  # the first row of page 200
 
 
 def keyset_cursors() -> dict[str, list[str]]:
     """Per sort, cursors a few rows apart around row 9,950 (page 200): what following Next links reaches."""
     try:
-        from registry.table import keyset
         from registry.sort_keys import sort_key
-        from registry.table.query import TableQuery, filtered_pairs
+        from registry.table import keyset
         from registry.table.pages import keyed
+        from registry.table.query import TableQuery, filtered_pairs
     except ImportError:  # a version without keyset paging
         return {}
     out = {}
     for sort in SORTS:
         key = sort_key(sort)
         rows = keyed(filtered_pairs(TableQuery(sort=sort)), key).order_by(*keyset.order_by(key))
-        out[sort] = [keyset.encode(list(r)) for r in rows[DEEP_ROW - 1:DEEP_ROW + 500:50]]
+        out[sort] = [keyset.encode(list(r)) for r in rows[DEEP_ROW - 1 : DEEP_ROW + 500 : 50]]
     return out
 
 
@@ -206,26 +249,58 @@ def page_kinds(cursors: dict[str, list[str]]) -> dict[str, object]:
     fam = lambda rng: rng.randint(0, ARGS.families - 1)  # noqa: E731
     kinds: dict[str, object] = {
         "first page": lambda rng: "/",
-        "deep ?page=200": lambda rng: "/?" + urllib.parse.urlencode(
-            {"page": rng.randint(195, 205), "sort": rng.choice(SORTS)}),
-        "search family": lambda rng: "/?" + urllib.parse.urlencode({"q": f"family-{fam(rng)}/", "sort": rng.choice(SORTS)}),
-        "search word": lambda rng: "/?" + urllib.parse.urlencode(
-            {"q": rng.choice(["qwen2", "smollm", "gemma", "q8_0", "bench-7b", "llama"]), "sort": rng.choice(SORTS),
-             "page": rng.randint(1, 3)}),
-        "filter results": lambda rng: "/?" + urllib.parse.urlencode(
-            {"content_type": rng.choice(["code", "chat", "prose", "math"]), "page": rng.randint(1, 5),
-             "hardware": rng.choice(["", "H100", "4090"]), "sort": rng.choice(SORTS)}),
-        "filter speedup": lambda rng: "/?" + urllib.parse.urlencode(
-            {"min_speedup": round(rng.uniform(0.5, 2.5), 1), "page": rng.randint(1, 20), "sort": rng.choice(SORTS)}),
-        "verdict": lambda rng: "/?" + urllib.parse.urlencode(
-            {"verdict": rng.choice(["incompatible", "all"]), "sort": rng.choice(SORTS), "page": rng.randint(1, 3)}),
+        "deep ?page=200": lambda rng: (
+            "/?" + urllib.parse.urlencode({"page": rng.randint(195, 205), "sort": rng.choice(SORTS)})
+        ),
+        "search family": lambda rng: (
+            "/?" + urllib.parse.urlencode({"q": f"family-{fam(rng)}/", "sort": rng.choice(SORTS)})
+        ),
+        "search word": lambda rng: (
+            "/?"
+            + urllib.parse.urlencode(
+                {
+                    "q": rng.choice(["qwen2", "smollm", "gemma", "q8_0", "bench-7b", "llama"]),
+                    "sort": rng.choice(SORTS),
+                    "page": rng.randint(1, 3),
+                }
+            )
+        ),
+        "filter results": lambda rng: (
+            "/?"
+            + urllib.parse.urlencode(
+                {
+                    "content_type": rng.choice(["code", "chat", "prose", "math"]),
+                    "page": rng.randint(1, 5),
+                    "hardware": rng.choice(["", "H100", "4090"]),
+                    "sort": rng.choice(SORTS),
+                }
+            )
+        ),
+        "filter speedup": lambda rng: (
+            "/?"
+            + urllib.parse.urlencode(
+                {"min_speedup": round(rng.uniform(0.5, 2.5), 1), "page": rng.randint(1, 20), "sort": rng.choice(SORTS)}
+            )
+        ),
+        "verdict": lambda rng: (
+            "/?"
+            + urllib.parse.urlencode(
+                {"verdict": rng.choice(["incompatible", "all"]), "sort": rng.choice(SORTS), "page": rng.randint(1, 3)}
+            )
+        ),
     }
     if cursors:
-        kinds["deep keyset (page 200)"] = lambda rng: "/?" + urllib.parse.urlencode(
-            {"sort": (s := rng.choice(SORTS)), "after": rng.choice(cursors[s]), "page": 200})
+        kinds["deep keyset (page 200)"] = lambda rng: (
+            "/?"
+            + urllib.parse.urlencode({"sort": (s := rng.choice(SORTS)), "after": rng.choice(cursors[s]), "page": 200})
+        )
     for sort in SORTS:
-        kinds[f"sort {sort}"] = lambda rng, sort=sort: "/?" + urllib.parse.urlencode({"sort": sort, "page": rng.randint(1, 3)})
-    kinds["api page"] = lambda rng: "/api/pairs?" + urllib.parse.urlencode({"sort": rng.choice(SORTS), "q": f"family-{fam(rng)}/"})
+        kinds[f"sort {sort}"] = lambda rng, sort=sort: (
+            "/?" + urllib.parse.urlencode({"sort": sort, "page": rng.randint(1, 3)})
+        )
+    kinds["api page"] = lambda rng: (
+        "/api/pairs?" + urllib.parse.urlencode({"sort": rng.choice(SORTS), "q": f"family-{fam(rng)}/"})
+    )
     kinds["csv first 64 KiB"] = lambda rng: "/pairs.csv?" + urllib.parse.urlencode({"sort": rng.choice(SORTS)})
     return kinds
 
@@ -264,8 +339,10 @@ def profile(kinds: dict[str, object], repeats: int = 5) -> None:
 
     Template.render = render
     print()
-    print("Where one request's time goes (in-process, cache off, median of "
-          f"{repeats}; SQL includes the driver; plan of the slowest query):")
+    print(
+        "Where one request's time goes (in-process, cache off, median of "
+        f"{repeats}; SQL includes the driver; plan of the slowest query):"
+    )
     try:
         with conn.execute_wrapper(wrapper):
             for name, make in kinds.items():
@@ -293,8 +370,10 @@ def profile(kinds: dict[str, object], repeats: int = 5) -> None:
                         slowest = q
                     assert r.status_code == 200, (url, r.status_code)
                 tot, sql, tpl = (statistics.median(x) * 1000 for x in (totals, sqls, templates))
-                print(f"  {name:24s} total {tot:6.1f} ms = SQL {sql:6.1f} ms ({statistics.median(counts):.0f} queries) "
-                      f"+ template {tpl:5.1f} ms + other Python {tot - sql - tpl:5.1f} ms")
+                print(
+                    f"  {name:24s} total {tot:6.1f} ms = SQL {sql:6.1f} ms ({statistics.median(counts):.0f} queries) "
+                    f"+ template {tpl:5.1f} ms + other Python {tot - sql - tpl:5.1f} ms"
+                )
                 if slowest[1]:
                     print(f"      slowest query {slowest[0] * 1000:.1f} ms: {explain(slowest[1], slowest[2])}")
     finally:
@@ -343,12 +422,15 @@ def stream_rates(every: int = 20_000) -> None:
                 rates.append(f"{every / (now - last):,.0f}")
                 last, mark = now, mark + every
         total = time.perf_counter() - t0
-        print(f"  {url:18s} {rows:,} rows in {total:.1f} s ({rows / total:,.0f}/s); per {every:,} rows: {', '.join(rates)}")
+        print(
+            f"  {url:18s} {rows:,} rows in {total:.1f} s ({rows / total:,.0f}/s); per {every:,} rows: {', '.join(rates)}"
+        )
 
 
 # ---- load --------------------------------------------------------------------------------------
-def load(base_url: str, kinds: dict[str, object], rate: float, clients: int,
-         duration: float) -> tuple[list[tuple[str, float, bool]], float]:
+def load(
+    base_url: str, kinds: dict[str, object], rate: float, clients: int, duration: float
+) -> tuple[list[tuple[str, float, bool]], float]:
     """Open-loop load: requests are due at a fixed rate, kinds in turn; latency is measured from when each was due."""
     due: Queue = Queue()
     results: list[tuple[str, float, bool]] = []
@@ -406,8 +488,10 @@ def free_port() -> int:
 def main() -> None:
     if not ARGS.reuse:
         admin_url = f"{ARGS.server.rstrip('/')}/postgres"
-        subprocess.run(["psql", admin_url, "-q", "-c", f"DROP DATABASE IF EXISTS {ARGS.db}", "-c",
-                        f"CREATE DATABASE {ARGS.db}"], check=True)
+        subprocess.run(
+            ["psql", admin_url, "-q", "-c", f"DROP DATABASE IF EXISTS {ARGS.db}", "-c", f"CREATE DATABASE {ARGS.db}"],
+            check=True,
+        )
         call_command("migrate", verbosity=0)
         print(f"Filling {ARGS.families * ARGS.per_family:,} files in {ARGS.families} families …", flush=True)
         seconds = fill(ARGS.families, ARGS.per_family)
@@ -424,8 +508,10 @@ def main() -> None:
     with connection.cursor() as c:
         c.execute("SELECT count(*), pg_size_pretty(sum(length(blob))) FROM registry_tokentable")
         tables, table_bytes = c.fetchone()
-    print(f"Database: {files:,} files, {pairs:,} pairs ({Pair.objects.filter(compatible=True).count():,} compatible), "
-          f"{tables:,} distinct token tables ({table_bytes}), {ReportedResult.objects.count():,} reported results")
+    print(
+        f"Database: {files:,} files, {pairs:,} pairs ({Pair.objects.filter(compatible=True).count():,} compatible), "
+        f"{tables:,} distinct token tables ({table_bytes}), {ReportedResult.objects.count():,} reported results"
+    )
 
     cursors = keyset_cursors()
     kinds = page_kinds(cursors)
@@ -444,8 +530,22 @@ def main() -> None:
         env["SPECREG_TABLE_CACHE_SECONDS"] = "0"
     elif CACHE_SETTING is not None:
         env["SPECREG_TABLE_CACHE_SECONDS"] = CACHE_SETTING
-    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "registry.wsgi", "-w", str(ARGS.workers), "-b",
-                               f"127.0.0.1:{port}", "--log-level", "warning"], cwd=ROOT, env=env)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "registry.wsgi",
+            "-w",
+            str(ARGS.workers),
+            "-b",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
     try:
         base_url = f"http://127.0.0.1:{port}"
         for _ in range(100):
@@ -457,8 +557,11 @@ def main() -> None:
         rng = random.Random(4)
         for make in list(kinds.values()) * 2:  # warm every worker
             urllib.request.urlopen(base_url + make(rng), timeout=30).read(65536)
-        print(f"Load: {ARGS.rate:.0f} req/s from {ARGS.clients} clients for {ARGS.duration:.0f} s against gunicorn "
-              f"({ARGS.workers} workers) on {base_url}, {len(kinds)} kinds of page in turn …", flush=True)
+        print(
+            f"Load: {ARGS.rate:.0f} req/s from {ARGS.clients} clients for {ARGS.duration:.0f} s against gunicorn "
+            f"({ARGS.workers} workers) on {base_url}, {len(kinds)} kinds of page in turn …",
+            flush=True,
+        )
         with open("/proc/loadavg") as f:
             load_before = f.read().split()[:3]
         results, wall = load(base_url, kinds, ARGS.rate, ARGS.clients, ARGS.duration)
@@ -474,13 +577,21 @@ def main() -> None:
     goal = 150 if ARGS.no_cache else 50
     print()
     print("== specreg registry benchmark (PostgreSQL, gunicorn on loopback) ==")
-    print(f"files {files:,}   pairs {pairs:,}   machine: {os.cpu_count()} CPUs, load average before/after "
-          f"{' '.join(load_before)} / {' '.join(load_after)}")
-    print(f"register one new file: median {statistics.median(reg_times) * 1000:.0f} ms, max {max(reg_times) * 1000:.0f} ms   (goal < 1000 ms)")
-    print(f"compatible drafts for a target: median {statistics.median(drafts) * 1000:.1f} ms, "
-          f"p95 {p95(drafts) * 1000:.1f} ms over {len(drafts)} targets   (goal < 50 ms)")
-    print(f"table pages ({cache}): {len(ms):,} requests in {wall:.1f} s ({len(ms) / wall:.1f}/s served of "
-          f"{ARGS.rate:.0f}/s asked), errors {errors}   (goal p95 < {goal} ms for every kind)")
+    print(
+        f"files {files:,}   pairs {pairs:,}   machine: {os.cpu_count()} CPUs, load average before/after "
+        f"{' '.join(load_before)} / {' '.join(load_after)}"
+    )
+    print(
+        f"register one new file: median {statistics.median(reg_times) * 1000:.0f} ms, max {max(reg_times) * 1000:.0f} ms   (goal < 1000 ms)"
+    )
+    print(
+        f"compatible drafts for a target: median {statistics.median(drafts) * 1000:.1f} ms, "
+        f"p95 {p95(drafts) * 1000:.1f} ms over {len(drafts)} targets   (goal < 50 ms)"
+    )
+    print(
+        f"table pages ({cache}): {len(ms):,} requests in {wall:.1f} s ({len(ms) / wall:.1f}/s served of "
+        f"{ARGS.rate:.0f}/s asked), errors {errors}   (goal p95 < {goal} ms for every kind)"
+    )
     print(f"  {'all kinds':24s} {len(ms):5d}  {percentiles(ms)}")
     for kind in kinds:
         kms = [x * 1000 for k, x, _ in results if k == kind]

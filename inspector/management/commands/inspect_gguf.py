@@ -1,4 +1,5 @@
 """inspect_gguf SOURCE: everything specreg reads from a GGUF header (the plain command in inspector.cli)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -10,8 +11,10 @@ from inspector.management.base import SpecregCommand, UserError
 
 
 class Command(SpecregCommand):
-    help = ("Show a GGUF file's metadata and tokenizer (stored and as llama.cpp applies it). SOURCE is a "
-            "local path or hf://OWNER/REPO[@REVISION]/PATH; only the header is read.")
+    help = (
+        "Show a GGUF file's metadata and tokenizer (stored and as llama.cpp applies it). SOURCE is a "
+        "local path or hf://OWNER/REPO[@REVISION]/PATH; only the header is read."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("source")

@@ -1,4 +1,5 @@
 """export_kb FILE: write this installation's knowledge base as versioned JSON."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -8,8 +9,10 @@ from registry.kb.export import export_kb
 
 
 class Command(SpecregCommand):
-    help = ("Write the whole knowledge base (files' inspections, pairs, measured runs, reported results and "
-            "other apps' records, each with the installation it came from) to FILE as versioned JSON.")
+    help = (
+        "Write the whole knowledge base (files' inspections, pairs, measured runs, reported results and "
+        "other apps' records, each with the installation it came from) to FILE as versioned JSON."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("file", help="where to write it (replaced whole)")

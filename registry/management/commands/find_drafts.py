@@ -1,5 +1,6 @@
 """find_drafts TARGET: compatible drafts already registered, then candidates found and checked on the Hub;
 EAGLE-3 / DFlash sidecars for the target listed apart, with their method and its verdict."""
+
 from __future__ import annotations
 
 import json
@@ -12,19 +13,40 @@ from registry.web.serializers import pair_row
 
 def sidecar_rows(search: DraftSearch) -> list[dict[str, Any]]:
     """Sidecars already paired with the target, then those the Hub search checked: method and verdict."""
-    rows = [{"repo": p.draft.repo or None, "source": p.draft.source, "method": sidecar_method(p.draft),
-             "status": "compatible" if p.compatible else "incompatible", "why": "registered", "message": "",
-             "pair": p} for p in search.registered_sidecars]
-    return rows + [{"repo": c.repo_id, "source": c.pair.draft.source if c.pair else None, "method": c.method,
-                    "status": c.status, "why": c.why, "message": c.message, "pair": c.pair} for c in search.sidecars]
+    rows = [
+        {
+            "repo": p.draft.repo or None,
+            "source": p.draft.source,
+            "method": sidecar_method(p.draft),
+            "status": "compatible" if p.compatible else "incompatible",
+            "why": "registered",
+            "message": "",
+            "pair": p,
+        }
+        for p in search.registered_sidecars
+    ]
+    return rows + [
+        {
+            "repo": c.repo_id,
+            "source": c.pair.draft.source if c.pair else None,
+            "method": c.method,
+            "status": c.status,
+            "why": c.why,
+            "message": c.message,
+            "pair": c.pair,
+        }
+        for c in search.sidecars
+    ]
 
 
 class Command(SpecregCommand):
-    help = ("List drafts for TARGET (a registered source, hf://OWNER/REPO[@REV]/PATH, or a local path): "
-            "compatible files already registered, then Hub repositories of the same family, its model "
-            "tree and purpose-built drafts (tagged 'draft' or named *DRAFT*), checked remotely and registered; "
-            "then EAGLE-3 / DFlash sidecars named after the target or in its model tree, each checked with "
-            "its method's rules.")
+    help = (
+        "List drafts for TARGET (a registered source, hf://OWNER/REPO[@REV]/PATH, or a local path): "
+        "compatible files already registered, then Hub repositories of the same family, its model "
+        "tree and purpose-built drafts (tagged 'draft' or named *DRAFT*), checked remotely and registered; "
+        "then EAGLE-3 / DFlash sidecars named after the target or in its model tree, each checked with "
+        "its method's rules."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("target")
@@ -49,15 +71,30 @@ class Command(SpecregCommand):
         except DraftSearchError as exc:
             raise UserError(str(exc)) from None
         if as_json:
-            self.stdout.write(json.dumps({
-                "target": search.target.source,
-                "registered": [pair_row(p) for p in search.registered],
-                "hub": [{"repo": c.repo_id, "why": c.why, "status": c.status, "message": c.message,
-                         "pair": pair_row(c.pair) if c.pair else None} for c in search.hub],
-                "sidecars": [{**row, "pair": pair_row(row["pair"]) if row["pair"] else None}
-                             for row in sidecar_rows(search)],
-                "hub_error": search.hub_error,
-            }, indent=2))
+            self.stdout.write(
+                json.dumps(
+                    {
+                        "target": search.target.source,
+                        "registered": [pair_row(p) for p in search.registered],
+                        "hub": [
+                            {
+                                "repo": c.repo_id,
+                                "why": c.why,
+                                "status": c.status,
+                                "message": c.message,
+                                "pair": pair_row(c.pair) if c.pair else None,
+                            }
+                            for c in search.hub
+                        ],
+                        "sidecars": [
+                            {**row, "pair": pair_row(row["pair"]) if row["pair"] else None}
+                            for row in sidecar_rows(search)
+                        ],
+                        "hub_error": search.hub_error,
+                    },
+                    indent=2,
+                )
+            )
         else:
             self.stdout.write(f"Registered compatible drafts: {len(search.registered)}")
             for p in search.registered:
@@ -68,8 +105,9 @@ class Command(SpecregCommand):
                     self.stdout.write(f"  {p.draft.source}  (size ratio {p.size_ratio or 0:.1f}×)")
             # Sidecars have no token table: not vocabulary pairs, each checked with its method's rules.
             rows = [r for r in sidecar_rows(search) if r["pair"] is not None]
-            self.stdout.write(f"Sidecars for this target: {len(rows)} "
-                              f"({sum(r['status'] == 'compatible' for r in rows)} compatible)")
+            self.stdout.write(
+                f"Sidecars for this target: {len(rows)} ({sum(r['status'] == 'compatible' for r in rows)} compatible)"
+            )
             for r in rows:
                 rule = r["pair"].failed_rule
                 self.stdout.write(f"  {r['method']:<13} {r['source']}  {r['status']}" + (f": {rule}" if rule else ""))

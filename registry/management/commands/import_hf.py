@@ -1,4 +1,5 @@
 """import_hf OWNER/REPO: register a Hub repository's GGUF files, reading only their headers."""
+
 from __future__ import annotations
 
 from inspector.management.base import SpecregCommand, UserError
@@ -6,13 +7,17 @@ from registry.hub.importing import HubImportError, import_hf
 
 
 class Command(SpecregCommand):
-    help = ("Register the .gguf files of a Hugging Face model repository: headers are read by Range "
-            "requests, nothing is downloaded. Gated or private repos need HF_TOKEN. Unchanged files "
-            "are skipped. Exit status: 0 all imported, 1 some files failed, 2 error.")
+    help = (
+        "Register the .gguf files of a Hugging Face model repository: headers are read by Range "
+        "requests, nothing is downloaded. Gated or private repos need HF_TOKEN. Unchanged files "
+        "are skipped. Exit status: 0 all imported, 1 some files failed, 2 error."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("repo", help="OWNER/REPO (or hf://OWNER/REPO)")
-        parser.add_argument("--include", metavar="GLOB", help="only files matching GLOB (case-insensitive), e.g. '*Q4_K_M*'")
+        parser.add_argument(
+            "--include", metavar="GLOB", help="only files matching GLOB (case-insensitive), e.g. '*Q4_K_M*'"
+        )
         parser.add_argument("--revision", metavar="REV", help="branch, tag or commit (default: the main branch)")
 
     def handle(self, *args, repo: str, include: str | None, revision: str | None, **options) -> None:

@@ -1,4 +1,5 @@
 """recheck_pairs: check every stored pair again with the pinned llama.cpp rules; list the verdicts that changed."""
+
 from __future__ import annotations
 
 import json as _json
@@ -9,8 +10,10 @@ from registry.catalog.recheck import describe, recheck_pairs
 
 
 class Command(SpecregCommand):
-    help = ("Check every stored pair again with the rules of the pinned llama.cpp build (from the stored "
-            "inspections; no file is read), store the new verdicts and list those that changed.")
+    help = (
+        "Check every stored pair again with the rules of the pinned llama.cpp build (from the stored "
+        "inspections; no file is read), store the new verdicts and list those that changed."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--dry-run", action="store_true", help="list the changes without storing anything")
@@ -19,15 +22,38 @@ class Command(SpecregCommand):
     def handle(self, *args, dry_run: bool, json: bool, **options) -> None:
         r = recheck_pairs(dry_run=dry_run)
         if json:
-            self.stdout.write(_json.dumps({
-                "checked": r.checked, "rules_from": r.rules_from, "stored": not dry_run,
-                "changed": [{"pair": v.pair.pk, "target": v.pair.target.source, "draft": v.pair.draft.source,
-                             "old": {"compatible": v.old_compatible, "failed_rule": v.old_failed_rule,
-                                     "rules_from": v.old_rules_from},
-                             "new": {"compatible": v.new_compatible, "failed_rule": v.new_failed_rule,
-                                     "rules_from": v.new_rules_from}} for v in r.changes]}, indent=2))
+            self.stdout.write(
+                _json.dumps(
+                    {
+                        "checked": r.checked,
+                        "rules_from": r.rules_from,
+                        "stored": not dry_run,
+                        "changed": [
+                            {
+                                "pair": v.pair.pk,
+                                "target": v.pair.target.source,
+                                "draft": v.pair.draft.source,
+                                "old": {
+                                    "compatible": v.old_compatible,
+                                    "failed_rule": v.old_failed_rule,
+                                    "rules_from": v.old_rules_from,
+                                },
+                                "new": {
+                                    "compatible": v.new_compatible,
+                                    "failed_rule": v.new_failed_rule,
+                                    "rules_from": v.new_rules_from,
+                                },
+                            }
+                            for v in r.changes
+                        ],
+                    },
+                    indent=2,
+                )
+            )
             return
         for v in r.changes:
             self.stdout.write(terminal_safe(describe(v)))  # sources are names users gave
-        self.stdout.write(f"{r.checked:,} pairs checked with the rules of llama.cpp {r.rules_from or '(none)'}; "
-                          f"{len(r.changes):,} verdicts changed" + (" (dry run: nothing stored)" if dry_run else ""))
+        self.stdout.write(
+            f"{r.checked:,} pairs checked with the rules of llama.cpp {r.rules_from or '(none)'}; "
+            f"{len(r.changes):,} verdicts changed" + (" (dry run: nothing stored)" if dry_run else "")
+        )

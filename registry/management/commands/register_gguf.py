@@ -1,4 +1,5 @@
 """register_gguf PATH...: register GGUF files on this machine (named by absolute path)."""
+
 from __future__ import annotations
 
 from inspector.management.base import SpecregCommand, UserError

@@ -1,5 +1,6 @@
 """run_benchmark TARGET [DRAFT]: queue (and optionally wait for) a real llama.cpp benchmark of a target's
 speculation methods (with a draft model, or draftless), or run it here."""
+
 from __future__ import annotations
 
 import signal
@@ -8,14 +9,14 @@ import time
 from django.core.management.base import CommandError
 
 from inspector.management.base import SpecregCommand, UserError
-from registry.models import BenchmarkRun
+from inspector.spec_flags import OWN_HEADS, Setting
 from registry.catalog.pairing import pair_for
+from registry.hub.sources import SourceRegistrationError, register_source
+from registry.models import BenchmarkRun
 from runner import procs, runs, submit
+from runner.methods import default_methods
 from runner.models import workers_on
 from runner.params import BenchmarkError
-from registry.hub.sources import SourceRegistrationError, register_source
-from inspector.spec_flags import OWN_HEADS, Setting
-from runner.methods import default_methods
 
 NO_WORKER_AFTER_S = 10  # a worker that is starting up gets this long to show itself
 
@@ -35,18 +36,27 @@ def _floats(text: str) -> list[float]:
 
 
 class Command(SpecregCommand):
-    help = ("Benchmark TARGET's speculation methods with real llama.cpp, queued to a Celery worker: with DRAFT, "
-            "the draft's method and the n-gram family; without, the n-gram family (and the target's own MTP "
-            "heads). Sources are local paths or hf:// files (registered automatically). With --wait, follow "
-            "progress and print the results.")
+    help = (
+        "Benchmark TARGET's speculation methods with real llama.cpp, queued to a Celery worker: with DRAFT, "
+        "the draft's method and the n-gram family; without, the n-gram family (and the target's own MTP "
+        "heads). Sources are local paths or hf:// files (registered automatically). With --wait, follow "
+        "progress and print the results."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("target", nargs="?")
         parser.add_argument("draft", nargs="?")
-        parser.add_argument("--methods", help="llama.cpp --spec-type values to compare, e.g. ngram-mod,ngram-map-k "
-                            "(default: the draft's method and the n-gram family; no DRAFT: the n-gram family)")
-        parser.add_argument("--k", type=_ints, help="draft-model K values to sweep, e.g. 4,8,16 (default; extended "
-                            "while faster); n-gram methods sweep their own draft length")
+        parser.add_argument(
+            "--methods",
+            help="llama.cpp --spec-type values to compare, e.g. ngram-mod,ngram-map-k "
+            "(default: the draft's method and the n-gram family; no DRAFT: the n-gram family)",
+        )
+        parser.add_argument(
+            "--k",
+            type=_ints,
+            help="draft-model K values to sweep, e.g. 4,8,16 (default; extended "
+            "while faster); n-gram methods sweep their own draft length",
+        )
         parser.add_argument("--p-min", type=_floats, help="draft-model and MTP p-min values, e.g. 0,0.75 (default)")
         parser.add_argument("--no-extend", action="store_true", help="measure exactly --k, no extension upward")
         parser.add_argument("--tasks", help="content types, e.g. code,prose (default: all in the task set)")
@@ -55,13 +65,23 @@ class Command(SpecregCommand):
         parser.add_argument("--repeats", type=int)
         parser.add_argument("--n-predict", type=int)
         parser.add_argument("--prompts-per-type", type=int)
-        parser.add_argument("--via", choices=("cli", "server"), help="measure with llama.cpp's command-line tools "
-                            "(cli, default) or through llama-server started with the deployed flags (server)")
+        parser.add_argument(
+            "--via",
+            choices=("cli", "server"),
+            help="measure with llama.cpp's command-line tools "
+            "(cli, default) or through llama-server started with the deployed flags (server)",
+        )
         parser.add_argument("--hardware", help="queue for another hardware class, e.g. gpu-nvidia-h100")
-        parser.add_argument("--wait", action="store_true", help="follow the run until it finishes (a worker must "
-                            "consume its queue; exits 2 at once when none does)")
-        parser.add_argument("--here", action="store_true", help="run the benchmark in this process (no worker "
-                            "needed), printing the same results as --wait")
+        parser.add_argument(
+            "--wait",
+            action="store_true",
+            help="follow the run until it finishes (a worker must consume its queue; exits 2 at once when none does)",
+        )
+        parser.add_argument(
+            "--here",
+            action="store_true",
+            help="run the benchmark in this process (no worker needed), printing the same results as --wait",
+        )
         parser.add_argument("--timeout", type=float, default=0, help="with --wait: give up waiting after N seconds")
         parser.add_argument("--cancel", type=int, metavar="RUN_ID", help="cancel a queued or running run instead")
 
@@ -83,23 +103,36 @@ class Command(SpecregCommand):
                     task_set = json.load(f)
             except (OSError, ValueError) as exc:
                 raise UserError(f"{o['task_file']}: {exc}") from None
-        params = {"ks": o["k"], "content_types": o["tasks"].split(",") if o["tasks"] else None,
-                  "temperatures": o["temperatures"], "repeats": o["repeats"], "n_predict": o["n_predict"],
-                  "prompts_per_type": o["prompts_per_type"], "task_set": task_set,
-                  "extend": False if o["no_extend"] else None, "p_mins": o["p_min"], "via": o["via"]}
+        params = {
+            "ks": o["k"],
+            "content_types": o["tasks"].split(",") if o["tasks"] else None,
+            "temperatures": o["temperatures"],
+            "repeats": o["repeats"],
+            "n_predict": o["n_predict"],
+            "prompts_per_type": o["prompts_per_type"],
+            "task_set": task_set,
+            "extend": False if o["no_extend"] else None,
+            "p_mins": o["p_min"],
+            "via": o["via"],
+        }
         try:
             target = register_source(o["target"]).file
             draft = register_source(o["draft"]).file if o["draft"] else None
-            params["methods"] = (o["methods"].split(",") if o["methods"]
-                                 else default_methods(_method_of(draft), _method_of(target) == OWN_HEADS))
+            params["methods"] = (
+                o["methods"].split(",")
+                if o["methods"]
+                else default_methods(_method_of(draft), _method_of(target) == OWN_HEADS)
+            )
             # Without a draft the run is recorded on the target's own pair (its table row shows the method).
             pair = pair_for(target, draft or target)
-            run = submit.queue_benchmark(pair, params, hardware=o["hardware"], send=not o["here"],
-                                       target_alone=draft is None)
+            run = submit.queue_benchmark(
+                pair, params, hardware=o["hardware"], send=not o["here"], target_alone=draft is None
+            )
         except (SourceRegistrationError, BenchmarkError) as exc:
             raise UserError(str(exc)) from None
-        what = (f"{draft.source} drafting for {target.source}" if draft else f"{target.source} alone") + \
-            f" ({', '.join(run.params['methods'])})"
+        what = (
+            f"{draft.source} drafting for {target.source}" if draft else f"{target.source} alone"
+        ) + f" ({', '.join(run.params['methods'])})"
         if o["here"]:
             self.stdout.write(f"running run {run.pk} here: {what}")
             self._run_here(run.pk)
@@ -138,7 +171,8 @@ class Command(SpecregCommand):
                 raise UserError(
                     f"no worker is listening on queue {run.queue}; run {run_id} stays queued for a later worker. "
                     f"Start one with: celery -A runner worker -Q {run.queue} --pool solo "
-                    f"(on a machine of hardware class {run.hardware_class}), or run it here with --here")
+                    f"(on a machine of hardware class {run.hardware_class}), or run it here with --here"
+                )
             if timeout and waited > timeout:
                 raise UserError(f"run {run_id} still {run.status} after {timeout:.0f} s (it goes on; see its page)")
             time.sleep(1)
@@ -159,28 +193,41 @@ def _method_of(f) -> str | None:
 
 def format_results(run: BenchmarkRun) -> str:
     via = " through llama-server" if run.params.get("via") == "server" else ""
-    lines = [f"run {run.pk}: {run.status} on {run.hardware.get('cpu_model', '?')} with llama.cpp "
-             f"{run.build.get('label', '?')}{via}",
-             f"{'type':<8} {'temp':>4} {'setting':<44} {'plain t/s':>9} {'spec t/s':>9} {'speedup':>7} {'accept':>7} "
-             "identical"]
+    lines = [
+        f"run {run.pk}: {run.status} on {run.hardware.get('cpu_model', '?')} with llama.cpp "
+        f"{run.build.get('label', '?')}{via}",
+        f"{'type':<8} {'temp':>4} {'setting':<44} {'plain t/s':>9} {'spec t/s':>9} {'speedup':>7} {'accept':>7} "
+        "identical",
+    ]
     for r in run.results.order_by("pk"):
         spd = f"{r.speedup:.2f}x" if r.speedup is not None else "n/a"
         acc = f"{r.acceptance * 100:.1f}%" if r.acceptance is not None else "n/a"
-        ident = {True: "yes", False: f"no (from char {r.divergences[0]['position']})" if r.divergences else "no",
-                 None: "-"}[r.identical]
+        ident = {
+            True: "yes",
+            False: f"no (from char {r.divergences[0]['position']})" if r.divergences else "no",
+            None: "-",
+        }[r.identical]
         if not r.speculation_ran:
             ident = "speculation did not run"
-        lines.append(f"{r.content_type:<8} {r.temperature:>4.1f} {r.setting_label:<44} "
-                     f"{r.baseline_tokens_per_second or 0:>9.1f} "
-                     f"{r.tokens_per_second or 0:>9.1f} {spd:>7} {acc:>7} {ident}")
+        lines.append(
+            f"{r.content_type:<8} {r.temperature:>4.1f} {r.setting_label:<44} "
+            f"{r.baseline_tokens_per_second or 0:>9.1f} "
+            f"{r.tokens_per_second or 0:>9.1f} {spd:>7} {acc:>7} {ident}"
+        )
     for rec in run.summary.get("recommendations", []):
         what = "run without speculation"
         if rec["k"]:
-            s = Setting(rec.get("method") or "draft-simple", rec["k"], rec.get("p_min"),
-                        tuple(tuple(o) for o in rec.get("options") or ()))
+            s = Setting(
+                rec.get("method") or "draft-simple",
+                rec["k"],
+                rec.get("p_min"),
+                tuple(tuple(o) for o in rec.get("options") or ()),
+            )
             what = f"{s.label} ({rec['speedup']:.2f}x)"
-        lines.append(f"recommended for {rec['content_type']} at temperature {rec['temperature']}: {what}"
-                     + (f" (caveat: {rec['caveat']})" if rec.get("caveat") else ""))
+        lines.append(
+            f"recommended for {rec['content_type']} at temperature {rec['temperature']}: {what}"
+            + (f" (caveat: {rec['caveat']})" if rec.get("caveat") else "")
+        )
     if run.server_command:
         lines.append(f"llama-server: {run.server_command}")
     return "\n".join(lines)

@@ -11,6 +11,7 @@ get SIGTERM at once (the worker then kills the running benchmark's llama.cpp pro
 the run as cancelled, saying why), and whatever is still alive after ``STOP_GRACE_S`` is killed
 with its whole process group, so serve exits well within Docker's 10 s and leaves no process.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,10 @@ def web_timeout_s() -> int:
 
 
 class Command(SpecregCommand):
-    help = ("Start the web server, a benchmark worker, a telemetry worker and a general worker (with the periodic "
-            "tasks) on the configured database and broker.")
+    help = (
+        "Start the web server, a benchmark worker, a telemetry worker and a general worker (with the periodic "
+        "tasks) on the configured database and broker."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
@@ -59,20 +62,64 @@ class Command(SpecregCommand):
         if not no_worker:
             schedule = settings.DATA_DIR / "celerybeat-schedule"
             celery = [os.path.join(bin_dir, "celery"), "-A", "runner", "worker", "--pool", "solo", "--loglevel", "INFO"]
-            procs.append(subprocess.Popen(celery + [
-                "-n", "general@%h", "--beat", "--schedule", str(schedule), "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
-            ], start_new_session=True))
-            procs.append(subprocess.Popen(celery + [
-                "-n", "bench@%h", "-Q", bench_queue(local_hardware_class()),
-            ], start_new_session=True))
-            procs.append(subprocess.Popen(celery + [
-                "-n", "telemetry@%h", "-Q", telemetry_queue(),
-            ], start_new_session=True))
-        procs.append(subprocess.Popen([
-            os.path.join(bin_dir, "gunicorn"), "registry.wsgi", "--bind", f"{host}:{port}",
-            "--workers", os.environ.get("WEB_CONCURRENCY", "3"), "--timeout", str(web_timeout_s()),
-            "--graceful-timeout", "5", "--access-logfile", "-",
-        ], start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    celery
+                    + [
+                        "-n",
+                        "general@%h",
+                        "--beat",
+                        "--schedule",
+                        str(schedule),
+                        "-Q",
+                        settings.CELERY_TASK_DEFAULT_QUEUE,
+                    ],
+                    start_new_session=True,
+                )
+            )
+            procs.append(
+                subprocess.Popen(
+                    celery
+                    + [
+                        "-n",
+                        "bench@%h",
+                        "-Q",
+                        bench_queue(local_hardware_class()),
+                    ],
+                    start_new_session=True,
+                )
+            )
+            procs.append(
+                subprocess.Popen(
+                    celery
+                    + [
+                        "-n",
+                        "telemetry@%h",
+                        "-Q",
+                        telemetry_queue(),
+                    ],
+                    start_new_session=True,
+                )
+            )
+        procs.append(
+            subprocess.Popen(
+                [
+                    os.path.join(bin_dir, "gunicorn"),
+                    "registry.wsgi",
+                    "--bind",
+                    f"{host}:{port}",
+                    "--workers",
+                    os.environ.get("WEB_CONCURRENCY", "3"),
+                    "--timeout",
+                    str(web_timeout_s()),
+                    "--graceful-timeout",
+                    "5",
+                    "--access-logfile",
+                    "-",
+                ],
+                start_new_session=True,
+            )
+        )
         self.stdout.write(f"specreg is running at http://{host}:{port}/  (Ctrl-C or SIGTERM stops it)")
         self.stdout.flush()
         while not stopping and all(p.poll() is None for p in procs):

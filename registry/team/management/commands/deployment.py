@@ -1,4 +1,5 @@
 """deployment add|list|scrape|retire: record what runs in production and read its telemetry."""
+
 from __future__ import annotations
 
 import getpass
@@ -33,8 +34,13 @@ class Command(SpecregCommand):
         add = sub.add_parser("add", help="record a deployment")
         add.add_argument("--target", required=True, help="registered file id, local path or hf://… (registered if new)")
         add.add_argument("--draft", default="", help="the draft, as for --target (none for draftless methods)")
-        add.add_argument("--method", required=True, choices=SPEC_TYPES, metavar="METHOD",
-                         help=f"--spec-type: {', '.join(SPEC_TYPES)}")
+        add.add_argument(
+            "--method",
+            required=True,
+            choices=SPEC_TYPES,
+            metavar="METHOD",
+            help=f"--spec-type: {', '.join(SPEC_TYPES)}",
+        )
         add.add_argument("--k", default=None, help="draft tokens per step")
         add.add_argument("--command", required=True, help="the exact llama-server command line")
         add.add_argument("--flags", default="", help="other settings worth noting")
@@ -53,12 +59,31 @@ class Command(SpecregCommand):
     def handle(self, *args, action: str, **opts) -> None:
         getattr(self, f"do_{action}")(**opts)
 
-    def do_add(self, *, target: str, draft: str, method: str, k: str | None, command: str, flags: str, host: str,
-               url: str, author: str, **_) -> None:
+    def do_add(
+        self,
+        *,
+        target: str,
+        draft: str,
+        method: str,
+        k: str | None,
+        command: str,
+        flags: str,
+        host: str,
+        url: str,
+        author: str,
+        **_,
+    ) -> None:
         try:
             spec = deps.DeploymentSpec(
-                target=deps.resolve_file(target), draft=deps.resolve_file(draft) if draft.strip() else None,
-                method=method, command=command, k=_k(k) if k is not None else None, flags=flags, host=host, url=url)
+                target=deps.resolve_file(target),
+                draft=deps.resolve_file(draft) if draft.strip() else None,
+                method=method,
+                command=command,
+                k=_k(k) if k is not None else None,
+                flags=flags,
+                host=host,
+                url=url,
+            )
             d = deps.record(spec, author_name=author.strip() or _os_user())
         except deps.DeploymentError as exc:
             raise UserError(str(exc)) from None
@@ -74,7 +99,8 @@ class Command(SpecregCommand):
         for d in rows:
             o = observed(d)
             obs = (f"observed {o.acceptance:.1%} accepted" if o.acceptance is not None else "observed –") + (
-                f", {o.tokens_per_second:.1f} t/s" if o.tokens_per_second is not None else "")
+                f", {o.tokens_per_second:.1f} t/s" if o.tokens_per_second is not None else ""
+            )
             state = f"retired {d.retired_at:%Y-%m-%d}" if d.retired_at else "active"
             self._say(f"{d.pk:>5}  {state:<18} {self._describe(d)}  [{obs}; {o.samples} scrapes, {o.gaps} gaps]")
 
@@ -130,12 +156,16 @@ class Command(SpecregCommand):
         head = f"deployment {s.deployment_id} at {s.scraped_at:%Y-%m-%d %H:%M:%S}:"
         if not s.ok:
             return f"{head} gap ({s.error})"
-        totals = (f"totals drafted {s.draft_tokens_total or 0:.0f}, accepted {s.accepted_tokens_total or 0:.0f}, "
-                  f"generated {s.tokens_predicted_total or 0:.0f} in {s.tokens_predicted_seconds_total or 0:.2f} s")
+        totals = (
+            f"totals drafted {s.draft_tokens_total or 0:.0f}, accepted {s.accepted_tokens_total or 0:.0f}, "
+            f"generated {s.tokens_predicted_total or 0:.0f} in {s.tokens_predicted_seconds_total or 0:.2f} s"
+        )
         if s.tokens_predicted is None:
             return f"{head} first sample stored ({totals}); traffic counts from the next scrape"
         acc = f"{s.acceptance:.1%}" if s.acceptance is not None else "–"
         tps = f"{s.tokens_per_second:.1f}" if s.tokens_per_second is not None else "–"
         reset = " after a server restart (counters reset; counted from zero)" if s.reset else ""
-        return (f"{head} stored +{s.draft_tokens:.0f} drafted, +{s.accepted_tokens:.0f} accepted (acceptance {acc}), "
-                f"+{s.tokens_predicted:.0f} generated ({tps} t/s){reset}; {totals}")
+        return (
+            f"{head} stored +{s.draft_tokens:.0f} drafted, +{s.accepted_tokens:.0f} accepted (acceptance {acc}), "
+            f"+{s.tokens_predicted:.0f} generated ({tps} t/s){reset}; {totals}"
+        )
