@@ -46,7 +46,7 @@ test: install-test chromium models
 # what those tests read, no compile if llama.cpp is missing: those tests are deselected, not skipped).
 test-fast: $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
-	$(BIN)/python -m pytest -q -m "not llama and not browser and not slow"
+	$(BIN)/python -m pytest -q -n auto -m "not llama and not browser and not slow"
 
 # The layers (import-linter's contracts in pyproject.toml), ruff's rules and formatter, and mypy (strict on
 # inspector/, default strictness on registry/ and runner/).

@@ -134,7 +134,10 @@ def _missing(target: ModelInfo, draft: ModelInfo, need_table: bool) -> str | Non
         if t is None:
             return f"The {role} has no tokenizer metadata (tokenizer.ggml.model is missing)."
         if t.vocab_type.startswith(("unknown:", "missing")):
-            return f"The {role}'s tokenizer model {t.model!r} is unknown to llama.cpp {LLAMA_CPP_BUILD}, which refuses to load it."
+            return (
+                f"The {role}'s tokenizer model {t.model!r} is unknown to llama.cpp {LLAMA_CPP_BUILD}, "
+                "which refuses to load it."
+            )
         if need_table and info.tokens is None and t.vocab_type != "none":
             return f"The {role} has no token table (tokenizer.ggml.tokens), so its vocabulary cannot be compared."
     return None

@@ -193,7 +193,8 @@ class _Cursor:
         rem = self.remaining_known()
         if rem is not None and total > rem:
             raise GGUFError(
-                f"{what} at offset {self.pos} claims {count:,} items but only {rem:,} bytes remain (truncated or corrupt)"
+                f"{what} at offset {self.pos} claims {count:,} items but only {rem:,} bytes remain "
+                "(truncated or corrupt)"
             )
         if self.pos + total > self.cap:
             raise GGUFError(

@@ -503,7 +503,8 @@ def _receive(name: str, r: httpx2.Response, want: int, deadline: Deadline) -> by
 
 
 def open_remote(spec: str, *, deadline: Deadline | None = None) -> HttpSource:
-    """Open an ``hf://`` spec or ``http(s)://`` URL with one GET of its first bytes (size, etag, commit from the answer)."""
+    """Open an ``hf://`` spec or ``http(s)://`` URL with one GET of its first bytes (size, etag, commit from the
+    answer)."""
     if not spec.startswith(("hf://", "http://", "https://")):
         raise SourceError(f"{spec}: not an hf:// or http(s):// spec")
     own = deadline is None  # then this file's reads have a deadline of their own, which it closes

@@ -322,6 +322,8 @@ SPECREG_TABLE_CACHE_SECONDS = envint("SPECREG_TABLE_CACHE_SECONDS", 10)
 # llama.cpp process a run may start (plain and speculative runs, K extension included); the
 # default admits the default benchmark and refuses requests far beyond it.
 SPECREG_MAX_ACTIVE_RUNS_PER_USER = envint("SPECREG_MAX_ACTIVE_RUNS_PER_USER", 3)
+# run_benchmark --wait: how long a worker that is starting up gets to show itself before "no worker listens".
+SPECREG_NO_WORKER_AFTER_SECONDS = envint("SPECREG_NO_WORKER_AFTER_SECONDS", 10)
 SPECREG_MAX_PROCESSES_PER_RUN = envint("SPECREG_MAX_PROCESSES_PER_RUN", 4000)
 # Hub jobs (imports, draft searches, queued checks): active ones per user, and queued ones in all.
 SPECREG_MAX_ACTIVE_JOBS_PER_USER = envint("SPECREG_MAX_ACTIVE_JOBS_PER_USER", 5)

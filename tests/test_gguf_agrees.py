@@ -61,7 +61,8 @@ def llama_cpp_verdicts(probe: Path, paths: list[Path]) -> dict[str, tuple[bool, 
     out = subprocess.run([str(probe), *map(str, paths)], capture_output=True, timeout=300, check=True)
     lines = out.stdout.decode("utf-8", errors="backslashreplace").splitlines()
     assert len(lines) == len(paths)
-    return {p.stem: (line.split("\t", 1)[0] == "1", line.split("\t", 1)[1]) for p, line in zip(paths, lines, strict=True)}
+    verdicts = (line.split("\t", 1) for line in lines)
+    return {p.stem: (v[0] == "1", v[1]) for p, v in zip(paths, verdicts, strict=True)}
 
 
 def our_verdict(path: Path) -> tuple[bool, str]:

@@ -452,6 +452,7 @@ def normalised(table: dict) -> dict:
     return {"rows": strip(table["rows"]), "pages": pages, "html": body, "team": table["team"]}
 
 
+@pytest.mark.slow
 def test_an_export_imported_into_a_fresh_installation_shows_the_same_table(kb_a, tmp_path, client):
     kb, b_dir = tmp_path / "kb.json", tmp_path / "b"
     export_kb(kb)
@@ -560,6 +561,7 @@ def hostile_cases(doc: dict) -> dict[str, tuple[bytes, str]]:
     }
 
 
+@pytest.mark.slow
 def test_a_hostile_or_malformed_file_is_refused_in_one_line_and_changes_nothing(kb_a, tmp_path, settings):
     doc = a_doc(kb_a)
     empty_installation(settings, "installation-b")
@@ -753,6 +755,7 @@ def large_kb(doc: dict, path: Path, megabytes: float, *, shape: str = "summaries
     return n
 
 
+@pytest.mark.slow
 def test_a_large_file_is_imported_in_bounded_memory(kb_a, tmp_path):
     """A 50 MB file: the old import parsed it whole, then copied it twice (json_safe, pydantic), 460 MB over
     its baseline for this one (2.6 GB for the file of issue 23); streamed, it takes about one record."""

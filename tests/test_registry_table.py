@@ -53,7 +53,8 @@ def pairs(tmp_path) -> list[Pair]:
 
 
 def expected(pairs: list[Pair], sort: str) -> list[int]:
-    """The order the table promises, computed here: NULLs last both ways, ties broken by the id in the same direction."""
+    """The order the table promises, computed here: NULLs last both ways, ties broken by the id in the same
+    direction."""
     descending, name = sort.startswith("-"), sort.lstrip("-")
     null = -math.inf if descending else math.inf
 

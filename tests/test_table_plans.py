@@ -1,4 +1,5 @@
-"""PostgreSQL's plans for the pairs table at 20,000 pairs: every sort order and page reads an index, never the whole table.
+"""PostgreSQL's plans for the pairs table at 20,000 pairs: every sort order and page reads an index, never the whole
+table.
 
 Plans are PostgreSQL's: when the tests run on SQLite this test runs itself again on the
 PostgreSQL at 127.0.0.1:5432 (skipped when there is none, failed under CI).
@@ -165,6 +166,7 @@ def postgres_reachable() -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_every_sort_order_page_and_search_reads_an_index_on_postgresql(tmp_path):
     if connection.vendor == "postgresql":
         check_plans()

@@ -174,7 +174,7 @@ class ReportedIn(Figures):
             raise ValueError("source_url must be an http(s) address")
         return v
 
-    # The bounds of the reported-result form (registry.web.forms, registry.results.reporting), which every other way in uses.
+    # The bounds of the reported-result form (registry.results.reporting), which every other way in uses.
     @field_validator("acceptance")
     @classmethod
     def _fraction(cls, v: float | None) -> float | None:

@@ -2,8 +2,8 @@
 
 The registry's own records (files, pairs, runs, reported results) are written by ``export`` and
 read by ``importer``; an app such as the team's notes, deployments and observed telemetry adds its
-own with ``register_section`` in a ``kb_sections`` module, found like ``admin.py`` (the app depends on the registry, never
-the other way round). A section's records name files and pairs by source, through the contexts
+own with ``register_section`` in a ``kb_sections`` module, found like ``admin.py`` (the app depends on the
+registry, never the other way round). A section's records name files and pairs by source, through the contexts
 below, and carry their provenance (``ExportContext.provenance``), so the importer can keep
 records from elsewhere beside local ones and find what an earlier import brought.
 """

@@ -23,7 +23,5 @@ def rendered_table(tq: TableQuery, sort_links: dict) -> SafeString:
 
     # Rendered by our autoescaping template, cached as plain text.
     return mark_safe(  # noqa: S308 - rendered by the autoescaping template above
-        cached(
-            "table", urlencode(sorted(tq.params().items())), render
-        )
+        cached("table", urlencode(sorted(tq.params().items())), render)
     )

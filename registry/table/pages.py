@@ -1,4 +1,5 @@
-"""Pages of the pairs table read by keyset (a cursor, not OFFSET), counts that never scan the whole table, and streaming."""
+"""Pages of the pairs table read by keyset (a cursor, not OFFSET), counts that never scan the whole table, and
+streaming."""
 
 from __future__ import annotations
 

@@ -208,7 +208,8 @@ class Row:
             else f'<span class="fail">fails {escape(p.failed_rule)}</span>'
         )
         return mark_safe(  # noqa: S308 - every value above went through escape()
-            f'<tr>\n    <td><a href="{v["url"]}" class="pair-link">{v["target"]}</a><div class="sub">{v["target_sub"]}</div></td>\n'
+            f'<tr>\n    <td><a href="{v["url"]}" class="pair-link">{v["target"]}</a>'
+            f'<div class="sub">{v["target_sub"]}</div></td>\n'
             f'    <td>{v["draft"]}<div class="sub">{v["draft_sub"]}</div></td>\n'
             f'    <td class="num">{v["ratio"]}</td>\n    <td class="method">{v["method"]}</td>\n'
             f'    <td class="num">{v["k"]}</td>\n'

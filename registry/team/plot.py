@@ -52,37 +52,38 @@ def observed_svg(
     if measured_tps:
         yy = y_speed(measured_tps)
         parts.append(
-            f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="{MEASURED}" stroke-dasharray="2 3">'
-            f"<title>measured: {measured_tps:.1f} tokens/s</title></line>"
+            f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="{MEASURED}" '
+            f'stroke-dasharray="2 3"><title>measured: {measured_tps:.1f} tokens/s</title></line>'
         )
     if measured_acceptance is not None:
         yy = y_acc(measured_acceptance)
         parts.append(
-            f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="{MEASURED}" stroke-dasharray="8 3">'
-            f"<title>measured: {measured_acceptance:.0%} accepted</title></line>"
+            f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="{MEASURED}" '
+            f'stroke-dasharray="8 3"><title>measured: {measured_acceptance:.0%} accepted</title></line>'
         )
     for run in _runs(points, "tokens_per_second"):
         if len(run) > 1:
-            parts.append(
-                f'<polyline fill="none" stroke="{SPEED}" stroke-width="2" points="{pts([(x(p), y_speed(p.tokens_per_second)) for p in run if p.tokens_per_second is not None])}"/>'
-            )
+            line = pts([(x(p), y_speed(p.tokens_per_second)) for p in run if p.tokens_per_second is not None])
+            parts.append(f'<polyline fill="none" stroke="{SPEED}" stroke-width="2" points="{line}"/>')
     for run in _runs(points, "acceptance"):
         if len(run) > 1:
+            line = pts([(x(p), y_acc(p.acceptance)) for p in run if p.acceptance is not None])
             parts.append(
-                f'<polyline fill="none" stroke="{ACC}" stroke-width="1.5" stroke-dasharray="6 4" points="{pts([(x(p), y_acc(p.acceptance)) for p in run if p.acceptance is not None])}"/>'
+                f'<polyline fill="none" stroke="{ACC}" stroke-width="1.5" stroke-dasharray="6 4" points="{line}"/>'
             )
     for p in points:
         when = p.at.strftime("%Y-%m-%d %H:%M:%S")
         if p.gap:
             parts.append(
-                f'<line x1="{x(p):.1f}" x2="{x(p):.1f}" y1="{TOP + ph - 10}" y2="{TOP + ph}" stroke="{GAP}" stroke-width="2">'
-                f"<title>{escape(when + ' UTC: ' + _gap_label(p.gap))}</title></line>"
+                f'<line x1="{x(p):.1f}" x2="{x(p):.1f}" y1="{TOP + ph - 10}" y2="{TOP + ph}" stroke="{GAP}" '
+                f'stroke-width="2"><title>'
+                f"{escape(when + ' UTC: ' + _gap_label(p.gap))}</title></line>"
             )
             continue
         if p.reset:
             parts.append(
-                f'<line x1="{x(p):.1f}" x2="{x(p):.1f}" y1="{TOP}" y2="{TOP + ph}" stroke="{MEASURED}" stroke-dasharray="1 3">'
-                f"<title>{escape(when)} UTC: server restarted (counters reset)</title></line>"
+                f'<line x1="{x(p):.1f}" x2="{x(p):.1f}" y1="{TOP}" y2="{TOP + ph}" stroke="{MEASURED}" '
+                f'stroke-dasharray="1 3"><title>{escape(when)} UTC: server restarted (counters reset)</title></line>'
             )
         label = escape(
             f"{when} UTC: "
@@ -91,11 +92,13 @@ def observed_svg(
         )
         if p.tokens_per_second is not None:
             parts.append(
-                f'<circle cx="{x(p):.1f}" cy="{y_speed(p.tokens_per_second):.1f}" r="3.5" fill="{SPEED}"><title>{label}</title></circle>'
+                f'<circle cx="{x(p):.1f}" cy="{y_speed(p.tokens_per_second):.1f}" r="3.5" fill="{SPEED}">'
+                f"<title>{label}</title></circle>"
             )
         if p.acceptance is not None:
             parts.append(
-                f'<rect x="{x(p) - 3:.1f}" y="{y_acc(p.acceptance) - 3:.1f}" width="6" height="6" fill="#fff" stroke="{ACC}"><title>{label}</title></rect>'
+                f'<rect x="{x(p) - 3:.1f}" y="{y_acc(p.acceptance) - 3:.1f}" width="6" height="6" fill="#fff" '
+                f'stroke="{ACC}"><title>{label}</title></rect>'
             )
     legend = [(SPEED, "t/s observed"), (ACC, "acceptance observed"), (GAP, "gap")]
     if measured_tps or measured_acceptance is not None:

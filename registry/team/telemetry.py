@@ -396,7 +396,8 @@ def scrape_active() -> list[TelemetrySample]:
 
 
 def run_queued_scrape(deployment_id: int) -> str:
-    """A scrape someone asked for ("scrape now", queued by ``registry.team.scrape_queue.queue_scrape``), run by the telemetry worker:
+    """A scrape someone asked for ("scrape now", queued by ``registry.team.scrape_queue.queue_scrape``), run by the
+    telemetry worker:
     the page says it is running meanwhile, and shows its sample afterwards."""
     d = Deployment.objects.filter(pk=deployment_id).first()
     if d is None:

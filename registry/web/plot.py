@@ -57,7 +57,8 @@ def speed_acceptance_svg(figs: list[Figure], title: str) -> SafeString:
     for k in ks:
         parts.append(f'<text x="{x(k):.1f}" y="{TOP + ph + 16}" text-anchor="middle" class="tick">{k}</text>')
     parts.append(
-        f'<text x="{LEFT + pw / 2}" y="{TOP + ph + 32}" text-anchor="middle" class="axis">K (draft tokens per step)</text>'
+        f'<text x="{LEFT + pw / 2}" y="{TOP + ph + 32}" text-anchor="middle" class="axis">'
+        "K (draft tokens per step)</text>"
     )
     legend_x = LEFT
     for i, (ctype, points) in enumerate(series.items()):
@@ -69,7 +70,8 @@ def speed_acceptance_svg(figs: list[Figure], title: str) -> SafeString:
             parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{pts(speed)}"/>')
         if len(acc) > 1:
             parts.append(
-                f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" stroke-dasharray="6 4" points="{pts(acc)}"/>'
+                f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" stroke-dasharray="6 4" '
+                f'points="{pts(acc)}"/>'
             )
         for f in ordered:
             label = escape(
@@ -79,11 +81,13 @@ def speed_acceptance_svg(figs: list[Figure], title: str) -> SafeString:
             )
             if f.speedup is not None:
                 parts.append(
-                    f'<circle cx="{x(f.k):.1f}" cy="{y_speed(f.speedup):.1f}" r="4" fill="{colour}"><title>{label}</title></circle>'
+                    f'<circle cx="{x(f.k):.1f}" cy="{y_speed(f.speedup):.1f}" r="4" fill="{colour}">'
+                    f"<title>{label}</title></circle>"
                 )
             if f.acceptance is not None:
                 parts.append(
-                    f'<rect x="{x(f.k) - 3:.1f}" y="{y_acc(f.acceptance) - 3:.1f}" width="6" height="6" fill="#fff" stroke="{colour}"><title>{label}</title></rect>'
+                    f'<rect x="{x(f.k) - 3:.1f}" y="{y_acc(f.acceptance) - 3:.1f}" width="6" height="6" '
+                    f'fill="#fff" stroke="{colour}"><title>{label}</title></rect>'
                 )
         parts.append(
             f'<rect x="{legend_x}" y="{H - 18}" width="12" height="12" fill="{colour}"/>'

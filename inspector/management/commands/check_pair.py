@@ -1,4 +1,4 @@
-"""check_pair TARGET DRAFT: can DRAFT draft for TARGET in llama.cpp, rule by rule (the plain command in inspector.cli)."""
+"""check_pair TARGET DRAFT: can DRAFT draft for TARGET in llama.cpp, rule by rule (the plain command: inspector.cli)."""
 
 from __future__ import annotations
 

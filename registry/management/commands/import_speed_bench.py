@@ -1,4 +1,5 @@
-"""import_speed_bench FILE --target T [--draft D] --method M --hardware H --build B: SPEED-Bench figures as reported results."""
+"""import_speed_bench FILE --target T [--draft D] --method M --hardware H --build B: SPEED-Bench figures as reported
+results."""
 
 from __future__ import annotations
 

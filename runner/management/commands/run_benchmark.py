@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import time
 
+from django.conf import settings
 from django.core.management.base import CommandError
 
 from inspector.management.base import SpecregCommand, UserError
@@ -17,8 +18,6 @@ from runner import procs, runs, submit
 from runner.methods import default_methods
 from runner.models import workers_on
 from runner.params import BenchmarkError
-
-NO_WORKER_AFTER_S = 10  # a worker that is starting up gets this long to show itself
 
 
 def _ints(text: str) -> list[int]:
@@ -167,7 +166,11 @@ class Command(SpecregCommand):
             if run.finished:
                 return
             waited = time.monotonic() - start
-            if run.status == BenchmarkRun.QUEUED and waited > NO_WORKER_AFTER_S and not workers_on(run.queue):
+            if (
+                run.status == BenchmarkRun.QUEUED
+                and waited > settings.SPECREG_NO_WORKER_AFTER_SECONDS
+                and not workers_on(run.queue)
+            ):
                 raise UserError(
                     f"no worker is listening on queue {run.queue}; run {run_id} stays queued for a later worker. "
                     f"Start one with: celery -A runner worker -Q {run.queue} --pool solo "
