@@ -239,7 +239,8 @@ class GenParams:
     ctx_size: int | None = 2048  # explicit: the model's training context would waste memory
 
 
-def _common(caps: Capabilities, gen: GenParams, prompt: str) -> list[str]:
+def generation_argv(caps: Capabilities, gen: GenParams, prompt: str) -> list[str]:
+    """The prompt and generation options every llama.cpp tool here takes (the replay tool too)."""
     argv = ["-p", prompt, "-n", str(gen.n_predict), "--temp", num(gen.temperature), "-s", str(gen.seed)]
     if gen.ctx_size:
         argv += ["-c", str(gen.ctx_size)]
@@ -258,7 +259,7 @@ def _common(caps: Capabilities, gen: GenParams, prompt: str) -> list[str]:
 
 def plain_argv(caps: Capabilities, target: Path | str, prompt: str, gen: GenParams) -> list[str]:
     """``llama-completion -m T -p P -n N --temp t -no-cnv ...``: the baseline without a draft."""
-    argv = [str(caps.binary), "-m", str(target)] + _common(caps, gen, prompt)
+    argv = [str(caps.binary), "-m", str(target)] + generation_argv(caps, gen, prompt)
     if caps.has("-no-cnv"):
         argv.append("-no-cnv")
     if caps.has("--no-display-prompt"):
@@ -282,7 +283,7 @@ def method_argv(
         if caps.model_draft_flag is None:
             raise LlamaCppError(f"{caps.binary.name} accepts no draft-model option (-md)")
         argv += [caps.model_draft_flag, str(draft)]
-    argv += _common(caps, gen, prompt)
+    argv += generation_argv(caps, gen, prompt)
     if draft and uses_draft_file(setting.method) and gen.gpu_layers is not None and caps.draft_gpu_layers_flag:
         argv += [caps.draft_gpu_layers_flag, str(gen.gpu_layers)]
     if caps.has("-lv"):

@@ -1,0 +1,135 @@
+"""predict TARGET [DRAFT]: each setting's acceptance and speedup on this machine, predicted from the target's
+transcript (replayed through llama.cpp's own speculative loop) and a cost model measured here, before any
+benchmark. Temperature 0."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import CommandParser
+
+from inspector.compat import check_pair
+from inspector.info import InspectError, inspect_source
+from inspector.management.base import SpecregCommand, UserError
+from inspector.spec_flags import uses_draft_file
+from inspector.speculative import NGRAM_METHODS
+from registry.models import GGUFFile
+from runner import methods as methods_mod
+from runner import predict as predict_mod
+from runner.management.commands.run_benchmark import _floats, _ints
+from runner.prompts import TaskSetError, load_task_set, parse_task_set
+from runner.replay import ReplayError
+
+PREDICTABLE = ("draft-simple", *NGRAM_METHODS)
+NOT_YET = "not predictable yet: it drafts from the target's hidden states, which the pinned build cannot replay"
+
+
+def _local(source: str) -> Path:
+    """A local GGUF path, or the path of a registered local file (hf:// files are benchmarked after download)."""
+    if source.startswith("hf://"):
+        registered = GGUFFile.objects.filter(source=source).first()
+        raise UserError(
+            f"{source}: predict reads local files; "
+            + ("download it first (run_benchmark downloads it)" if registered else "it is not even registered")
+        )
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise UserError(f"{source}: no such file")
+    return path
+
+
+class Command(SpecregCommand):
+    help = (
+        "Predict TARGET's speedup with DRAFT (draft-simple) or with the n-gram methods, per content type, K and "
+        "p-min, from one transcript of the target and a cost model measured on this machine: no benchmark."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("target", help="the big model: a local GGUF path")
+        parser.add_argument("draft", nargs="?", help="the small model that drafts (draft-simple)")
+        parser.add_argument("--methods", help="e.g. draft-simple,ngram-mod (default: the draft's, then n-gram)")
+        parser.add_argument("--k", type=_ints, default=[2, 4, 8], help="draft lengths, e.g. 2,4,8 (default)")
+        parser.add_argument("--p-min", type=_floats, help="draft-model p-min values, e.g. 0,0.75 (default: 0)")
+        parser.add_argument("--tasks", help="content types, e.g. code,prose (default: all in the task set)")
+        parser.add_argument("--task-file", help="a JSON task set, as run_benchmark takes")
+        parser.add_argument("--prompts-per-type", type=int, default=2)
+        parser.add_argument("--n-predict", type=int, default=96)
+        parser.add_argument("--threads", type=int)
+        parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
+
+    def handle(self, *args: Any, **o: Any) -> None:
+        target = _local(o["target"])
+        draft = _local(o["draft"]) if o["draft"] else None
+        try:
+            t_info = inspect_source(str(target))
+            d_info = inspect_source(str(draft)) if draft else None
+        except InspectError as exc:
+            raise UserError(str(exc)) from None
+        if draft is not None and d_info is not None:
+            check = check_pair(t_info, d_info)
+            if not check.compatible:
+                failed = next(c for c in check.checks if c.rule == check.failed_rule)
+                raise UserError(
+                    f"{draft.name} cannot draft for {target.name}: rule '{failed.rule}' fails ({failed.detail})"
+                )
+        wanted = o["methods"].split(",") if o["methods"] else (["draft-simple"] if draft else []) + list(NGRAM_METHODS)
+        try:
+            chosen = methods_mod.check_methods([m.strip() for m in wanted], has_draft=draft is not None)
+        except methods_mod.MethodError as exc:
+            raise UserError(str(exc)) from None
+        if not 1 <= o["n_predict"] <= 4096 or not 1 <= o["prompts_per_type"] <= 50:
+            raise UserError("--n-predict must be 1..4096 and --prompts-per-type 1..50")
+        if any(not 1 <= k <= 64 for k in o["k"]):
+            raise UserError("K must be between 1 and 64")
+        try:
+            tasks = (
+                parse_task_set(json.loads(Path(o["task_file"]).read_text()), o["task_file"])
+                if o["task_file"]
+                else load_task_set()
+            )
+        except (OSError, ValueError, TaskSetError) as exc:
+            raise UserError(f"{o['task_file']}: {exc}") from None
+        types = o["tasks"].split(",") if o["tasks"] else list(tasks.content_types)
+        unknown = [t for t in types if t not in tasks.content_types]
+        if unknown:
+            raise UserError(
+                f"no tasks of type {', '.join(unknown)} (the task set has {', '.join(tasks.content_types)})"
+            )
+        tasks = type(tasks)(
+            tasks.name,
+            tasks.description,
+            tuple(t for c in types for t in tasks.by_type(c)[: o["prompts_per_type"]]),
+        )
+        p_mins: list[float | None] = list(o["p_min"]) if o["p_min"] else [0.0]
+        settings = [
+            s
+            for m in chosen
+            if m in PREDICTABLE
+            for s in methods_mod.settings_for(m, o["k"], p_mins if uses_draft_file(m) else [None])
+        ]
+        skipped = [m for m in chosen if m not in PREDICTABLE]
+        log = (lambda s: None) if o["json"] else (lambda s: self.stderr.write(s))
+        try:
+            run = predict_mod.predict(
+                target, draft, settings, tasks, types, n_predict=o["n_predict"], threads=o["threads"], log=log
+            )
+        except ReplayError as exc:
+            raise UserError(str(exc)) from None
+        if o["json"]:
+            out = run.to_dict()
+            out["not_predictable"] = [{"method": m, "why": NOT_YET} for m in skipped]
+            self.stdout.write(json.dumps(out))
+            return
+        self.stdout.write(f"{'content type':14} {'setting':40} {'acceptance':>10} {'speedup':>8}")
+        for p in run.predictions:
+            acc = "–" if p.acceptance is None else f"{p.acceptance:.1%}"
+            speed = "–" if p.speedup is None else f"{p.speedup:.2f}x"
+            self.stdout.write(f"{p.content_type:14} {p.setting:40} {acc:>10} {speed:>8}")
+        for ctype, b in run.best().items():
+            self.stdout.write(f"best for {ctype}: {b['setting']} ({b['speedup']:.2f}x predicted)")
+        for m in skipped:
+            self.stdout.write(f"{m}: {NOT_YET}")
+        took = ", ".join(f"{k} {v:.1f} s" for k, v in run.seconds.items())
+        self.stdout.write(f"predicted in {took} (temperature 0; a benchmark confirms it)")

@@ -1,0 +1,209 @@
+"""Predicting a speculative setting's speedup before measuring it (temperature 0).
+
+Acceptance is not estimated but replayed: the target's greedy transcript of each task, then llama.cpp's own
+speculative loop against it (runner.replay) gives every verification's drafted and accepted counts exactly.
+Speed comes from a cost model of this machine, measured once per run here (runner.replay's timing mode):
+the target's time to decode a batch of b tokens with every token's logits (what a verify step costs), and
+the draft model's time per decoded batch. A speculative step then costs
+
+    verify(d + 1)                        the target checks id_last and the d drafted tokens
+  + draft(1) * (1 + d) + draft(d + 1)    draft-simple: one decode per drafted token, then the verify batch
+                                         (n-gram methods draft from tables: no model time)
+
+against plain decoding's verify(1) per token. What it leaves out, and the benchmark measures: sampling and
+bookkeeping per step, the context growing during the run (the cost model is taken at one depth), and the
+machine's other load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inspector.spec_flags import Setting, uses_draft_file
+
+from . import llamacpp, replay
+from .prompts import TaskSet, read_chat_template, render_prompt
+
+COST_DEPTH = 256  # context tokens behind the timed batches: a prompt and part of an answer
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Median seconds to decode a batch of b tokens (index b - 1), every token's logits computed."""
+
+    model: str
+    depth: int
+    seconds: tuple[float, ...]
+
+    def batch(self, b: int) -> float:
+        """Time for a batch of ``b``; beyond the measured sizes the last step's slope continues."""
+        if b <= len(self.seconds):
+            return self.seconds[b - 1]
+        last = self.seconds[-1]
+        slope = last - self.seconds[-2] if len(self.seconds) > 1 else last
+        return last + slope * (b - len(self.seconds))
+
+
+def measure_cost(model: Path | str, gen: llamacpp.GenParams, max_batch: int, *, reps: int = 5) -> CostModel:
+    caps = llamacpp.capabilities(llamacpp.find_binary(replay.SPEC_TOOL))
+    ctx = max(gen.ctx_size or 0, COST_DEPTH + max_batch + 64)
+    gen = llamacpp.GenParams(gen.n_predict, 0.0, gen.seed, gen.threads, gen.gpu_layers, ctx)
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "timing.json"
+        argv = [str(replay.tool()), "timing", str(out), "-m", str(model), *llamacpp.generation_argv(caps, gen, "x")]
+        env = {**os.environ, "SPECREG_TIMING": f"{COST_DEPTH},{max_batch},{reps}"}
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=replay.TIMEOUT_S, env=env)
+        if r.returncode != 0:
+            lines = [ln for ln in r.stderr.splitlines() if ln.startswith("specreg-replay:")]
+            raise replay.ReplayError(lines[-1] if lines else f"timing {Path(model).name} failed (exit {r.returncode})")
+        data = json.loads(out.read_text())
+    return CostModel(str(model), int(data["depth"]), tuple(float(s) for s in data["seconds"]))
+
+
+def step_seconds(setting: Setting, drafted: int, target: CostModel, draft: CostModel | None) -> float:
+    """One verification's predicted time (see the module's docstring)."""
+    t = target.batch(drafted + 1)
+    if uses_draft_file(setting.method) and draft is not None:
+        t += draft.batch(1) * (1 + drafted) + draft.batch(drafted + 1)
+    return t
+
+
+@dataclass
+class Prediction:
+    method: str
+    draft: str | None
+    k: int | None
+    p_min: float | None
+    content_type: str
+    setting: str
+    drafted: int = 0
+    accepted: int = 0
+    tokens: int = 0
+    spec_seconds: float = 0.0
+    plain_seconds: float = 0.0
+    near_ties: int = 0  # transcript tokens whose margin over the next best is small: texts may part there
+
+    @property
+    def acceptance(self) -> float | None:
+        return self.accepted / self.drafted if self.drafted else None
+
+    @property
+    def speedup(self) -> float | None:
+        return self.plain_seconds / self.spec_seconds if self.spec_seconds > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "draft": self.draft,
+            "k": self.k,
+            "p_min": self.p_min,
+            "content_type": self.content_type,
+            "setting": self.setting,
+            "acceptance": None if self.acceptance is None else round(self.acceptance, 4),
+            "speedup": None if self.speedup is None else round(self.speedup, 4),
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "near_ties": self.near_ties,
+        }
+
+
+@dataclass
+class PredictionRun:
+    predictions: list[Prediction]
+    costs: dict[str, CostModel]
+    seconds: dict[str, float] = field(default_factory=dict)  # transcript, replay, cost model
+
+    def best(self) -> dict[str, dict[str, Any]]:
+        """Per content type, the setting with the highest predicted speedup (above 1x, else none)."""
+        out: dict[str, dict[str, Any]] = {}
+        for p in self.predictions:
+            s = p.speedup
+            if s is None or s <= 1.0:
+                continue
+            cur = out.get(p.content_type)
+            if cur is None or s > cur["speedup"]:
+                out[p.content_type] = {"method": p.method, "k": p.k, "p_min": p.p_min, "setting": p.setting,
+                                       "speedup": round(s, 4)}  # fmt: skip
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "predictions": [p.to_dict() for p in self.predictions],
+            "best": self.best(),
+            "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
+            "cost_model": {name: asdict(c) for name, c in self.costs.items()},
+        }
+
+
+NEAR_TIE = 0.5  # logits: a margin below this can flip with another batch shape (the issue's edit prompts)
+
+
+def predict(
+    target: Path | str,
+    draft: Path | str | None,
+    settings: Iterable[Setting],
+    tasks: TaskSet,
+    content_types: list[str],
+    *,
+    n_predict: int = 96,
+    threads: int | None = None,
+    log: Callable[[str], None] = lambda s: None,
+) -> PredictionRun:
+    settings = list(settings)
+    max_k = max((s.k for s in settings), default=1)
+    gen = llamacpp.GenParams(n_predict=n_predict, threads=threads)
+    template = read_chat_template(target)
+    seconds = {"transcript": 0.0, "replay": 0.0, "cost_model": 0.0}
+
+    started = time.monotonic()
+    costs = {"target": measure_cost(target, gen, max_k + 1)}
+    if draft is not None and any(uses_draft_file(s.method) for s in settings):
+        costs["draft"] = measure_cost(draft, gen, max_k + 1)
+    seconds["cost_model"] = time.monotonic() - started
+    log(f"cost model: target {costs['target'].batch(1) * 1000:.1f} ms per token")
+
+    rows: dict[tuple[str, str], Prediction] = {}
+    for ctype in content_types:
+        for task in tasks.by_type(ctype):
+            prompt = render_prompt(task.prompt, template, task.system).text
+            size = len(prompt) + n_predict + max_k + 64
+            task_gen = llamacpp.GenParams(n_predict, 0.0, gen.seed, threads, None, max(2048, -(-size // 256) * 256))
+            started = time.monotonic()
+            script = replay.transcript(
+                target,
+                prompt,
+                llamacpp.GenParams(n_predict + max_k + 2, 0.0, gen.seed, threads, None, task_gen.ctx_size),
+            )
+            seconds["transcript"] += time.monotonic() - started
+            ties = sum(1 for m in script.margins[:n_predict] if m < NEAR_TIE)
+            for s in settings:
+                started = time.monotonic()
+                r = replay.replay(target, draft if uses_draft_file(s.method) else None, prompt, task_gen, s, script)
+                seconds["replay"] += time.monotonic() - started
+                row = rows.setdefault(
+                    (ctype, s.label),
+                    Prediction(
+                        s.method,
+                        str(draft) if draft and uses_draft_file(s.method) else None,
+                        s.k if s.k else None,
+                        s.p_min,
+                        ctype,
+                        s.label,
+                    ),  # fmt: skip
+                )
+                row.drafted += r.n_drafted
+                row.accepted += r.n_accept
+                row.tokens += r.n_predict
+                row.near_ties += ties
+                row.spec_seconds += sum(step_seconds(s, d, costs["target"], costs.get("draft")) for d, _ in r.steps)
+                row.plain_seconds += r.n_predict * costs["target"].batch(1)
+            log(f"{ctype}/{task.id}: {len(settings)} settings replayed")
+    return PredictionRun(list(rows.values()), costs, seconds)
