@@ -33,6 +33,8 @@ from . import llamacpp, replay
 from .prompts import TaskSet, read_chat_template, render_prompt
 
 COST_DEPTH = 256  # context tokens behind the timed batches: a prompt and part of an answer
+MAX_TIMED_BATCH = 17  # larger verify batches (n-gram methods draft up to 64) follow the last measured slope
+MIN_GAIN = 1.01  # a predicted speedup below this is "no gain": the cost model is not finer than that
 
 
 @dataclass(frozen=True)
@@ -122,11 +124,11 @@ class PredictionRun:
     seconds: dict[str, float] = field(default_factory=dict)  # transcript, replay, cost model
 
     def best(self) -> dict[str, dict[str, Any]]:
-        """Per content type, the setting with the highest predicted speedup (above 1x, else none)."""
+        """Per content type, the setting with the highest predicted speedup (at least MIN_GAIN, else none)."""
         out: dict[str, dict[str, Any]] = {}
         for p in self.predictions:
             s = p.speedup
-            if s is None or s <= 1.0:
+            if s is None or s < MIN_GAIN:
                 continue
             cur = out.get(p.content_type)
             if cur is None or s > cur["speedup"]:
@@ -164,9 +166,10 @@ def predict(
     seconds = {"transcript": 0.0, "replay": 0.0, "cost_model": 0.0}
 
     started = time.monotonic()
-    costs = {"target": measure_cost(target, gen, max_k + 1)}
+    timed = min(max_k + 1, MAX_TIMED_BATCH)
+    costs = {"target": measure_cost(target, gen, timed)}
     if draft is not None and any(uses_draft_file(s.method) for s in settings):
-        costs["draft"] = measure_cost(draft, gen, max_k + 1)
+        costs["draft"] = measure_cost(draft, gen, timed)
     seconds["cost_model"] = time.monotonic() - started
     log(f"cost model: target {costs['target'].batch(1) * 1000:.1f} ms per token")
 

