@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -62,10 +61,7 @@ def measure_cost(model: Path | str, gen: llamacpp.GenParams, max_batch: int, *, 
         out = Path(d) / "timing.json"
         argv = [str(replay.tool()), "timing", str(out), "-m", str(model), *llamacpp.generation_argv(caps, gen, "x")]
         env = {**os.environ, "SPECREG_TIMING": f"{COST_DEPTH},{max_batch},{reps}"}
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=replay.TIMEOUT_S, env=env)
-        if r.returncode != 0:
-            lines = [ln for ln in r.stderr.splitlines() if ln.startswith("specreg-replay:")]
-            raise replay.ReplayError(lines[-1] if lines else f"timing {Path(model).name} failed (exit {r.returncode})")
+        replay.run_tool(argv, replay.TIMEOUT_S, env)
         data = json.loads(out.read_text())
     return CostModel(str(model), int(data["depth"]), tuple(float(s) for s in data["seconds"]))
 

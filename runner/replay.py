@@ -130,9 +130,10 @@ def _spec_caps() -> llamacpp.Capabilities:
     return llamacpp.capabilities(llamacpp.find_binary(SPEC_TOOL))
 
 
-def _run(argv: list[str], timeout_s: float) -> str:
+def run_tool(argv: list[str], timeout_s: float, env: dict[str, str] | None = None) -> str:
+    """Run the tool (any mode); its stdout, or ReplayError with its own one-line reason."""
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
         raise ReplayError(f"the replay tool ran past {timeout_s:.0f} s") from None
     if r.returncode != 0:
@@ -149,7 +150,7 @@ def transcript(target: Path | str, prompt: str, gen: llamacpp.GenParams, *, time
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "transcript.json"
         argv = [str(tool()), "transcript", str(out), "-m", str(target), *llamacpp.generation_argv(caps, gen, prompt)]
-        _run(argv, timeout_s)
+        run_tool(argv, timeout_s)
         data = json.loads(out.read_text())
     return Transcript(data["prompt"], data["tokens"], [float(m) for m in data["margins"]])
 
@@ -172,6 +173,6 @@ def replay(
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "transcript.json"
         path.write_text(script.to_json())
-        out = _run([str(tool()), "replay", str(path), *argv[1:]], timeout_s)
+        out = run_tool([str(tool()), "replay", str(path), *argv[1:]], timeout_s)
     data = json.loads(out.strip().splitlines()[-1])
     return Replay(data["n_predict"], data["n_drafted"], data["n_accept"], [tuple(s) for s in data["steps"]])
