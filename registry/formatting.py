@@ -22,6 +22,15 @@ def nbytes(n: int | None) -> str:
     return f"{n} B"
 
 
+def duration(seconds: float) -> str:
+    """A span of time as people say it: "40 s", "12 min", "2.5 h"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def _number(v: object) -> float | None:
     # A missing attribute renders as "" in templates: treat it as no value, not as an error.
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None

@@ -156,6 +156,12 @@ class Pair(models.Model):
     # llama.cpp's --spec-type of the best result: a draftless method (n-gram, own MTP heads) measured on
     # the target's own pair (target = draft) shows as the draft column's "none (n-gram)"/"own MTP heads".
     best_method = models.CharField(max_length=32, blank=True, default="")
+    # The best *predicted* setting (registry.results.figures.refresh_predicted), kept apart from the best
+    # measured/reported one above: a prediction is never shown or sorted as if it had been measured.
+    predicted_speedup = models.FloatField(null=True, blank=True)
+    predicted_k = models.PositiveIntegerField(null=True, blank=True)
+    predicted_method = models.CharField(max_length=32, blank=True, default="")
+    predicted_content_type = models.CharField(max_length=32, blank=True, default="")
     # What the search box matches (both files' source, model, architecture and family, lower-case),
     # set by registry.catalog.columns.table_columns; PostgreSQL indexes it with trigrams (migration 0005).
     search_text = models.TextField(blank=True, default="")
@@ -366,6 +372,41 @@ class BenchmarkResult(ResultFigures):
     @property
     def setting_label(self) -> str:
         """The setting as the sweep names it: method, K, p-min and the method's other options."""
+        from inspector.spec_flags import Setting
+
+        return Setting(self.method, self.k, self.p_min, tuple(tuple(o) for o in self.options or ())).label
+
+
+class PredictedResult(ResultFigures):
+    """One predicted setting (runner.predict): acceptance replayed exactly from the target's transcript through
+    llama.cpp's own speculative loop, speed from a cost model of the machine it was predicted on. Temperature
+    0 only. Written by a prediction run (a ``BenchmarkRun`` with ``params["mode"] == "predict"``) or by the
+    first step of a benchmark, which then measures only the best predicted settings."""
+
+    run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="predictions")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="predicted_results")
+    temperature = models.FloatField(default=0.0)
+    p_min = models.FloatField(null=True, blank=True)
+    options = models.JSONField(default=list, blank=True)  # the method's other options: [[flag, value], …]
+    n_predict = models.PositiveIntegerField()
+    n_prompts = models.PositiveIntegerField()
+    task_set = models.CharField(max_length=100, blank=True)  # the task set's name
+    hardware_class = models.CharField(max_length=64, blank=True)  # the cost model's machine, e.g. cpu-2c/avx2
+    drafted = models.PositiveIntegerField(default=0)
+    accepted = models.PositiveIntegerField(default=0)
+    tokens = models.PositiveIntegerField(default=0)
+    # Transcript tokens whose margin over the runner-up is small: a real run's text may part there.
+    near_ties = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["content_type", "method", "k"]
+        indexes = [models.Index(fields=["pair", "content_type"], name="predicted_pair_type")]
+
+    def __str__(self) -> str:
+        return f"{self.pair} K={self.k} {self.content_type} (predicted)"
+
+    @property
+    def setting_label(self) -> str:
         from inspector.spec_flags import Setting
 
         return Setting(self.method, self.k, self.p_min, tuple(tuple(o) for o in self.options or ())).label

@@ -41,6 +41,7 @@ def _nullable(column: str, descending: bool, kind: str) -> models.Expression:
 # ?sort= name -> (column, value kind, nullable)
 COLUMNS: dict[str, tuple[str, str, bool]] = {
     "speedup": ("best_speedup", "float", True),
+    "predicted": ("predicted_speedup", "float", True),
     "acceptance": ("best_acceptance", "float", True),
     "k": ("best_k", "int", True),
     "ratio": ("size_ratio", "float", True),

@@ -14,6 +14,7 @@ from django.utils import timezone
 from inspector.hub_names import hub_access
 from inspector.llama_flags import ALL_GPU_LAYERS
 from inspector.sources import is_remote
+from inspector.spec_flags import Setting
 from registry.access.policy import may_use_server_token
 from registry.models import BenchmarkRun, GGUFFile
 
@@ -21,7 +22,12 @@ from . import llamacpp, procs
 from .downloads import DownloadError, local_paths
 from .hardware import detect, hardware_class
 from .heartbeat import Reporter
+from .methods import settings_for
+from .predict import PredictionCancelled
+from .predicting import best_to_measure, predictable_settings, run_prediction
+from .predicting import summary as prediction_summary
 from .prompts import TaskSetError, load_task_set, parse_task_set
+from .replay import ReplayError
 from .runs import claim, log
 from .store import store_results
 from .sweep import SweepConfig, run_sweep
@@ -91,6 +97,16 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
         task_set = parse_task_set(p["task_set"], "task set") if p.get("task_set") else load_task_set()
     except TaskSetError as exc:
         return BenchmarkRun.FAILED, str(exc)
+    if p.get("mode") == "predict":
+        return _predict_only(run, str(target_path), draft_path or None, task_set, hw, build, reporter)
+    first: dict[str, Any] | None = None
+    by_type = None
+    share = 0.1
+    if not p.get("full_sweep") and 0.0 in p["temperatures"] and predictable_settings(p)[0]:
+        first, by_type = _predict_first(run, str(target_path), draft_path or None, task_set, hw, build, reporter)
+        share = 0.3
+        if reporter.should_cancel():
+            return BenchmarkRun.CANCELLED, "cancelled"
     config = SweepConfig(
         target=str(target_path),
         draft=str(draft_path),
@@ -109,18 +125,91 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
         via=p.get("via") or "cli",
         gpu_layers=ALL_GPU_LAYERS if hw.get("gpus") else None,
         timeout_s=float(p.get("timeout_s", 900)),
+        settings_by_type=by_type,
     )
 
     def progress(fraction: float, message: str) -> None:
-        reporter.progress(0.1 + 0.9 * fraction, message)
+        reporter.progress(share + (1 - share) * fraction, message)
 
     result = run_sweep(config, progress=progress, should_cancel=reporter.should_cancel)
-    store_results(run, result, build, hw, server_caps)
+    if first is not None:
+        first["saved_s"] = _time_saved(result, first)
+    store_results(run, result, build, hw, server_caps, prediction=first)
     if result.status == "cancelled":
         return BenchmarkRun.CANCELLED, "cancelled"
     if result.status != "ok":
         return BenchmarkRun.FAILED, result.error or "the benchmark failed"
     return BenchmarkRun.DONE, None
+
+
+def _predict_only(
+    run: BenchmarkRun, target: str, draft: str | None, task_set: Any, hw: dict, build: Any, reporter: Reporter
+) -> tuple[str, str | None]:
+    """A prediction run: every predictable setting predicted and stored, nothing measured."""
+    _, skipped = predictable_settings(run.params)
+    try:
+        prun = run_prediction(
+            run,
+            target,
+            draft,
+            task_set,
+            hw,
+            build,
+            progress=lambda f, m: reporter.progress(0.1 + 0.9 * f, m),
+            should_cancel=reporter.should_cancel,
+        )
+    except PredictionCancelled:
+        return BenchmarkRun.CANCELLED, "cancelled"
+    except (ReplayError, llamacpp.LlamaCppNotFound, llamacpp.LlamaCppError, OSError) as exc:
+        return BenchmarkRun.FAILED, f"prediction failed: {exc}"
+    summary = {"mode": "predict", "prediction": prediction_summary(prun, skipped)}
+    BenchmarkRun.objects.filter(pk=run.pk).update(summary=summary)
+    for ctype, b in prun.best().items():
+        log(run.pk, f"{ctype}: best predicted {b['setting']} at {b['speedup']:.2f}x")
+    return BenchmarkRun.DONE, None
+
+
+def _predict_first(
+    run: BenchmarkRun, target: str, draft: str | None, task_set: Any, hw: dict, build: Any, reporter: Reporter
+) -> tuple[dict[str, Any] | None, dict[str, tuple[Setting, ...]] | None]:
+    """A benchmark's first step: predict every setting, then measure only the best ones per content type (and
+    every setting of a method that cannot be predicted). A prediction that fails leaves the full sweep."""
+    p = run.params
+    _, skipped = predictable_settings(p)
+    try:
+        prun = run_prediction(
+            run,
+            target,
+            draft,
+            task_set,
+            hw,
+            build,
+            progress=lambda f, m: reporter.progress(0.1 + 0.2 * f, m),
+            should_cancel=reporter.should_cancel,
+        )
+    except PredictionCancelled:
+        return None, None
+    except (ReplayError, llamacpp.LlamaCppNotFound, llamacpp.LlamaCppError, OSError) as exc:
+        log(run.pk, f"prediction failed, so every setting is measured: {exc}")
+        return None, None
+    p_mins = [p["p_min"]] if p.get("p_min") is not None else list(p["p_mins"])
+    others = tuple(s for m in skipped for s in settings_for(m, list(p["ks"]), p_mins))
+    chosen = {t: (*best, *others) for t, best in best_to_measure(prun).items()}
+    for t, settings in chosen.items():
+        log(run.pk, f"{t}: measuring the predicted best {', '.join(s.label for s in settings)}")
+    out = prediction_summary(prun, skipped)
+    out["measured"] = {t: [s.label for s in v] for t, v in chosen.items()}
+    out["predicted_cells"] = len(prun.predictions)
+    return out, chosen
+
+
+def _time_saved(result: Any, first: dict[str, Any]) -> float | None:
+    """Benchmark time the prediction saved: the settings it spared at the measured cells' mean time, less its own."""
+    timed = [c.process_s for c in result.cells if c.process_s]
+    if not timed:
+        return None
+    spared = first["predicted_cells"] * len(result.config.temperatures) - len(result.cells)
+    return round(max(0, spared) * sum(timed) / len(timed) - sum(first["seconds"].values()), 1)
 
 
 def _fetch(run_id: int, reporter: Reporter, f: GGUFFile, share: tuple[float, float]) -> Any:

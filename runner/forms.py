@@ -52,6 +52,13 @@ class BenchmarkForm(forms.Form):
         help_text="through the server, what is measured is exactly what gets deployed",
     )
 
+    full_sweep = forms.BooleanField(
+        label="Measure every setting",
+        required=False,
+        help_text="by default every setting is predicted first (temperature 0) and only the best two per content "
+        "type are measured",
+    )
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         types = load_task_set().content_types
@@ -74,4 +81,5 @@ class BenchmarkForm(forms.Form):
             "prompts_per_type": d["prompts_per_type"],
             "methods": [d["method"]] if d.get("method") else None,
             "via": d.get("via") or None,
+            "full_sweep": bool(d.get("full_sweep")),
         }

@@ -634,7 +634,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: smoke check failed: {result.message}", file=sys.stderr)
         return 1
     print(f"smoke check passed: {result.message}")
+    if args.cmd == "install":
+        build_replay_tool()
     return 0
+
+
+def build_replay_tool() -> None:
+    """The prediction tool, compiled against the build just installed (runner.replay), so the first prediction
+    does not wait for it. Without a C++ compiler a warning, not a failure: benchmarks then measure every setting."""
+    from . import replay  # it imports this module
+
+    try:
+        print(f"replay tool ready: {replay.tool(log=print)}")
+    except replay.ReplayError as exc:
+        print(
+            f"warning: {exc}; predictions (manage.py predict, the Predict button, predict-first benchmarks) need it",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

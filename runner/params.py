@@ -28,8 +28,12 @@ DEFAULT_PARAMS: dict[str, Any] = {
     "p_mins": list(P_MIN_GRID),  # draft models and MTP heads: each K at each (p_min, when given, wins)
     "target_alone": False,  # no draft file: draftless methods of the target (run_benchmark TARGET)
     "via": "cli",  # "cli": llama-completion vs llama-speculative-simple; "server": through llama-server
+    # "benchmark": predict every setting, then measure the best (runner.predicting); "predict": predict only
+    "mode": "benchmark",
+    "full_sweep": False,  # measure every setting, as before predictions existed (run_benchmark --full-sweep)
 }
 VIAS = ("cli", "server")
+MODES = ("benchmark", "predict")
 
 
 # What local_hardware_class() produces (cpu-2c, gpu-nvidia-h100x2): a queue-name part, never a path.
@@ -91,6 +95,8 @@ def normalize_params(params: dict[str, Any], *, has_draft: bool = True) -> dict[
         p_mins = [float(p["p_min"])]
     if any(not math.isfinite(x) or not 0 <= x <= 1 for x in p_mins):
         raise BenchmarkError(f"p-min must lie in [0, 1]; got {p_mins}")
+    if p["mode"] not in MODES:
+        raise BenchmarkError(f"mode must be one of {', '.join(MODES)}; got {p['mode']!r}")
     if p["via"] not in VIAS:
         raise BenchmarkError(f"via must be one of {', '.join(VIAS)}; got {p['via']!r}")
     task_set = parse_task_set(p["task_set"], "task set") if p["task_set"] else load_task_set()
@@ -115,7 +121,10 @@ def normalize_params(params: dict[str, Any], *, has_draft: bool = True) -> dict[
         "p_mins": p_mins,
         "p_min": float(p["p_min"]) if p["p_min"] is not None else None,
         "target_alone": not has_draft,
+        "full_sweep": bool(p["full_sweep"]),
     }
+    if out["mode"] == "predict":
+        return out  # no benchmark process runs; the prediction's own work is bounded by K <= 64 and the prompts
     n = process_count(out, len(types or task_set.content_types))
     cap = settings.SPECREG_MAX_PROCESSES_PER_RUN
     if n > cap:

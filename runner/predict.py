@@ -22,11 +22,12 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from inspector.spec_flags import Setting, uses_draft_file
+from inspector.speculative import NGRAM_METHODS
 
 from . import llamacpp, replay
 from .prompts import TaskSet, read_chat_template, render_prompt
@@ -34,6 +35,13 @@ from .prompts import TaskSet, read_chat_template, render_prompt
 COST_DEPTH = 256  # context tokens behind the timed batches: a prompt and part of an answer
 MAX_TIMED_BATCH = 17  # larger verify batches (n-gram methods draft up to 64) follow the last measured slope
 MIN_GAIN = 1.01  # a predicted speedup below this is "no gain": the cost model is not finer than that
+# What the replay tool can replay: the draft model's own loop and the n-gram methods, which need no model.
+PREDICTABLE = ("draft-simple", *NGRAM_METHODS)
+NOT_YET = "not predictable yet: it drafts from the target's hidden states, which the pinned build cannot replay"
+MEMORY_SHARE = 0.9  # the models' weights (memory-mapped) must fit in this share of the machine's memory
+
+
+PredictionCancelled = replay.ReplayCancelled  # the run was cancelled: the tool running then was killed
 
 
 @dataclass(frozen=True)
@@ -53,15 +61,23 @@ class CostModel:
         return last + slope * (b - len(self.seconds))
 
 
-def measure_cost(model: Path | str, gen: llamacpp.GenParams, max_batch: int, *, reps: int = 5) -> CostModel:
+def measure_cost(
+    model: Path | str,
+    gen: llamacpp.GenParams,
+    max_batch: int,
+    *,
+    reps: int = 5,
+    should_cancel: Callable[[], bool] | None = None,
+    timeout_s: float = replay.TIMEOUT_S,
+) -> CostModel:
     caps = llamacpp.capabilities(llamacpp.find_binary(replay.SPEC_TOOL))
     ctx = max(gen.ctx_size or 0, COST_DEPTH + max_batch + 64)
-    gen = llamacpp.GenParams(gen.n_predict, 0.0, gen.seed, gen.threads, gen.gpu_layers, ctx)
+    gen = replace(gen, temperature=0.0, ctx_size=ctx)
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "timing.json"
         argv = [str(replay.tool()), "timing", str(out), "-m", str(model), *llamacpp.generation_argv(caps, gen, "x")]
         env = {**os.environ, "SPECREG_TIMING": f"{COST_DEPTH},{max_batch},{reps}"}
-        replay.run_tool(argv, replay.TIMEOUT_S, env)
+        replay.run_tool(argv, timeout_s, env, should_cancel)
         data = json.loads(out.read_text())
     return CostModel(str(model), int(data["depth"]), tuple(float(s) for s in data["seconds"]))
 
@@ -82,6 +98,7 @@ class Prediction:
     p_min: float | None
     content_type: str
     setting: str
+    options: tuple[tuple[str, str], ...] = ()
     drafted: int = 0
     accepted: int = 0
     tokens: int = 0
@@ -92,6 +109,10 @@ class Prediction:
     @property
     def acceptance(self) -> float | None:
         return self.accepted / self.drafted if self.drafted else None
+
+    @property
+    def as_setting(self) -> Setting:
+        return Setting(self.method, self.k or 0, self.p_min, self.options)
 
     @property
     def speedup(self) -> float | None:
@@ -154,8 +175,14 @@ def predict(
     n_predict: int = 96,
     threads: int | None = None,
     log: Callable[[str], None] = lambda s: None,
+    progress: Callable[[float, str], None] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+    timeout_s: float = replay.TIMEOUT_S,
 ) -> PredictionRun:
+    """Every setting's prediction per content type. Raises ReplayError (one line) when llama.cpp cannot load or
+    run a model, and ModelTooBig before loading anything when the weights would not fit in memory."""
     settings = list(settings)
+    fits_in_memory([target, *([draft] if draft is not None else [])])
     max_k = max((s.k for s in settings), default=1)
     gen = llamacpp.GenParams(n_predict=n_predict, threads=threads)
     template = read_chat_template(target)
@@ -163,46 +190,77 @@ def predict(
 
     started = time.monotonic()
     timed = min(max_k + 1, MAX_TIMED_BATCH)
-    costs = {"target": measure_cost(target, gen, timed)}
+    # the run's limit per process holds for each tool process as for each llama.cpp one
+    costs = {"target": measure_cost(target, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)}
     if draft is not None and any(uses_draft_file(s.method) for s in settings):
-        costs["draft"] = measure_cost(draft, gen, timed)
+        costs["draft"] = measure_cost(draft, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)
     seconds["cost_model"] = time.monotonic() - started
     log(f"cost model: target {costs['target'].batch(1) * 1000:.1f} ms per token")
 
     rows: dict[tuple[str, str], Prediction] = {}
-    for ctype in content_types:
-        for task in tasks.by_type(ctype):
-            prompt = render_prompt(task.prompt, template, task.system).text
-            size = len(prompt) + n_predict + max_k + 64
-            task_gen = llamacpp.GenParams(n_predict, 0.0, gen.seed, threads, None, max(2048, -(-size // 256) * 256))
+    work = [(c, t) for c in content_types for t in tasks.by_type(c)]
+    for done, (ctype, task) in enumerate(work):
+        if should_cancel is not None and should_cancel():
+            raise PredictionCancelled("cancelled")  # between two tasks
+        if progress is not None:
+            progress(done / max(1, len(work)), f"predicting {ctype}/{task.id}: transcript and replay")
+        prompt = render_prompt(task.prompt, template, task.system).text
+        size = len(prompt) + n_predict + max_k + 64
+        task_gen = replace(gen, ctx_size=max(2048, -(-size // 256) * 256))
+        started = time.monotonic()
+        script = replay.transcript(
+            target,
+            prompt,
+            replace(task_gen, n_predict=n_predict + max_k + 2),  # longer than any replay's run by its draft
+            should_cancel=should_cancel,
+            timeout_s=timeout_s,
+        )
+        seconds["transcript"] += time.monotonic() - started
+        ties = sum(1 for m in script.margins[:n_predict] if m < NEAR_TIE)
+        for s in settings:
             started = time.monotonic()
-            script = replay.transcript(
-                target,
-                prompt,
-                llamacpp.GenParams(n_predict + max_k + 2, 0.0, gen.seed, threads, None, task_gen.ctx_size),
+            used = draft if uses_draft_file(s.method) else None
+            r = replay.replay(
+                target, used, prompt, task_gen, s, script, should_cancel=should_cancel, timeout_s=timeout_s
             )
-            seconds["transcript"] += time.monotonic() - started
-            ties = sum(1 for m in script.margins[:n_predict] if m < NEAR_TIE)
-            for s in settings:
-                started = time.monotonic()
-                r = replay.replay(target, draft if uses_draft_file(s.method) else None, prompt, task_gen, s, script)
-                seconds["replay"] += time.monotonic() - started
-                row = rows.setdefault(
-                    (ctype, s.label),
-                    Prediction(
-                        s.method,
-                        str(draft) if draft and uses_draft_file(s.method) else None,
-                        s.k if s.k else None,
-                        s.p_min,
-                        ctype,
-                        s.label,
-                    ),  # fmt: skip
-                )
-                row.drafted += r.n_drafted
-                row.accepted += r.n_accept
-                row.tokens += r.n_predict
-                row.near_ties += ties
-                row.spec_seconds += sum(step_seconds(s, d, costs["target"], costs.get("draft")) for d, _ in r.steps)
-                row.plain_seconds += r.n_predict * costs["target"].batch(1)
-            log(f"{ctype}/{task.id}: {len(settings)} settings replayed")
+            seconds["replay"] += time.monotonic() - started
+            row = rows.setdefault(
+                (ctype, s.label),
+                Prediction(
+                    s.method,
+                    str(draft) if draft and uses_draft_file(s.method) else None,
+                    s.k if s.k else None,
+                    s.p_min,
+                    ctype,
+                    s.label,
+                    tuple(s.options),
+                ),  # fmt: skip
+            )
+            row.drafted += r.n_drafted
+            row.accepted += r.n_accept
+            row.tokens += r.n_predict
+            row.near_ties += ties
+            row.spec_seconds += sum(step_seconds(s, d, costs["target"], costs.get("draft")) for d, _ in r.steps)
+            row.plain_seconds += r.n_predict * costs["target"].batch(1)
+        log(f"{ctype}/{task.id}: {len(settings)} settings replayed")
     return PredictionRun(list(rows.values()), costs, seconds)
+
+
+class ModelTooBig(replay.ReplayError):
+    """The models' weights would not fit in this machine's memory."""
+
+
+def fits_in_memory(paths: list[Path | str]) -> None:
+    """Refuse, with one line, to predict with models bigger than this machine's memory: llama.cpp would map them
+    and page them in for every token (minutes per token), or be killed by the kernel, not fail cleanly."""
+    total = sum(Path(p).stat().st_size for p in paths)
+    try:
+        with open("/proc/meminfo") as f:
+            mem = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))
+    except (OSError, StopIteration, ValueError):
+        return  # not Linux: llama.cpp's own error is the answer
+    if total > MEMORY_SHARE * mem:
+        raise ModelTooBig(
+            f"the models need {total / 2**30:.1f} GiB of weights and this machine has {mem / 2**30:.1f} GiB of memory: "
+            "predict on a machine (hardware class) that can hold them"
+        )

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from inspector.spec_flags import Setting
 
-from . import llama_build, llamacpp
+from . import llama_build, llamacpp, procs
 
 SOURCE = Path(__file__).with_name("replay") / "specreg_replay.cpp"
 SPEC_TOOL = "llama-speculative-simple"  # whose options (and loop) the replay mirrors
@@ -39,6 +39,10 @@ def _say(line: str) -> None:
 
 class ReplayError(RuntimeError):
     """The tool could not be built or a replay failed; the message is one line."""
+
+
+class ReplayCancelled(ReplayError):
+    """The run was cancelled (or the worker told to stop) while the tool ran; the tool was killed."""
 
 
 @dataclass(frozen=True)
@@ -130,29 +134,70 @@ def _spec_caps() -> llamacpp.Capabilities:
     return llamacpp.capabilities(llamacpp.find_binary(SPEC_TOOL))
 
 
-def run_tool(argv: list[str], timeout_s: float, env: dict[str, str] | None = None) -> str:
-    """Run the tool (any mode); its stdout, or ReplayError with its own one-line reason."""
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
-    except subprocess.TimeoutExpired:
-        raise ReplayError(f"the replay tool ran past {timeout_s:.0f} s") from None
-    if r.returncode != 0:
+def run_tool(
+    argv: list[str],
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+) -> str:
+    """Run the tool (any mode) as runner.procs runs llama.cpp (its own process group, killed on cancel, time-out
+    or the worker's SIGTERM); its stdout, or ReplayError with its own one-line reason."""
+    r = procs.run_process(argv, timeout_s=timeout_s, should_cancel=should_cancel, env=env)
+    if r.start_error is not None:
+        raise ReplayError(r.start_error)
+    if r.cancelled:
+        raise ReplayCancelled("cancelled")
+    if r.timed_out:
+        raise ReplayError(f"the replay tool ran past {timeout_s:.0f} s")
+    if r.rc != 0:
         lines = [ln for ln in r.stderr.strip().splitlines() if ln.startswith("specreg-replay:")]
-        why = lines[-1] if lines else llama_build.describe_exit(r.returncode)
+        why = lines[-1] if lines else llama_build.describe_exit(r.rc)
         raise ReplayError(why[:300])
     return r.stdout
 
 
-def transcript(target: Path | str, prompt: str, gen: llamacpp.GenParams, *, timeout_s: float = TIMEOUT_S) -> Transcript:
+def transcript(
+    target: Path | str,
+    prompt: str,
+    gen: llamacpp.GenParams,
+    *,
+    timeout_s: float = TIMEOUT_S,
+    should_cancel: Callable[[], bool] | None = None,
+) -> Transcript:
     """The target's greedy output for ``prompt``: ``gen.n_predict`` tokens (make it longer than the replays'
-    -n by their largest draft), with the margin of each token over the next best."""
+    -n by their largest draft), with the margin of each token over the next best.
+
+    Kept per target file, llama.cpp build and options (prompt, length, threads, context) in
+    ~/.cache/specreg/transcripts/: the target runs once, and every draft, method and later prediction reuses it."""
     caps = _spec_caps()
+    options = llamacpp.generation_argv(caps, gen, prompt)
+    cached = _transcript_path(target, options)
+    if cached.is_file():
+        try:
+            data = json.loads(cached.read_text())
+            return Transcript(data["prompt"], data["tokens"], [float(m) for m in data["margins"]])
+        except (OSError, ValueError, KeyError, TypeError):
+            cached.unlink(missing_ok=True)  # a damaged entry is made again
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "transcript.json"
-        argv = [str(tool()), "transcript", str(out), "-m", str(target), *llamacpp.generation_argv(caps, gen, prompt)]
-        run_tool(argv, timeout_s)
+        run_tool([str(tool()), "transcript", str(out), "-m", str(target), *options], timeout_s, None, should_cancel)
         data = json.loads(out.read_text())
-    return Transcript(data["prompt"], data["tokens"], [float(m) for m in data["margins"]])
+    script = Transcript(data["prompt"], data["tokens"], [float(m) for m in data["margins"]])
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(script.to_json())
+    tmp.replace(cached)  # whole or not at all
+    return script
+
+
+def _transcript_path(target: Path | str, options: list[str]) -> Path:
+    """Where the transcript of these options lies: keyed by the target file (path, size and modification time:
+    hashing gigabytes per prediction would cost more than the transcript), the build, the tool and the options."""
+    st = Path(target).stat()
+    ident = [str(Path(target).resolve()), st.st_size, st.st_mtime_ns, llama_build.installed_version() or "unknown"]
+    tool_hash = hashlib.sha256(SOURCE.read_bytes()).hexdigest()
+    key = hashlib.sha256(json.dumps([ident, tool_hash, options]).encode()).hexdigest()[:32]
+    return llama_build.cache_dir() / "transcripts" / f"{key}.json"
 
 
 def replay(
@@ -164,6 +209,7 @@ def replay(
     script: Transcript,
     *,
     timeout_s: float = TIMEOUT_S,
+    should_cancel: Callable[[], bool] | None = None,
 ) -> Replay:
     """Drafted and accepted counts of ``setting`` for ``prompt`` (its transcript ``script``), as
     llama-speculative-simple with the same options would report them at temperature 0."""
@@ -173,6 +219,6 @@ def replay(
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "transcript.json"
         path.write_text(script.to_json())
-        out = run_tool([str(tool()), "replay", str(path), *argv[1:]], timeout_s)
+        out = run_tool([str(tool()), "replay", str(path), *argv[1:]], timeout_s, None, should_cancel)
     data = json.loads(out.strip().splitlines()[-1])
     return Replay(data["n_predict"], data["n_drafted"], data["n_accept"], [tuple(s) for s in data["steps"]])

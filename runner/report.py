@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from registry.formatting import duration
 from registry.results.deploy import Deployment
 
 from . import llamacpp
@@ -54,12 +55,33 @@ def _hardware_lines(hw: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _prediction_lines(pred: dict[str, Any]) -> list[str]:
+    """What was predicted first (runner.predicting) and what that spared the benchmark."""
+    took = sum(pred["seconds"].values())
+    saved = pred.get("saved_s")
+    lines = [
+        "## Predicted first",
+        "",
+        f"{pred['settings']} setting(s) were predicted at temperature 0 in {took:.0f} s (transcript, replay through "
+        "llama.cpp's own speculative loop, and a cost model of this machine); only the best per content type were "
+        "measured (`--full-sweep` measures every setting)."
+        + (f" This spared about {duration(saved)} of benchmark." if saved and saved > 0 else ""),
+        "",
+    ]
+    for t, labels in pred.get("measured", {}).items():
+        lines.append(f"- {t}: measured {', '.join(f'`{x}`' for x in labels)}")
+    for x in pred.get("not_predictable", []):
+        lines.append(f"- {x['method']}: {x['why']}; measured in full")
+    return [*lines, ""]
+
+
 def markdown_report(
     result: SweepResult,
     *,
     hardware: dict[str, Any],
     build: llamacpp.Build,
     deployments: dict[str, Deployment] | None = None,
+    prediction: dict[str, Any] | None = None,
 ) -> str:
     """The benchmark report in markdown: settings, hardware, build, every cell, the recommendations."""
     cfg = result.config
@@ -91,6 +113,8 @@ def markdown_report(
         f"- {build.label}, {build.compiler} for {build.target}",
         "",
     ]
+    if prediction is not None:
+        out += _prediction_lines(prediction)
     if result.status != "ok":
         out += [f"**Sweep {result.status}:** {result.error}", ""]
     if result.prompt_notes:

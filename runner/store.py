@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
 from django.db import transaction
 
@@ -17,7 +18,15 @@ from .runs import log
 from .sweep import SweepResult
 
 
-def store_results(run: BenchmarkRun, result: SweepResult, build: llamacpp.Build, hw: dict, server_caps) -> None:
+def store_results(
+    run: BenchmarkRun,
+    result: SweepResult,
+    build: llamacpp.Build,
+    hw: dict,
+    server_caps,
+    *,
+    prediction: dict | None = None,
+) -> None:
     """Save every cell as a measured result, the recommendations and the deployment artifacts."""
     label = f"{hw.get('cpu_model', '')} ({measurement_class(hw)})"[:200]
     rows = []
@@ -61,7 +70,7 @@ def store_results(run: BenchmarkRun, result: SweepResult, build: llamacpp.Build,
             )
         )
     process_s = sum(c.process_s for c in result.cells)
-    summary = {
+    summary: dict[str, Any] = {
         "status": result.status,
         "error": result.error,
         "notes": list(result.prompt_notes),
@@ -70,6 +79,8 @@ def store_results(run: BenchmarkRun, result: SweepResult, build: llamacpp.Build,
         "process_s": process_s,
         "overhead_pct": 100 * (result.elapsed_s - process_s) / result.elapsed_s if result.elapsed_s else None,
     }
+    if prediction is not None:
+        summary["prediction"] = prediction  # what was predicted first, measured after, and the time it saved
     pair = run.pair
     gpu = bool(hw.get("gpus"))
     # The files as a user will have them (models/… from the Hub, or the registered path), not this
@@ -83,7 +94,7 @@ def store_results(run: BenchmarkRun, result: SweepResult, build: llamacpp.Build,
     best = max(result.recommendations, key=lambda r: (r.use_draft, r.speedup or 0), default=None)
     dep = deployments[best.content_type] if best else deployment(server_caps, target, None, None, gpu=gpu)
     summary["deploy_for"] = best.content_type if best else None
-    report = markdown_report(result, hardware=hw, build=build, deployments=deployments)
+    report = markdown_report(result, hardware=hw, build=build, deployments=deployments, prediction=prediction)
     with transaction.atomic():
         BenchmarkResult.objects.bulk_create(rows)
         BenchmarkRun.objects.filter(pk=run.pk).update(

@@ -66,6 +66,27 @@ def queue_benchmark(
     return run
 
 
+def queue_prediction(
+    pair: Pair, *, user=None, hardware: str | None = None, send: bool = True, **params: Any
+) -> BenchmarkRun:
+    """Queue a prediction of the pair's settings (a run with ``mode`` "predict"): the pair's draft method and the
+    n-gram family, or, on a target's own pair, the draftless methods; K and p-min as a benchmark sweeps them."""
+    from inspector.spec_flags import OWN_HEADS
+
+    from .methods import default_methods
+
+    alone = pair.target_id == pair.draft_id
+
+    def method_of(f) -> str | None:
+        return ((f.info or {}).get("speculative") or {}).get("type")
+
+    methods = default_methods(
+        None if alone else method_of(pair.draft) or "draft-simple", method_of(pair.target) == OWN_HEADS
+    )
+    defaults = {"mode": "predict", "methods": methods, "prompts_per_type": 2, "repeats": 1}
+    return queue_benchmark(pair, {**defaults, **params}, user=user, hardware=hardware, send=send, target_alone=alone)
+
+
 def _rule_detail(pair: Pair) -> str:
     for c in pair.result.get("checks", []):
         if c["rule"] == pair.failed_rule:

@@ -43,6 +43,9 @@ class SweepConfig:
     p_mins: tuple[float | None, ...] = (None,)  # draft models and MTP heads: each K at each p-min
     settings: tuple[Setting, ...] | None = None  # exactly these settings instead of methods x K x p-min
     via: str = "cli"  # "server": measured through llama-server, as deployed
+    # A predicted sweep (runner.predicting): per content type, exactly these settings (no extension); a type
+    # not named here gets the full plan.
+    settings_by_type: dict[str, tuple[Setting, ...]] | None = None
 
     @property
     def draft_p_mins(self) -> tuple[float | None, ...]:
@@ -239,7 +242,10 @@ def run_sweep(
             recs.append(recommend(content_type, temperature, []))
             continue
         group: list[CellResult] = []
-        queue = list(planned)
+        chosen = (config.settings_by_type or {}).get(content_type)
+        if chosen is not None:
+            expected += len(chosen) - len(planned)
+        queue = list(chosen if chosen is not None else planned)
         while queue:
             setting = queue.pop(0)
             done = len(cells)
@@ -270,6 +276,7 @@ def run_sweep(
                 break
             if (
                 config.extend
+                and chosen is None
                 and setting.method not in NGRAM_SWEEP
                 and setting.method != "ngram-cache"
                 and not any(q.method == setting.method and q.p_min == setting.p_min for q in queue)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from registry.access.job_limits import JobLimit
 from registry.hub.queue import queue_job
 from registry.models import BenchmarkRun, GGUFFile, HubJob, Pair
+from registry.web.cost_plot import cost_model_svg
 from registry.web.forms import ImportForm
 from registry.web.pages import explained_checks
 
@@ -18,6 +19,7 @@ from . import runs, submit
 from .forms import BenchmarkForm
 from .models import workers_on
 from .params import BenchmarkError
+from .predicting import predictions_by_setting
 
 
 def run_state(run: BenchmarkRun) -> dict:
@@ -71,8 +73,23 @@ def run_state(run: BenchmarkRun) -> dict:
 
 def run(request: HttpRequest, pk: int) -> HttpResponse:
     r = get_object_or_404(BenchmarkRun.objects.select_related("pair__target", "pair__draft"), pk=pk)
+    predicted = predictions_by_setting(r)
+    results = []
+    for x in r.results.all():  # each measured setting beside its prediction (temperature 0 only)
+        guess = predicted.get((x.content_type, x.setting_label)) if x.temperature == 0 else None
+        error = None
+        if guess is not None and guess.speedup is not None and x.speedup:
+            error = 100 * (guess.speedup - x.speedup) / x.speedup
+        results.append({"r": x, "predicted": guess, "error": error})
     return render(
-        request, "runner/run.html", {"run": r, "results": r.results.all(), "may_cancel": may_cancel(request.user, r)}
+        request,
+        "runner/run.html",
+        {
+            "run": r,
+            "results": results,
+            "predictions": sorted(predicted.values(), key=lambda x: (x.content_type, -(x.speedup or 0))),
+            "may_cancel": may_cancel(request.user, r),
+        },
     )
 
 
@@ -97,6 +114,53 @@ def benchmark(request: HttpRequest, pk: int) -> HttpResponse:
             return redirect(r)
     status = 400 if form.errors else 200
     return render(request, "runner/benchmark.html", {"pair": pair, "form": form}, status=status)
+
+
+@login_required
+@require_POST
+def predict(request: HttpRequest, pk: int) -> HttpResponse:
+    """The pair page's "Predict" button: queue a prediction run and follow it on its page."""
+    pair = get_object_or_404(Pair.objects.select_related("target", "draft"), pk=pk)
+    try:
+        r = submit.queue_prediction(pair, user=request.user)
+    except BenchmarkError as exc:
+        messages.error(request, str(exc))
+        return redirect(pair)
+    messages.success(request, f"Prediction queued on {r.queue}.")
+    return redirect(r)
+
+
+def hardware(request: HttpRequest, name: str) -> HttpResponse:
+    """A hardware class: the cost models its prediction runs measured (verify time against batch size), newest per
+    model file, with the runs they came from."""
+    runs = [
+        r
+        for r in BenchmarkRun.objects.filter(hardware_class=name, status=BenchmarkRun.DONE)
+        .filter(summary__has_key="prediction")
+        .select_related("pair__target", "pair__draft")
+        .order_by("-pk")[:HARDWARE_RUNS]
+        if isinstance(r.summary.get("prediction"), dict) and r.summary["prediction"].get("cost_model")
+    ]
+    if not runs and not BenchmarkRun.objects.filter(hardware_class=name).exists():
+        raise Http404("no run has used this hardware class")
+    latest: dict[str, dict] = {}
+    for r in runs:  # newest first: the first cost model of each model file is its latest
+        for c in r.summary["prediction"]["cost_model"].values():
+            latest.setdefault(c["model"], {**c, "run": r, "measured_as": r.hardware.get("llama_isa", "")})
+    series = {m: c["seconds"] for m, c in latest.items()}
+    return render(
+        request,
+        "runner/hardware.html",
+        {
+            "name": name,
+            "costs": sorted(latest.values(), key=lambda c: c["model"]),
+            "plot": cost_model_svg(series, f"Verify cost on {name}"),
+            "runs": runs,
+        },
+    )
+
+
+HARDWARE_RUNS = 50  # the newest prediction runs a hardware page reads
 
 
 def may_cancel(user, run: BenchmarkRun) -> bool:

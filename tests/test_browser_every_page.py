@@ -8,7 +8,8 @@ from django.utils import timezone
 
 from inspector.info import inspect_source
 from registry.catalog.registration import register
-from registry.models import HubJob, Pair
+from registry.models import BenchmarkRun, HubJob, Pair, PredictedResult
+from registry.results.figures import refresh_predicted
 from registry.team.models import Deployment, Note
 from tests.browser import shot
 from tests.test_team_deployments import run_of
@@ -28,6 +29,18 @@ def site(qwen05_header_path, qwen15_header_path) -> dict[str, int]:
         register(inspect_source(str(path)), source=f"hf://{repo}/{name}", repo=repo, path=name, etag=name, size=1)
     pair = Pair.objects.get()
     run = run_of(pair)
+    predicted = BenchmarkRun.objects.create(
+        pair=pair,
+        queue="bench.cpu-2c",
+        hardware_class="cpu-2c",
+        status=BenchmarkRun.DONE,
+        params={"mode": "predict"},
+        summary={"prediction": {"cost_model": {"target": {"model": "t.gguf", "depth": 256, "seconds": [0.03, 0.05]}}}},
+    )
+    PredictedResult.objects.create(
+        run=predicted, pair=pair, k=4, content_type="code", acceptance=0.8, speedup=1.2, n_predict=96, n_prompts=2
+    )
+    refresh_predicted(pair)
     job = HubJob.objects.create(kind=HubJob.IMPORT_REPO, params={"repo": Q05}, queue="specreg", status=HubJob.DONE)
     Note.objects.create(pair=pair, body="K=4 held up.", author_name="sam")
     dep = Deployment.objects.create(
@@ -47,6 +60,7 @@ def site(qwen05_header_path, qwen15_header_path) -> dict[str, int]:
         "job": job.pk,
         "deployment": dep.pk,
         "note": Note.objects.get().pk,
+        "prediction": predicted.pk,
     }
 
 
@@ -59,6 +73,8 @@ def pages(ids: dict[str, int], staff: bool) -> list[str]:
         f"/pairs/{ids['pair']}/",
         f"/models/{ids['model']}/",
         f"/runs/{ids['run']}/",
+        f"/runs/{ids['prediction']}/",
+        "/hardware/cpu-2c/",
         f"/jobs/{ids['job']}/",
         f"/deployments/{ids['deployment']}/",
         "/api/docs/",

@@ -28,10 +28,11 @@ from registry.models import (
     Model,
     Pair,
     PairCheckResult,
+    PredictedResult,
     ReportedResult,
     TokenTable,
 )
-from registry.results.figures import refresh_best
+from registry.results.figures import refresh_best, refresh_predicted
 
 # db_service: CI runs these again on PostgreSQL.
 pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
@@ -117,6 +118,27 @@ def kb_a(infos):
                 hardware="Some CPU (cpu-2c)",
                 llama_cpp_build=build,
             )
+    PredictedResult.objects.create(
+        run=run,
+        pair=pair,
+        k=4,
+        method="draft-simple",
+        p_min=0.0,
+        content_type="code",
+        acceptance=0.72,
+        speedup=0.7,
+        n_predict=64,
+        n_prompts=2,
+        task_set="default",
+        hardware_class="cpu-2c/avx2",
+        hardware="Some CPU (cpu-2c/avx2)",
+        llama_cpp_build="b11434 (abc1234)",
+        drafted=100,
+        accepted=72,
+        tokens=128,
+        near_ties=3,
+    )
+    refresh_predicted(pair)
     BenchmarkRun.objects.create(pair=pair, queue="bench.cpu-2c", status="queued")  # in progress: not exported
     ReportedResult.objects.create(
         pair=pair,
@@ -231,6 +253,7 @@ def counts() -> dict[str, int]:
             PairCheckResult,
             BenchmarkRun,
             BenchmarkResult,
+            PredictedResult,
             ReportedResult,
             Note,
             NoteVersion,
@@ -258,7 +281,18 @@ def test_the_export_is_versioned_json_with_provenance(kb_a, tmp_path):
         "rules_from": "b11434",
         "specreg_version": doc["installation"]["specreg_version"],
     }
-    assert n == {"files": 4, "pairs": 2, "runs": 2, "reported": 1, "results": 4, "notes": 3, "deployments": 1}
+    assert n == {
+        "files": 4,
+        "pairs": 2,
+        "runs": 2,
+        "reported": 1,
+        "results": 4,
+        "predictions": 1,
+        "notes": 3,
+        "deployments": 1,
+    }
+    (pred,) = doc["runs"][1]["predictions"]
+    assert (pred["k"], pred["speedup"], pred["near_ties"], pred["hardware_class"]) == (4, 0.7, 3, "cpu-2c/avx2")
     (dep,) = doc["sections"]["deployments"]
     assert "url" not in dep and "10.0.0.7" not in json.dumps(doc)  # a server inside A's network stays A's
     assert (dep["installation"], dep["author"], len(dep["samples"])) == (HERE, "alice", 3)
@@ -287,6 +321,7 @@ def test_importing_into_an_empty_installation_twice_gives_the_same_records_once(
         "files added": 4,
         "runs added": 2,
         "measured results added": 4,
+        "predicted results added": 1,
         "reported results added": 1,
         "notes added": 3,
         "deployments added": 1,
@@ -628,8 +663,8 @@ def test_import_kb_reports_what_it_did(kb_a, tmp_path, settings):
     call_command("import_kb", str(tmp_path / "kb.json"), stdout=Out())
     assert lines[-1] == (
         f"imported {tmp_path / 'kb.json'} from installation {HERE}: 4 files added, 2 runs added, "
-        "4 measured results added, 1 reported results added, 3 notes added, 1 deployments added, "
-        "3 observed samples added"
+        "4 measured results added, 1 predicted results added, 1 reported results added, 3 notes added, "
+        "1 deployments added, 3 observed samples added"
     )
 
 

@@ -75,3 +75,17 @@ def test_an_incompatible_draft_short_transcript_and_temperature_are_one_line_err
             Setting("ngram-mod", 8, None, ()),
             script,
         )
+
+
+def test_a_transcript_is_made_once_and_reused_until_the_options_change(smollm2_path, monkeypatch):
+    gen = llamacpp.GenParams(n_predict=12, threads=2)
+    first = replay.transcript(smollm2_path, PROMPT + " (reuse)", gen)
+    assert len(first.tokens) == 12
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("the target ran again")
+
+    monkeypatch.setattr(replay, "run_tool", no_run)
+    assert replay.transcript(smollm2_path, PROMPT + " (reuse)", gen) == first  # from the cache, the target idle
+    with pytest.raises(AssertionError, match="ran again"):  # another length is another transcript
+        replay.transcript(smollm2_path, PROMPT + " (reuse)", llamacpp.GenParams(n_predict=13, threads=2))

@@ -46,7 +46,8 @@ def llama_processes() -> list[str]:
                 cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0].decode()
             except OSError:
                 continue
-            if os.path.basename(cmd).startswith("llama-"):
+            # llama.cpp's programs, and the replay tool a benchmark's prediction runs first
+            if os.path.basename(cmd).startswith(("llama-", "specreg-replay")):
                 out.append(cmd)
     return out
 

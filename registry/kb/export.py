@@ -63,6 +63,21 @@ def finite(value: Any) -> Any:
     return value
 
 
+# What a predicted figure carries besides the common figures (runner.predicting.store_predictions).
+PREDICTED_FIELDS = (
+    "p_min",
+    "options",
+    "n_predict",
+    "n_prompts",
+    "task_set",
+    "hardware_class",
+    "drafted",
+    "accepted",
+    "tokens",
+    "near_ties",
+)
+
+
 def _specreg_version() -> str:
     try:
         return version("specreg")
@@ -97,6 +112,7 @@ def _run(run: BenchmarkRun, ctx: ExportContext) -> dict[str, Any]:
         results.append(
             {**_figures(r), **{f: getattr(r, f) for f in RESULT_FIELDS}, "method": getattr(r, "method", "") or ""}
         )  # the field lands with issue 11
+    predictions = [{**_figures(x), **{f: getattr(x, f) for f in PREDICTED_FIELDS}} for x in run.predictions.all()]
     return {
         **who,
         "target": run.pair.target.source,
@@ -115,6 +131,7 @@ def _run(run: BenchmarkRun, ctx: ExportContext) -> dict[str, Any]:
         "started_at": now_iso(run.started_at),
         "finished_at": now_iso(run.finished_at),
         "results": results,
+        "predictions": predictions,
     }
 
 
@@ -152,7 +169,7 @@ def knowledge_base() -> dict[str, Any]:
         _run(r, ctx)
         for r in BenchmarkRun.objects.filter(status__in=BenchmarkRun.FINISHED)
         .select_related("pair__target", "pair__draft", "requested_by")
-        .prefetch_related("results")
+        .prefetch_related("results", "predictions")
         .defer("pair__target__info", "pair__draft__info", "log")
         .order_by("pk")
     ]
@@ -193,5 +210,6 @@ def export_kb(path: str | os.PathLike) -> dict[str, int]:
         raise
     counts = {k: len(kb[k]) for k in ("files", "pairs", "runs", "reported")}
     counts["results"] = sum(len(r["results"]) for r in kb["runs"])
+    counts["predictions"] = sum(len(r["predictions"]) for r in kb["runs"])
     counts.update({name: len(items) for name, items in kb["sections"].items()})
     return counts

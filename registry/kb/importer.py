@@ -46,8 +46,8 @@ from registry.catalog.registration import register
 from registry.jsonsafe import json_safe
 from registry.kb import schema
 from registry.kb.sections import ImportContext, load_sections
-from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, Pair, ReportedResult
-from registry.results.figures import refresh_best
+from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, Pair, PredictedResult, ReportedResult
+from registry.results.figures import refresh_best, refresh_predicted
 
 # Fields of a stored inspection that say how it was read, not what the file holds.
 _HOW_READ = ("source", "bytes_fetched")
@@ -332,6 +332,7 @@ class _Importer:
         self._files: dict[int, GGUFFile] = {}
         self.pairs: dict[tuple[str, str], Pair] = {}
         self.touched: set[int] = set()  # pairs whose best result may have changed
+        self.predicted: set[int] = set()  # pairs whose best predicted setting may have changed
         self.ctx = ImportContext(self.here, self.source_installation, self.now, self.file, self.pair)
 
     def file(self, source: str) -> GGUFFile:
@@ -422,6 +423,8 @@ class _Importer:
             section.import_records(self.ctx, self._stream(f"sections.{name}", count))
         for pk in sorted(self.touched):
             refresh_best(Pair.objects.get(pk=pk))
+        for pk in sorted(self.predicted):
+            refresh_predicted(Pair.objects.get(pk=pk))
         bump_generation()
         transaction.on_commit(bump_generation)
         return ImportReport(self.source_installation, self.ctx.counts, self.ctx.messages)
@@ -512,6 +515,11 @@ class _Importer:
             rows.append(BenchmarkResult(run=run, pair=pair, **values))
         BenchmarkResult.objects.bulk_create(rows)
         BenchmarkResult.objects.filter(run=run).update(created_at=r.created_at)
+        predicted = [PredictedResult(run=run, pair=pair, **x.model_dump(exclude={"created_at"})) for x in r.predictions]
+        PredictedResult.objects.bulk_create(predicted)
+        if predicted:
+            self.predicted.add(pair.pk)
+            self.ctx.count("predicted results added", len(predicted))
         self.touched.add(pair.pk)
         self.ctx.count("runs added")
         self.ctx.count("measured results added", len(rows))

@@ -39,6 +39,7 @@ Source = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 Text16 = Annotated[str, StringConstraints(max_length=16)]
 Text32 = Annotated[str, StringConstraints(max_length=32)]
 Text64 = Annotated[str, StringConstraints(max_length=64)]
+Text100 = Annotated[str, StringConstraints(max_length=100)]
 Text150 = Annotated[str, StringConstraints(max_length=150)]
 Text200 = Annotated[str, StringConstraints(max_length=200)]
 Text255 = Annotated[str, StringConstraints(max_length=255)]
@@ -134,6 +135,29 @@ class ResultIn(Figures):
         return v
 
 
+class PredictionIn(Figures):
+    """A predicted figure (kept with the run that predicted it): temperature 0, on the run's hardware class."""
+
+    method: Text32 = "draft-simple"
+    p_min: OptFloat
+    options: Annotated[list[Annotated[list[Text32], Field(max_length=2)]], Field(max_length=8)] = []
+    n_predict: Count32
+    n_prompts: Count32 = 0
+    task_set: Text100 = ""
+    hardware_class: Text64 = ""
+    drafted: Count32 = 0
+    accepted: Count32 = 0
+    tokens: Count32 = 0
+    near_ties: Count32 = 0
+
+    @field_validator("method")
+    @classmethod
+    def _known_method(cls, v: str) -> str:
+        if v not in SPEC_TYPES:
+            raise ValueError(f"method must be one of {', '.join(SPEC_TYPES)}")
+        return v
+
+
 class RunIn(Base):
     installation: InstallationId
     id: Annotated[int, Field(ge=1, le=INT64)]
@@ -154,6 +178,7 @@ class RunIn(Base):
     started_at: AwareDatetime | None = None
     finished_at: AwareDatetime | None = None
     results: Annotated[list[ResultIn], Field(max_length=MAX_RESULTS_PER_RUN)] = []
+    predictions: Annotated[list[PredictionIn], Field(max_length=MAX_RESULTS_PER_RUN)] = []
 
 
 class ReportedIn(Figures):

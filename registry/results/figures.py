@@ -1,6 +1,7 @@
-"""Results attached to pairs: measured ones (``BenchmarkResult``) and reported ones, kept apart.
+"""Results attached to pairs: measured (``BenchmarkResult``), reported and predicted (``PredictedResult``), kept apart.
 
-The runner writes measured results and then calls ``refresh_best(pair)`` so the table shows them.
+The runner writes measured results and then calls ``refresh_best(pair)`` so the table shows them; predictions
+call ``refresh_predicted(pair)``, which fills the table's own "Predicted" column (never the best result's).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 from django.db import models
 
 from registry.cache_keys import bump_generation
-from registry.models import BenchmarkResult, Pair, ReportedResult
+from registry.models import BenchmarkResult, Pair, PredictedResult, ReportedResult
 
 FIGURES = (
     "k",
@@ -28,7 +29,7 @@ FIGURES = (
 
 @dataclass
 class Figure:
-    kind: str  # "measured" or "reported"
+    kind: str  # "measured", "reported" or "predicted"
     k: int
     acceptance: float | None
     speedup: float | None
@@ -46,7 +47,7 @@ class Figure:
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "obj"}
-        if self.kind == "measured":
+        if self.kind != "reported":
             d.pop("citation"), d.pop("source_url")
         return d
 
@@ -79,11 +80,16 @@ def filtered(
 
 def figures_for(pair_ids: list[int], **filters: Any) -> dict[int, dict[str, list[Figure]]]:
     """Every result of these pairs (matching the table's filters), by pair and kind."""
-    out: dict[int, dict[str, list[Figure]]] = {pid: {"measured": [], "reported": []} for pid in pair_ids}
+    out: dict[int, dict[str, list[Figure]]] = {
+        pid: {"measured": [], "reported": [], "predicted": []} for pid in pair_ids
+    }
     # A measured result's provenance is its run's, read in the same query.
     # divergences (text excerpts, large on long runs) are not figures: left unread (import_kb refreshes many pairs)
     measured = usable_measured().defer("divergences").annotate(origin_installation=models.F("run__origin_installation"))
-    sources = [("measured", measured), ("reported", ReportedResult.objects.all())]
+    predicted = latest_predictions(PredictedResult.objects.all()).annotate(
+        origin_installation=models.Value("", output_field=models.CharField())
+    )
+    sources = [("measured", measured), ("reported", ReportedResult.objects.all()), ("predicted", predicted)]
     for kind, qs in sources:
         for r in filtered(qs.filter(pair_id__in=pair_ids), **filters).order_by("content_type", "k"):
             out[r.pair_id][kind].append(_figure(kind, r))
@@ -94,6 +100,37 @@ def usable_measured() -> models.QuerySet:
     # Cells that failed, timed out or were cancelled carry no figures to compare (the pair
     # page's list of runs shows them).
     return BenchmarkResult.objects.filter(status="ok")
+
+
+def latest_predictions(qs: models.QuerySet) -> models.QuerySet:
+    """Only each pair's newest prediction run per hardware class: a prediction made again (a newer build, another
+    task set) replaces the older one rather than standing beside it as a second opinion."""
+    newest = (
+        PredictedResult.objects.filter(
+            pair_id=models.OuterRef("pair_id"), hardware_class=models.OuterRef("hardware_class")
+        )
+        .order_by("-run_id")
+        .values("run_id")[:1]
+    )
+    return qs.filter(run_id=models.Subquery(newest))
+
+
+def best_predicted(pair: Pair) -> Figure | None:
+    figs = figures_for([pair.pk])[pair.pk]["predicted"]
+    with_speed = [f for f in figs if f.speedup is not None]
+    return max(with_speed, key=lambda f: (f.speedup, f.acceptance or 0)) if with_speed else None
+
+
+def refresh_predicted(pair: Pair) -> None:
+    """Copy the pair's best predicted setting onto it (the table's "Predicted" column and its sort)."""
+    b = best_predicted(pair)
+    Pair.objects.filter(pk=pair.pk).update(
+        predicted_speedup=b.speedup if b else None,
+        predicted_k=b.k or None if b else None,
+        predicted_method=b.method if b else "",
+        predicted_content_type=b.content_type if b else "",
+    )
+    bump_generation()
 
 
 def best(figs: dict[str, list[Figure]]) -> Figure | None:

@@ -187,6 +187,14 @@ class Row:
             "speed_class": speed,
             "kind": b.kind if b else "",
             "content_type": b.content_type if b else "",
+            # the best predicted setting: its own column, never mixed into the measured/reported one
+            "predicted": "" if p.predicted_speedup is None else f"{p.predicted_speedup:.2f}×",
+            "predicted_sub": " ".join(
+                x
+                for x in (p.predicted_method, f"K={p.predicted_k}" if p.predicted_k else "", p.predicted_content_type)
+                if x
+            ),
+            "predicted_class": "" if p.predicted_speedup is None else ("win" if p.predicted_speedup > 1 else "loss"),
         }
 
     @cached_property
@@ -202,6 +210,12 @@ class Row:
             )
         else:
             speed = '<span class="muted">not benchmarked</span>'
+        predicted = (
+            f'<span class="{v["predicted_class"]}">{v["predicted"]}</span> <span class="badge predicted">predicted'
+            f'</span><div class="sub">{v["predicted_sub"]}</div>'
+            if v["predicted"]
+            else '<span class="muted">–</span>'
+        )
         verdict = (
             '<span class="ok">compatible</span>'
             if p.compatible
@@ -214,6 +228,7 @@ class Row:
             f'    <td class="num">{v["ratio"]}</td>\n    <td class="method">{v["method"]}</td>\n'
             f'    <td class="num">{v["k"]}</td>\n'
             f'    <td class="num">{v["acceptance"]}</td>\n    <td class="num">{speed}</td>\n'
+            f'    <td class="num">{predicted}</td>\n'
             f"    <td>{verdict}</td>\n  </tr>\n"
         )
 

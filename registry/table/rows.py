@@ -53,6 +53,10 @@ PAIR_FIELDS = (
     "best_acceptance",
     "best_content_type",
     "best_method",
+    "predicted_speedup",
+    "predicted_k",
+    "predicted_method",
+    "predicted_content_type",
 )
 
 
@@ -90,6 +94,10 @@ class TablePair:
     best_acceptance: float | None
     best_content_type: str
     best_method: str
+    predicted_speedup: float | None
+    predicted_k: int | None
+    predicted_method: str
+    predicted_content_type: str
     target: TableFile
     draft: TableFile
 

@@ -6,12 +6,12 @@ import json
 
 from django import template
 
-from registry.formatting import nbytes, params, pct, ratio, times
+from registry.formatting import duration, nbytes, params, pct, ratio, times
 
 register = template.Library()
 
 
-for _f in (params, nbytes, pct, times, ratio):
+for _f in (params, nbytes, pct, times, ratio, duration):
     register.filter(_f.__name__, _f)
 
 

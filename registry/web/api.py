@@ -17,6 +17,7 @@ from registry.hub.curated import curated_repos
 from registry.hub.queue import queue_if_remote
 from registry.models import GGUFFile
 from registry.results.examples import reported_examples
+from registry.results.predicted import Comparison
 from registry.table.pages import iter_rows, page_of
 from registry.table.query import TableQuery, TableQueryError, facets
 from registry.web.pages import model_page, pair_page, tokenizer_view
@@ -65,6 +66,28 @@ def _all_pairs(tq: TableQuery) -> Iterator[str]:
     yield f'], "count": {n}}}'
 
 
+def predicted_dict(c: Comparison) -> dict:
+    """A predicted figure with what it was predicted from, and the measurement of its setting when there is one."""
+    x = c.predicted.obj
+    return {
+        **c.predicted.to_dict(),
+        "setting": c.setting,
+        "p_min": x.p_min,
+        "drafted": x.drafted,
+        "accepted": x.accepted,
+        "near_ties": x.near_ties,
+        "task_set": x.task_set,
+        "n_predict": x.n_predict,
+        "hardware_class": x.hardware_class,
+        "temperature": 0.0,
+        "measured": None
+        if c.measured is None
+        else {"acceptance": c.measured.acceptance, "speedup": c.measured.speedup, "texts_parted": c.texts_parted},
+        "speedup_error_pct": c.speedup_error,
+        "acceptance_error_points": c.acceptance_error,
+    }
+
+
 def pair(request: HttpRequest, pk: int) -> JsonResponse:
     page = pair_page(pk)
     rec = page.recommendation
@@ -76,6 +99,7 @@ def pair(request: HttpRequest, pk: int) -> JsonResponse:
             "first_mismatch": page.pair.result.get("first_mismatch"),
             "measured": [f.to_dict() for f in page.measured],
             "reported": [f.to_dict() for f in page.reported],
+            "predicted": [predicted_dict(c) for c in page.predicted],
             "build_changes": [c.to_dict() for c in page.history],
             "verdict_changes": [
                 {

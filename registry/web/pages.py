@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404
 from registry.models import GGUFFile, Model, Pair, VerdictChange
 from registry.results.figures import Figure, figures_for
 from registry.results.history import BuildChange, build_changes
+from registry.results.predicted import Comparison, ErrorSummary, compare, error_summary
 from registry.results.recommend import Recommendation, recommend
 from registry.web.plot import speed_acceptance_svg
 
@@ -42,7 +43,7 @@ class Way:
 
     method: str
     content_type: str
-    kind: str  # measured or reported: never mixed in one row
+    kind: str  # measured, predicted or reported: never mixed in one row
     draft: str  # the draft model's name, or what a draftless method uses
     figure: Figure
 
@@ -71,8 +72,8 @@ def model_page(pk: int, file_id: str | None) -> ModelPage:
 
 
 def ways_to_speed_up(target: GGUFFile) -> list[Way]:
-    """Method x content type: the best measured and the best reported speed-up with this file as the target
-    (with any draft, or draftless on its own pair), fastest first."""
+    """Method x content type: the best measured, predicted and reported speed-up with this file as the target
+    (with any draft, or draftless on its own pair), fastest first within each kind."""
     from inspector.spec_flags import draft_label, is_draftless
 
     pairs = {
@@ -92,7 +93,9 @@ def ways_to_speed_up(target: GGUFFile) -> list[Way]:
                 key = (f.method, f.content_type, kind)
                 if key not in best or f.speedup > (best[key].figure.speedup or 0):  # stored ones have a speedup
                     best[key] = Way(f.method, f.content_type, kind, draft, f)
-    return sorted(best.values(), key=lambda w: (w.kind != "measured", -(w.figure.speedup or 0)))
+    # Measured here first, then predicted here (same machine class, not yet confirmed), then reported elsewhere.
+    order = {"measured": 0, "predicted": 1, "reported": 2}
+    return sorted(best.values(), key=lambda w: (order.get(w.kind, 3), -(w.figure.speedup or 0)))
 
 
 def tokenizer_view(info: dict[str, Any]) -> dict[str, Any] | None:
@@ -134,6 +137,8 @@ class PairPage:
     recommendation: Recommendation
     history: list[BuildChange]  # cells a newer llama.cpp build made faster or slower (registry.results.history)
     verdict_changes: list[VerdictChange]  # verdicts recheck_pairs changed, newest first
+    predicted: list[Comparison]  # each prediction with the measurement of its setting, if any
+    prediction_errors: ErrorSummary | None
 
 
 def explained_checks(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -144,6 +149,7 @@ def pair_page(pk: int) -> PairPage:
     pair = get_object_or_404(Pair.objects.select_related("target__model", "draft__model", "check_result"), pk=pk)
     figs = figures_for([pair.pk])[pair.pk]
     measured, reported = figs["measured"], figs["reported"]
+    predicted = compare(figs["predicted"], measured)
     return PairPage(
         pair,
         explained_checks(pair.result),
@@ -154,6 +160,8 @@ def pair_page(pk: int) -> PairPage:
         recommend(pair.target, pair.draft, pair.compatible, measured, reported),
         build_changes(pair.pk),
         list(pair.verdict_changes.all()[:20]),
+        predicted,
+        error_summary(predicted),
     )
 
 

@@ -59,6 +59,18 @@ def pair_row(p: Pair | TablePair, best: Figure | None = None) -> dict[str, Any]:
         }
     else:
         row["best"] = None
+    # The best predicted setting, apart from the best measured/reported one (never mixed into it).
+    row["predicted"] = (
+        {
+            "kind": "predicted",
+            "k": p.predicted_k,
+            "speedup": p.predicted_speedup,
+            "content_type": p.predicted_content_type,
+            "method": p.predicted_method,
+        }
+        if p.predicted_speedup is not None
+        else None
+    )
     return row
 
 

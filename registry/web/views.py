@@ -70,6 +70,11 @@ CSV_COLUMNS = [
     "target_parameters",
     "draft_parameters",
     "rules_from",
+    # the best predicted setting: its own columns, never mixed into the measured/reported ones
+    "predicted_speedup",
+    "predicted_k",
+    "predicted_method",
+    "predicted_content_type",
     "method",
     "pair_url",
 ]
@@ -123,6 +128,10 @@ def pairs_csv(request: HttpRequest) -> HttpResponseBase:
                             p.target.parameter_count,
                             p.draft.parameter_count,
                             p.rules_from,
+                            "" if p.predicted_speedup is None else f"{p.predicted_speedup:.3f}",
+                            p.predicted_k or "",
+                            p.predicted_method,
+                            p.predicted_content_type,
                             b.method if b else "",
                             f"{base}{p.pk}/",
                         )

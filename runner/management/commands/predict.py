@@ -22,8 +22,7 @@ from runner.management.commands.run_benchmark import _floats, _ints
 from runner.prompts import TaskSetError, load_task_set, parse_task_set
 from runner.replay import ReplayError
 
-PREDICTABLE = ("draft-simple", *NGRAM_METHODS)
-NOT_YET = "not predictable yet: it drafts from the target's hidden states, which the pinned build cannot replay"
+PREDICTABLE, NOT_YET = predict_mod.PREDICTABLE, predict_mod.NOT_YET
 
 
 def _local(source: str) -> Path:

@@ -12,12 +12,14 @@ from django.core.management.base import CommandError
 from inspector.management.base import SpecregCommand, UserError
 from inspector.spec_flags import OWN_HEADS, Setting
 from registry.catalog.pairing import pair_for
+from registry.formatting import duration
 from registry.hub.sources import SourceRegistrationError, register_source
 from registry.models import BenchmarkRun
 from runner import procs, runs, submit
 from runner.methods import default_methods
 from runner.models import workers_on
 from runner.params import BenchmarkError
+from runner.predicting import predictions_by_setting
 
 
 def _ints(text: str) -> list[int]:
@@ -58,6 +60,13 @@ class Command(SpecregCommand):
         )
         parser.add_argument("--p-min", type=_floats, help="draft-model and MTP p-min values, e.g. 0,0.75 (default)")
         parser.add_argument("--no-extend", action="store_true", help="measure exactly --k, no extension upward")
+        parser.add_argument(
+            "--full-sweep",
+            action="store_true",
+            help="measure every setting; by default every setting is predicted first (temperature 0: the target's "
+            "transcript replayed through llama.cpp's speculative loop, a cost model of this machine) and only the best "
+            "two per content type are measured (plus any method that cannot be predicted)",
+        )
         parser.add_argument("--tasks", help="content types, e.g. code,prose (default: all in the task set)")
         parser.add_argument("--task-file", help="a JSON task set of your own")
         parser.add_argument("--temperatures", type=_floats, help="e.g. 0,0.7 (default 0)")
@@ -113,6 +122,7 @@ class Command(SpecregCommand):
             "extend": False if o["no_extend"] else None,
             "p_mins": o["p_min"],
             "via": o["via"],
+            "full_sweep": True if o["full_sweep"] else None,
         }
         try:
             target = register_source(o["target"]).file
@@ -194,14 +204,25 @@ def _method_of(f) -> str | None:
     return ((f.info or {}).get("speculative") or {}).get("type") if f is not None else None
 
 
+def _predicted(predicted: dict, r) -> str:
+    """The predicted speedup of a measured setting and the measurement's error against it."""
+    x = predicted.get((r.content_type, r.setting_label))
+    if x is None or x.speedup is None or r.temperature != 0:
+        return "-"
+    if r.speedup is None:
+        return f"{x.speedup:.2f}x"
+    return f"{x.speedup:.2f}x ({100 * (x.speedup - r.speedup) / r.speedup:+.0f}%)"
+
+
 def format_results(run: BenchmarkRun) -> str:
     via = " through llama-server" if run.params.get("via") == "server" else ""
     lines = [
         f"run {run.pk}: {run.status} on {run.hardware.get('cpu_model', '?')} with llama.cpp "
         f"{run.build.get('label', '?')}{via}",
         f"{'type':<8} {'temp':>4} {'setting':<44} {'plain t/s':>9} {'spec t/s':>9} {'speedup':>7} {'accept':>7} "
-        "identical",
+        f"{'predicted':>16} identical",
     ]
+    predicted = predictions_by_setting(run)
     for r in run.results.order_by("pk"):
         spd = f"{r.speedup:.2f}x" if r.speedup is not None else "n/a"
         acc = f"{r.acceptance * 100:.1f}%" if r.acceptance is not None else "n/a"
@@ -215,7 +236,16 @@ def format_results(run: BenchmarkRun) -> str:
         lines.append(
             f"{r.content_type:<8} {r.temperature:>4.1f} {r.setting_label:<44} "
             f"{r.baseline_tokens_per_second or 0:>9.1f} "
-            f"{r.tokens_per_second or 0:>9.1f} {spd:>7} {acc:>7} {ident}"
+            f"{r.tokens_per_second or 0:>9.1f} {spd:>7} {acc:>7} {_predicted(predicted, r):>16} {ident}"
+        )
+    pred = run.summary.get("prediction")
+    if pred:
+        took = sum(pred["seconds"].values())
+        saved = pred.get("saved_s")
+        lines.append(
+            f"predicted {pred['settings']} setting(s) first in {took:.0f} s and measured the best"
+            + (f": about {duration(saved)} of benchmark spared" if saved and saved > 0 else "")
+            + " (--full-sweep measures every setting)"
         )
     for rec in run.summary.get("recommendations", []):
         what = "run without speculation"

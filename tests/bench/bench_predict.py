@@ -1,0 +1,171 @@
+"""Prediction against measurement, side by side: how far runner.predict is from real llama.cpp runs, and how much
+faster it is than measuring.
+
+Usage: python tests/bench/bench_predict.py [--quick] [--types code,prose] [--n-predict 96] [--repeats 2]
+  default: Qwen2.5-Coder-1.5B + 0.5B, draft-simple at K 2/4/8 and p-min 0 / 0.75, then the draftless methods on
+           SmolLM2-135M (ngram-mod, ngram-map-k, ngram-simple), two prompts per content type, 96 tokens;
+  --quick: SmolLM2 drafting for itself at K 2 and ngram-mod, one code prompt, 24 tokens, one repeat.
+Each setting is predicted (transcript, replay through llama.cpp's own speculative loop, cost model) and then
+measured (plain and speculative runs alternating, A B A B, --repeats times). Printed per setting: predicted and
+measured acceptance and speedup; then the mean and worst absolute errors over settings whose plain and speculative
+texts agree (a parted text timed another text), whether the predicted best is the measured best per content type,
+and the prediction's time (transcript, replay and cost model apart) against the measurement's.
+Requirements (issue 20): acceptance within 3 points on average and 5 at worst, speedup within 10% / 15%, the
+predicted best within 5% of the measured best (or its spread), prediction at least 10x faster than measuring once
+the transcript exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from statistics import mean
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "registry.settings")
+import django  # noqa: E402
+
+django.setup()
+
+from inspector.spec_flags import Setting  # noqa: E402
+from runner import hardware, llamacpp  # noqa: E402
+from runner.cells import CellResult  # noqa: E402
+from runner.predict import Prediction, predict  # noqa: E402
+from runner.predicting import trimmed_tasks  # noqa: E402
+from runner.prompts import load_task_set  # noqa: E402
+from runner.sweep import SweepConfig, run_sweep  # noqa: E402
+from tests.models import model_path  # noqa: E402
+
+HEADER = (
+    "| type | setting | predicted acc | measured acc | predicted speed-up | measured speed-up | error | same text |\n"
+    "|---|---|---:|---:|---:|---:|---:|---|"
+)
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def times(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def spread(c: CellResult) -> float:
+    """The measured speedup's relative spread: fastest against slowest pairing of the repeats' medians."""
+    if not c.plain or not c.spec or not c.speedup:
+        return 0.0
+    hi, lo = c.spec.max / c.plain.min, c.spec.min / c.plain.max
+    return (hi - lo) / 2 / c.speedup
+
+
+def compare(label: str, target: Path, draft: Path, settings: list[Setting], types: list[str], args) -> dict:
+    tasks = trimmed_tasks(load_task_set(), types, args.prompts)
+    print(f"\n## {label}: target {target.name}, draft {draft.name}, {len(settings)} settings, types {types}\n")
+    started = time.monotonic()
+    prun = predict(target, draft, settings, tasks, types, n_predict=args.n_predict, log=lambda s: None)
+    predict_s = time.monotonic() - started
+    config = SweepConfig(
+        str(target),
+        str(draft),
+        tasks,
+        content_types=tuple(types),
+        extend=False,
+        prompts_per_type=args.prompts,
+        n_predict=args.n_predict,
+        repeats=args.repeats,
+        settings=tuple(settings),
+    )
+    started = time.monotonic()
+    result = run_sweep(config)
+    measure_s = time.monotonic() - started
+    predicted: dict[tuple[str, str], Prediction] = {(p.content_type, p.setting): p for p in prun.predictions}
+    print(HEADER)
+    rows = []
+    for c in result.cells:
+        p = predicted.get((c.cell.content_type, c.cell.setting.label))
+        if p is None:
+            continue
+        err = None if not c.speedup or p.speedup is None else 100 * (p.speedup - c.speedup) / c.speedup
+        same = c.identical is not False
+        rows.append((c, p, err, same))
+        print(
+            f"| {c.cell.content_type} | {c.cell.setting.label} | {pct(p.acceptance)} | {pct(c.acceptance_rate)} | "
+            f"{times(p.speedup)} | {times(c.speedup)} | {'-' if err is None else f'{err:+.0f}%'} | "
+            f"{'yes' if same else f'no@{c.first_difference}'} |"
+        )
+    agree = [(c, p, e) for c, p, e, same in rows if same]
+    acc = [abs(100 * (p.acceptance - c.acceptance_rate)) for c, p, _ in agree
+           if p.acceptance is not None and c.acceptance_rate is not None]  # fmt: skip
+    spd = [abs(e) for _, _, e in agree if e is not None]
+    print()
+    if acc:
+        print(f"acceptance error over {len(acc)} agreeing settings: mean {mean(acc):.1f} points, worst {max(acc):.1f}")
+    if spd:
+        print(f"speedup error over {len(spd)} agreeing settings: mean {mean(spd):.1f}%, worst {max(spd):.1f}%")
+    print(f"settings whose texts parted (left out of the errors): {sum(1 for r in rows if not r[3])} of {len(rows)}")
+    for t in types:
+        cells = [r for r in rows if r[0].cell.content_type == t and r[0].speedup]
+        if not cells:
+            continue
+        best_m = max(cells, key=lambda r: r[0].speedup or 0)
+        best_p = max(cells, key=lambda r: r[1].speedup or 0)
+        gap = 1 - (best_p[0].speedup or 0) / (best_m[0].speedup or 1)
+        ok = best_p is best_m or gap <= max(0.05, spread(best_m[0]))
+        print(
+            f"{t}: predicted best {best_p[0].cell.setting.label} measured {times(best_p[0].speedup)}; measured best "
+            f"{best_m[0].cell.setting.label} {times(best_m[0].speedup)} ({gap:.0%} apart: {'ok' if ok else 'MISSED'})"
+        )
+    parts = ", ".join(f"{k} {v:.1f} s" for k, v in prun.seconds.items())
+    after = prun.seconds["replay"] + prun.seconds["cost_model"]
+    print(
+        f"prediction {predict_s:.1f} s ({parts}); measurement {measure_s:.1f} s: "
+        f"{measure_s / max(predict_s, 1e-9):.1f}x faster from nothing, "
+        f"{measure_s / max(after, 1e-9):.1f}x once the transcript exists"
+    )
+    return {"acc": acc, "spd": spd, "predict_s": predict_s, "measure_s": measure_s}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--types", default="code,prose")
+    parser.add_argument("--n-predict", type=int, default=96)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--prompts", type=int, default=2, help="prompts per content type")
+    parser.add_argument("--quick", action="store_true", help="SmolLM2, two settings, one code prompt, 24 tokens")
+    args = parser.parse_args()
+    hw = hardware.detect()
+    build = llamacpp.build_info()
+    print(f"hardware: {hw['hardware_class']} ({hw['cpu_model']}); llama.cpp {build.label} built for {build.isa or '?'}")
+    print(f"{args.n_predict} tokens, {args.repeats} repeat(s), {args.prompts} prompt(s) per type, temperature 0")
+    smol = model_path("smollm2")
+    runs = []
+    if args.quick:
+        args.types, args.n_predict, args.repeats, args.prompts = "code", 24, 1, 1
+        settings = [Setting("draft-simple", 2, 0.0), Setting("ngram-mod", 16, None)]
+        runs.append(compare("quick", smol, smol, settings, ["code"], args))
+    else:
+        types = args.types.split(",")
+        drafts = [Setting("draft-simple", k, p) for p in (0.0, 0.75) for k in (2, 4, 8)]
+        runs.append(compare("draft model", model_path("qwen15"), model_path("qwen05"), drafts, types, args))
+        ngram = [
+            Setting("ngram-mod", 16, None, (("--spec-ngram-mod-n-match", "24"),)),
+            Setting("ngram-map-k", 8, None, (("--spec-ngram-map-k-size-n", "12"),)),
+            Setting("ngram-simple", 8, None, (("--spec-ngram-simple-size-n", "12"),)),
+        ]
+        runs.append(compare("draftless", smol, smol, ngram, types, args))
+    acc = [x for r in runs for x in r["acc"]]
+    spd = [x for r in runs for x in r["spd"]]
+    print("\n## All")
+    if acc:
+        print(f"acceptance error: mean {mean(acc):.1f} points (target 3), worst {max(acc):.1f} (target 5)")
+    if spd:
+        print(f"speedup error: mean {mean(spd):.1f}% (target 10%), worst {max(spd):.1f}% (target 15%)")
+    p, m = sum(r["predict_s"] for r in runs), sum(r["measure_s"] for r in runs)
+    print(f"prediction {p:.0f} s against measurement {m:.0f} s ({m / max(p, 1e-9):.1f}x)")
+
+
+if __name__ == "__main__":
+    main()
