@@ -23,8 +23,8 @@ from .downloads import DownloadError, local_paths
 from .hardware import detect, hardware_class
 from .heartbeat import Reporter
 from .methods import settings_for
-from .predict import PredictionCancelled
-from .predicting import best_to_measure, predictable_settings, run_prediction
+from .predict import PredictionCancelled, PredictionRun
+from .predicting import best_to_measure, predictable_settings, run_p_mins, run_prediction
 from .predicting import summary as prediction_summary
 from .prompts import TaskSetError, load_task_set, parse_task_set
 from .replay import ReplayError
@@ -142,25 +142,44 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
     return BenchmarkRun.DONE, None
 
 
+# Why a prediction can fail: the tool, llama.cpp or a model file (PredictionCancelled, a ReplayError, comes first).
+PREDICTION_FAILED = (ReplayError, llamacpp.LlamaCppNotFound, llamacpp.LlamaCppError, OSError)
+
+
+def _predict(
+    run: BenchmarkRun,
+    target: str,
+    draft: str | None,
+    task_set: Any,
+    hw: dict,
+    build: Any,
+    reporter: Reporter,
+    *,
+    share: float,
+) -> PredictionRun:
+    """The run's prediction, its progress drawn over ``share`` of the bar after the downloads' tenth."""
+    return run_prediction(
+        run,
+        target,
+        draft,
+        task_set,
+        hw,
+        build,
+        progress=lambda f, m: reporter.progress(0.1 + share * f, m),
+        should_cancel=reporter.should_cancel,
+    )
+
+
 def _predict_only(
     run: BenchmarkRun, target: str, draft: str | None, task_set: Any, hw: dict, build: Any, reporter: Reporter
 ) -> tuple[str, str | None]:
     """A prediction run: every predictable setting predicted and stored, nothing measured."""
     _, skipped = predictable_settings(run.params)
     try:
-        prun = run_prediction(
-            run,
-            target,
-            draft,
-            task_set,
-            hw,
-            build,
-            progress=lambda f, m: reporter.progress(0.1 + 0.9 * f, m),
-            should_cancel=reporter.should_cancel,
-        )
+        prun = _predict(run, target, draft, task_set, hw, build, reporter, share=0.9)
     except PredictionCancelled:
         return BenchmarkRun.CANCELLED, "cancelled"
-    except (ReplayError, llamacpp.LlamaCppNotFound, llamacpp.LlamaCppError, OSError) as exc:
+    except PREDICTION_FAILED as exc:
         return BenchmarkRun.FAILED, f"prediction failed: {exc}"
     summary = {"mode": "predict", "prediction": prediction_summary(prun, skipped)}
     BenchmarkRun.objects.filter(pk=run.pk).update(summary=summary)
@@ -177,23 +196,13 @@ def _predict_first(
     p = run.params
     _, skipped = predictable_settings(p)
     try:
-        prun = run_prediction(
-            run,
-            target,
-            draft,
-            task_set,
-            hw,
-            build,
-            progress=lambda f, m: reporter.progress(0.1 + 0.2 * f, m),
-            should_cancel=reporter.should_cancel,
-        )
+        prun = _predict(run, target, draft, task_set, hw, build, reporter, share=0.2)
     except PredictionCancelled:
         return None, None
-    except (ReplayError, llamacpp.LlamaCppNotFound, llamacpp.LlamaCppError, OSError) as exc:
+    except PREDICTION_FAILED as exc:
         log(run.pk, f"prediction failed, so every setting is measured: {exc}")
         return None, None
-    p_mins = [p["p_min"]] if p.get("p_min") is not None else list(p["p_mins"])
-    others = tuple(s for m in skipped for s in settings_for(m, list(p["ks"]), p_mins))
+    others = tuple(s for m in skipped for s in settings_for(m, list(p["ks"]), run_p_mins(p)))
     chosen = {t: (*best, *others) for t, best in best_to_measure(prun).items()}
     for t, settings in chosen.items():
         log(run.pk, f"{t}: measuring the predicted best {', '.join(s.label for s in settings)}")

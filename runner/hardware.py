@@ -29,7 +29,7 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _ram_bytes() -> int | None:
+def ram_bytes() -> int | None:
     try:
         with open("/proc/meminfo", encoding="utf-8") as f:
             for line in f:
@@ -70,7 +70,7 @@ def detect() -> dict[str, Any]:
         "cpu_model": _cpu_model(),
         "cpu_cores": _usable_cores(),
         "cpu_cores_total": os.cpu_count(),
-        "ram_bytes": _ram_bytes(),
+        "ram_bytes": ram_bytes(),
         "arch": platform.machine(),
         "os": f"{platform.system()} {platform.release()}",
         "gpus": _nvidia_gpus(),

@@ -19,6 +19,11 @@ class MethodError(ValueError):
     """A method name or combination that cannot be benchmarked; one line."""
 
 
+def offered_method(f) -> str | None:
+    """The method a registered file offers as -md (inspector.speculative), None when it offers none."""
+    return ((f.info or {}).get("speculative") or {}).get("type") if f is not None else None
+
+
 def default_methods(draft_method: str | None, target_has_heads: bool) -> list[str]:
     """Without a draft: the n-gram family (and MTP when the target has heads); with one: its method too."""
     first = [draft_method] if draft_method else ([OWN_HEADS] if target_has_heads else [])

@@ -30,6 +30,7 @@ from inspector.spec_flags import Setting, uses_draft_file
 from inspector.speculative import NGRAM_METHODS
 
 from . import llamacpp, replay
+from .hardware import ram_bytes
 from .prompts import TaskSet, read_chat_template, render_prompt
 
 COST_DEPTH = 256  # context tokens behind the timed batches: a prompt and part of an answer
@@ -254,10 +255,8 @@ def fits_in_memory(paths: list[Path | str]) -> None:
     """Refuse, with one line, to predict with models bigger than this machine's memory: llama.cpp would map them
     and page them in for every token (minutes per token), or be killed by the kernel, not fail cleanly."""
     total = sum(Path(p).stat().st_size for p in paths)
-    try:
-        with open("/proc/meminfo") as f:
-            mem = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))
-    except (OSError, StopIteration, ValueError):
+    mem = ram_bytes()
+    if mem is None:
         return  # not Linux: llama.cpp's own error is the answer
     if total > MEMORY_SHARE * mem:
         raise ModelTooBig(

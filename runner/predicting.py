@@ -38,7 +38,7 @@ def planned_ks(p: dict[str, Any]) -> list[int]:
 
 def predictable_settings(p: dict[str, Any]) -> tuple[list[Setting], list[str]]:
     """The settings of a run's methods that can be predicted, and the methods that cannot (MTP, EAGLE-3, …)."""
-    p_mins: list[float | None] = [p["p_min"]] if p.get("p_min") is not None else list(p["p_mins"])
+    p_mins = run_p_mins(p)
     methods = p.get("methods") or ["draft-simple"]
     out = [
         s
@@ -47,6 +47,11 @@ def predictable_settings(p: dict[str, Any]) -> tuple[list[Setting], list[str]]:
         for s in settings_for(m, planned_ks(p), p_mins if uses_draft_file(m) else [None])
     ]
     return out, [m for m in methods if m not in PREDICTABLE]
+
+
+def run_p_mins(p: dict[str, Any]) -> list[float | None]:
+    """The p-min values a run sweeps: its one ``p_min`` when given, else its list."""
+    return [p["p_min"]] if p.get("p_min") is not None else list(p["p_mins"])
 
 
 def trimmed_tasks(task_set: TaskSet, types: list[str], per_type: int | None) -> TaskSet:

@@ -73,15 +73,11 @@ def queue_prediction(
     n-gram family, or, on a target's own pair, the draftless methods; K and p-min as a benchmark sweeps them."""
     from inspector.spec_flags import OWN_HEADS
 
-    from .methods import default_methods
+    from .methods import default_methods, offered_method
 
     alone = pair.target_id == pair.draft_id
-
-    def method_of(f) -> str | None:
-        return ((f.info or {}).get("speculative") or {}).get("type")
-
     methods = default_methods(
-        None if alone else method_of(pair.draft) or "draft-simple", method_of(pair.target) == OWN_HEADS
+        None if alone else offered_method(pair.draft) or "draft-simple", offered_method(pair.target) == OWN_HEADS
     )
     defaults = {"mode": "predict", "methods": methods, "prompts_per_type": 2, "repeats": 1}
     return queue_benchmark(pair, {**defaults, **params}, user=user, hardware=hardware, send=send, target_alone=alone)

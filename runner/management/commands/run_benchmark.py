@@ -16,7 +16,7 @@ from registry.formatting import duration
 from registry.hub.sources import SourceRegistrationError, register_source
 from registry.models import BenchmarkRun
 from runner import procs, runs, submit
-from runner.methods import default_methods
+from runner.methods import default_methods, offered_method
 from runner.models import workers_on
 from runner.params import BenchmarkError
 from runner.predicting import predictions_by_setting
@@ -130,7 +130,7 @@ class Command(SpecregCommand):
             params["methods"] = (
                 o["methods"].split(",")
                 if o["methods"]
-                else default_methods(_method_of(draft), _method_of(target) == OWN_HEADS)
+                else default_methods(offered_method(draft), offered_method(target) == OWN_HEADS)
             )
             # Without a draft the run is recorded on the target's own pair (its table row shows the method).
             pair = pair_for(target, draft or target)
@@ -197,11 +197,6 @@ class Command(SpecregCommand):
         self.stdout.write(format_results(run))
         if run.status != BenchmarkRun.DONE:
             raise UserError(f"run {run_id} {run.status}: {run.error}")
-
-
-def _method_of(f) -> str | None:
-    """The method a file offers as -md (inspector.speculative), None when it offers none."""
-    return ((f.info or {}).get("speculative") or {}).get("type") if f is not None else None
 
 
 def _predicted(predicted: dict, r) -> str:
