@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import re
 import socket
@@ -10,12 +11,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit
 
 import httpx2
-from huggingface_hub import HfApi, constants, hf_hub_url
+from huggingface_hub import constants, hf_hub_url
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -25,6 +27,7 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
+from huggingface_hub.hf_api import ModelInfo
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, validate_repo_id
 from huggingface_hub.utils._http import hf_request_event_hook  # what the shared client runs: offline mode, request ids
 
@@ -37,6 +40,7 @@ READ_TIMEOUT, CONNECT_TIMEOUT = 30.0, 10.0
 DEFAULT_HEADER_DEADLINE = 60.0  # seconds for one whole header read; see header_deadline_seconds
 MAX_REDIRECTS = 10
 MAX_ERROR_BODY = 64 << 10  # of an error answer's body, read for its message
+MAX_API_BODY = 64 << 20  # of a Hub API answer (a listing of thousands of files is a few MB)
 
 
 def header_deadline_seconds() -> float:
@@ -66,9 +70,18 @@ class Deadline:
     ends them all for good and stops the watchdog.
     """
 
-    def __init__(self, seconds: float | None = None) -> None:
+    def __init__(self, seconds: float | None = None, *, reason: str | None = None) -> None:
         self.seconds = header_deadline_seconds() if seconds is None else seconds
         self.at = time.monotonic() + self.seconds
+        # What the one-line error says after the source's name.
+        self.reason = reason or (
+            f"the header was not read within {self.seconds:g} s (SPECREG_HEADER_DEADLINE_SECONDS); "
+            "the server is too slow"
+        )
+        # Inside a job (job_deadline), every read ends by the job's end too, and then says so.
+        job = _JOB.get()
+        if job is not None and job.at < self.at:
+            self.at, self.reason = job.at, job.reason
         self._lock = threading.Lock()
         self._client: httpx2.Client | None = None
         self._streams: list[Any] = []  # the network streams (connections) its client opened
@@ -128,10 +141,7 @@ class Deadline:
         return left
 
     def error(self, name: str) -> DeadlineExceeded:
-        return DeadlineExceeded(
-            f"{name}: the header was not read within {self.seconds:g} s "
-            "(SPECREG_HEADER_DEADLINE_SECONDS); the server is too slow"
-        )
+        return DeadlineExceeded(f"{name}: {self.reason}")
 
     def timeout(self, name: str) -> httpx2.Timeout:
         left = self.check(name)
@@ -139,6 +149,30 @@ class Deadline:
 
     def passed(self) -> bool:
         return self.expired or time.monotonic() >= self.at
+
+
+_JOB: ContextVar[Deadline | None] = ContextVar("specreg_job_deadline", default=None)
+
+
+@contextmanager
+def job_deadline(seconds: float, reason: str) -> Iterator[Deadline]:
+    """Within: one end for every remote read of a background job (an import of many files, a draft search).
+
+    Each read keeps its own deadline (SPECREG_HEADER_DEADLINE_SECONDS for a file) but ends by the job's
+    end at the latest, its watchdog shutting the socket then; a read begun after the end fails at once,
+    without a request. ``reason`` is what such a read's error says after the source's name."""
+    deadline = Deadline(seconds, reason=reason)
+    token = _JOB.set(deadline)
+    try:
+        yield deadline
+    finally:
+        _JOB.reset(token)
+        deadline.close()
+
+
+def current_job_deadline() -> Deadline | None:
+    """The deadline of the job running in this context (``job_deadline``), or None."""
+    return _JOB.get()
 
 
 def _shut(stream: Any) -> None:
@@ -196,10 +230,6 @@ def _token() -> bool | str | None:
     return hub_token()
 
 
-def _api() -> HfApi:
-    return HfApi(endpoint=_endpoint(), token=_token())
-
-
 def _origin(url: str) -> tuple[str, str | None, int | None]:
     parts = urlsplit(url)
     return parts.scheme, parts.hostname, parts.port
@@ -250,10 +280,7 @@ def _describe(exc: BaseException, spec: HfSpec | None = None, deadline: Deadline
     """One line for a network or Hub error; huggingface_hub's own messages run to several lines."""
     if deadline is not None and isinstance(exc, httpx2.TimeoutException) and deadline.passed():
         # The timeout was cut short by the whole read's deadline: say that, not "read timed out".
-        return (
-            f"the header was not read within {deadline.seconds:g} s (SPECREG_HEADER_DEADLINE_SECONDS); "
-            "the server is too slow"
-        )
+        return deadline.reason
     repo = spec.repo_id if spec else "the repository"
     if token_withheld() and _private_or_missing(exc):
         # Read for someone who may not use the server's token: private, gated and missing must read
@@ -469,23 +496,25 @@ def _expect_partial(name: str, r: httpx2.Response) -> None:
     if r.status_code == 200:
         # Leaving the caller's block closes the connection before the body is read.
         raise SourceError(f"{name}: server ignored the Range request; refusing to download the whole file")
-    if r.status_code >= 400:
-        # The Hub's errors (gated, missing repo/revision/file) come from huggingface_hub, which reads the
-        # whole body for its message: hand it a copy holding at most MAX_ERROR_BODY bytes of it.
-        body = bytearray()
-        for chunk in r.iter_bytes():
-            body += chunk
-            if len(body) >= MAX_ERROR_BODY:
-                break
-        headers = {
-            k: v
-            for k, v in r.headers.items()
-            if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")
-        }
-        hf_raise_for_status(
-            httpx2.Response(r.status_code, headers=headers, content=bytes(body[:MAX_ERROR_BODY]), request=r.request)
-        )
+    _raise_for_error(r)
     raise SourceError(f"{name}: unexpected HTTP {r.status_code} to a Range request")
+
+
+def _raise_for_error(r: httpx2.Response) -> None:
+    """huggingface_hub's error for an error answer (gated, missing repo/revision/file), from at most
+    MAX_ERROR_BODY bytes of its body: it reads the whole body for its message, so it gets a copy."""
+    if r.status_code < 400:
+        return
+    body = bytearray()
+    for chunk in r.iter_bytes():
+        body += chunk
+        if len(body) >= MAX_ERROR_BODY:
+            break
+    dropped = ("content-length", "content-encoding", "transfer-encoding")
+    headers = {k: v for k, v in r.headers.items() if k.lower() not in dropped}
+    hf_raise_for_status(
+        httpx2.Response(r.status_code, headers=headers, content=bytes(body[:MAX_ERROR_BODY]), request=r.request)
+    )
 
 
 def _receive(name: str, r: httpx2.Response, want: int, deadline: Deadline) -> bytes:
@@ -614,6 +643,37 @@ def _open_url(url: str, deadline: Deadline) -> HttpSource:
     return HttpSource(url, a.url, a.headers, size=a.size, etag=a.etag, commit=a.commit, head=a.data, deadline=deadline)
 
 
+def _hub_api(name: str, path: str, params: dict[str, Any], spec: HfSpec | None = None) -> Any:
+    """GET ``ENDPOINT/api/PATH`` and decode its JSON, as huggingface_hub's HfApi would, but through a deadline
+    (SPECREG_HEADER_DEADLINE_SECONDS, within the job's): its watchdog ends the request on time however slowly
+    the Hub answers, where HfApi's shared client has only a timeout per socket read."""
+    seconds = header_deadline_seconds()
+    reason = f"the Hub did not answer within {seconds:g} s (SPECREG_HEADER_DEADLINE_SECONDS)"
+    url = str(httpx2.URL(f"{_endpoint()}/api/{path}", params=params))
+    with Deadline(seconds, reason=reason) as deadline:
+        try:
+            with _stream(name, url, build_hf_headers(token=_token()), deadline, follow_redirects=True) as r:
+                _raise_for_error(r)
+                if r.status_code != 200:
+                    raise SourceError(f"{name}: unexpected HTTP {r.status_code} from the Hub's API")
+                body = _receive(name, r, MAX_API_BODY + 1, deadline)
+            if len(body) > MAX_API_BODY:
+                raise SourceError(f"{name}: the Hub's answer is larger than {MAX_API_BODY >> 20} MiB")
+            return json.loads(body)
+        except SourceError:
+            raise
+        except _NET_ERRORS as exc:
+            raise _net_error(name, exc, spec, deadline) from None
+
+
+def _model_info(name: str, data: Any) -> ModelInfo:
+    """The JSON as HfApi turns it into a ModelInfo (its ``__init__`` takes untyped ``**kwargs``)."""
+    try:
+        return ModelInfo(**data)  # type: ignore[no-untyped-call]
+    except (TypeError, KeyError, AttributeError, ValueError):  # not the Hub's shape (a hostile or broken server)
+        raise SourceError(f"{name}: the Hub's answer is not a model's information") from None
+
+
 def list_gguf_files(repo_id: str, revision: str | None = None, include: str | None = None) -> RepoListing:
     """The ``.gguf`` files of a model repository (optionally matching the glob ``include``), with sizes."""
     name = hf_source(repo_id, revision, "").rstrip("/")
@@ -622,10 +682,9 @@ def list_gguf_files(repo_id: str, revision: str | None = None, include: str | No
     except HFValidationError:
         raise SourceError(f"{name}: invalid repository id {repo_id!r}") from None
     spec = HfSpec(repo_id, revision, "")
-    try:
-        info = _api().model_info(repo_id, revision=revision, files_metadata=True, timeout=30)
-    except _NET_ERRORS as exc:
-        raise _net_error(name, exc, spec) from None
+    # What HfApi.model_info(files_metadata=True) asks.
+    path = f"models/{repo_id}" + ("" if revision is None else f"/revision/{quote(revision, safe='')}")
+    info = _model_info(name, _hub_api(name, path, {"blobs": True}, spec))
     gated = bool(info.gated)  # the Hub says False, "auto" or "manual"
     files = [
         RemoteFile(
@@ -655,14 +714,17 @@ def _base_models(tags: list[str]) -> list[str]:
 
 
 def search_models(*, limit: int = 100, **kwargs: Any) -> list[dict[str, Any]]:
-    """``HfApi.list_models(**kwargs)`` as plain dicts (id, tags, downloads, gguf, base_models, gated)."""
-    # A limit always: without one list_models pages through the whole Hub.
-    try:
-        models = list(_api().list_models(limit=limit, **kwargs))
-    except _NET_ERRORS as exc:
-        raise _net_error(f"{_endpoint()}: model search failed", exc) from None
+    """The Hub's model search (``HfApi.list_models``'s query parameters: search, filter, author, sort) as plain
+    dicts (id, tags, downloads, gguf, base_models, gated); one request, so ``limit`` is at most the Hub's page
+    (1,000), and a limit always: without one the search would page through the whole Hub."""
+    name = f"{_endpoint()}: model search failed"
+    params = {k: v for k, v in {**kwargs, "limit": limit}.items() if v is not None}
+    found = _hub_api(name, "models", params)
+    if not isinstance(found, list):
+        raise SourceError(f"{name}: the Hub's answer is not a list of models")
     results = []
-    for m in models:
+    for item in found[:limit]:
+        m = _model_info(name, {"siblings": None, **item} if isinstance(item, dict) else item)
         tags = list(m.tags or [])
         results.append(
             {

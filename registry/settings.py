@@ -304,6 +304,10 @@ SPECREG_MAX_HEADER_BYTES = envint("SPECREG_MAX_HEADER_BYTES", 256 * 1024 * 1024)
 # Visitors who may not use the server's token (anonymous ones above all) read smaller headers: enough
 # for every common vocabulary (Gemma 4's 262k tokens: 15.8 MB), not for 256 MiB of someone's choosing.
 SPECREG_PUBLIC_MAX_HEADER_BYTES = envint("SPECREG_PUBLIC_MAX_HEADER_BYTES", 16 * 1024 * 1024)
+# The end of one Hub job (an import of a whole repository or of the curated list, a draft search, a queued
+# check) and of `import_hf`: every Hub read it makes stops there, each header read within its own
+# SPECREG_HEADER_DEADLINE_SECONDS too. 15 minutes imports dozens of files from a slow Hub.
+SPECREG_HUB_JOB_DEADLINE_SECONDS = envint("SPECREG_HUB_JOB_DEADLINE_SECONDS", 15 * 60)
 # Checks and header reads per minute (/check/, /api/check, /local/inspect), counted in the database so
 # that every web process shares them: per client address for anonymous visitors, per user otherwise.
 SPECREG_ANON_CHECKS_PER_MINUTE = envint("SPECREG_ANON_CHECKS_PER_MINUTE", 20)

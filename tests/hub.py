@@ -145,6 +145,7 @@ class FakeHub:
         # (their status line and headers too with drip_headers), never tripping a per-read timeout.
         self.drip_seconds = 0.0
         self.drip_headers = False
+        self.drip_api = False  # with drip_seconds: the API's JSON answers (listings, searches) drip too, headers first
         self.dripping = 0  # file answers being dripped right now (one ends when its client hangs up)
         self._stop = threading.Event()
         self.repos: dict[str, FakeRepo] = {}
@@ -437,6 +438,22 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _json(self, data: object) -> None:
+        hub = self.server.hub
+        if hub.drip_api and hub.drip_seconds > 0 and self.command != "HEAD":
+            body = json.dumps(data).encode()
+            self.close_connection = True
+            with hub._lock:
+                hub.dripping += 1
+            try:
+                self._drip(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                    + body
+                )
+            finally:
+                with hub._lock:
+                    hub.dripping -= 1
+            return
         self._send(200, json.dumps(data).encode(), {"Content-Type": "application/json"}, self.command == "HEAD")
 
     def _error(self, status: int, code: str | None, message: str, extra: dict[str, str] | None = None) -> None:

@@ -5,20 +5,25 @@ address locks out every account behind it (an office NAT). So django-axes locks 
 (``AXES_LOCKOUT_PARAMETERS``), and a client guessing many usernames from one address is slowed by
 a throttle instead: past SPECREG_LOGIN_FAILURES_PER_ADDRESS_PER_MINUTE failed logins in a minute,
 that address alone gets 429 on the login form until the window ends (counted in the database,
-shared by every web process, as ``rate_limits`` counts checks).
+shared by every web process, as ``rate_limits`` counts checks). Every login form is guarded, the
+admin's too: the views are known by their URL names (or as Django's LoginView), not by one path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 
 from registry.access.client import client_ip
 from registry.access.rate_limits import WINDOW_S, current, hit
 
-LOGIN_PATH = "/accounts/login/"
+# The login forms' URL names: django.contrib.auth's (LOGIN_URL) and the admin's. Each POST to one ends in
+# authenticate(), which is what axes counts; a form that is not guarded here would be an unthrottled one.
+LOGIN_VIEW_NAMES = frozenset({"login", "admin:login"})
 
 
 def _key(request: HttpRequest) -> str:
@@ -32,20 +37,36 @@ def count_failure(sender, credentials=None, request: HttpRequest | None = None, 
 
 
 class LoginThrottleMiddleware:
-    """Answers 429 to a login POST from an address past its failures this minute (before axes or the form)."""
+    """Answers 429 to a POST to any login form from an address past its failures this minute (before axes or
+    the form)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if request.method == "POST" and request.path == LOGIN_PATH:
-            limit = settings.SPECREG_LOGIN_FAILURES_PER_ADDRESS_PER_MINUTE
-            count, wait = current(_key(request))
-            if count >= limit:
-                return HttpResponse(
-                    f"too many failed logins from this address: at most {limit} a minute; "
-                    f"try again in {min(wait, WINDOW_S)} s\n",
-                    status=429,
-                    content_type="text/plain; charset=utf-8",
-                )
         return self.get_response(request)
+
+    def process_view(
+        self, request: HttpRequest, view_func: Callable[..., Any], view_args: Any, view_kwargs: Any
+    ) -> HttpResponse | None:
+        # After URL resolution, before the view: whatever path reached a login form, it is known by its name.
+        if request.method != "POST" or not _is_login_view(request, view_func):
+            return None
+        limit = settings.SPECREG_LOGIN_FAILURES_PER_ADDRESS_PER_MINUTE
+        count, wait = current(_key(request))
+        if count < limit:
+            return None
+        return HttpResponse(
+            f"too many failed logins from this address: at most {limit} a minute; "
+            f"try again in {min(wait, WINDOW_S)} s\n",
+            status=429,
+            content_type="text/plain; charset=utf-8",
+        )
+
+
+def _is_login_view(request: HttpRequest, view_func: Callable[..., Any]) -> bool:
+    match = request.resolver_match
+    if match is not None and match.view_name in LOGIN_VIEW_NAMES | {settings.LOGIN_URL}:
+        return True
+    view_class = getattr(view_func, "view_class", None)  # a LoginView mounted under another name
+    return isinstance(view_class, type) and issubclass(view_class, LoginView)

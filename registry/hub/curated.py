@@ -6,7 +6,7 @@ import json
 from functools import cache
 from pathlib import Path
 
-from registry.hub.importing import HubImportError, HubUnreachable, ImportReport, import_hf
+from registry.hub.importing import HubImportError, HubUnreachable, ImportReport, JobDeadlinePassed, import_hf
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -23,6 +23,8 @@ def import_curated(progress=None) -> tuple[list, list[tuple[str, str]], str]:
     for entry in curated_repos():
         try:
             report = import_hf(entry["repo"], include=entry.get("include"))
+        except JobDeadlinePassed:
+            raise  # the job's time is up: the next repositories would not be read either
         except HubUnreachable as exc:
             return reports, errors, str(exc)  # no point asking the next nine
         except HubImportError as exc:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from django.conf import settings
 
 from inspector.hub_names import SHARD, first_shard, have_token, hf_source, model_repo_id, shard_names
 from inspector.info import InspectError, inspect_source
-from inspector.remote import RemoteFile, RepoListing, list_gguf_files
+from inspector.remote import Deadline, RemoteFile, RepoListing, current_job_deadline, job_deadline, list_gguf_files
 from inspector.sources import SourceError, Unreachable
 from registry.catalog.registration import find_unchanged, register
 from registry.results.examples import apply_reported_examples
@@ -22,6 +25,30 @@ class HubImportError(Exception):
 
 class HubUnreachable(HubImportError):
     """The Hub itself did not answer: the next repository would fail the same way."""
+
+
+class JobDeadlinePassed(HubImportError):
+    """The job's deadline (SPECREG_HUB_JOB_DEADLINE_SECONDS) passed, so the job stops; one line. ``report``
+    holds the files done before it, which stay registered (each file is its own transaction)."""
+
+    def __init__(self, message: str, report: ImportReport | None = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+@contextmanager
+def hub_job_deadline() -> Iterator[Deadline]:
+    """Within: the Hub reads of one job (listings, searches, every file's header) share one end,
+    SPECREG_HUB_JOB_DEADLINE_SECONDS away; each file still has SPECREG_HEADER_DEADLINE_SECONDS of its own."""
+    seconds = float(settings.SPECREG_HUB_JOB_DEADLINE_SECONDS)
+    with job_deadline(seconds, f"the job's deadline of {seconds:g} s passed (SPECREG_HUB_JOB_DEADLINE_SECONDS)") as d:
+        yield d
+
+
+def _job_out_of_time() -> Deadline | None:
+    """The running job's deadline once it has passed, else None (also outside a job)."""
+    job = current_job_deadline()
+    return job if job is not None and job.passed() else None
 
 
 @dataclass
@@ -124,6 +151,8 @@ def list_repo(repo_id: str, revision: str | None = None, include: str | None = N
     try:
         listing = list_gguf_files(repo_id, revision)
     except Unreachable as exc:
+        if _job_out_of_time():  # not the Hub's fault: the job has no time left for anything
+            raise JobDeadlinePassed(str(exc)) from None
         raise HubUnreachable(str(exc)) from None
     except SourceError as exc:
         raise HubImportError(str(exc)) from None
@@ -149,7 +178,8 @@ def import_hf(repo: str, revision: str | None = None, include: str | None = None
     """Register every ``.gguf`` of a Hub repository (matching ``include``); unchanged files are skipped.
 
     Each file is its own transaction: a failure (a broken header, a network error) leaves the
-    others registered and is reported with its reason.
+    others registered and is reported with its reason. Inside a job whose deadline passes
+    (hub_job_deadline), no further file is read: JobDeadlinePassed, carrying the report so far.
     """
     repo_id = normalize_repo_id(repo)
     include = check_include(include)
@@ -157,12 +187,27 @@ def import_hf(repo: str, revision: str | None = None, include: str | None = None
     listing, entries = list_repo(repo_id, revision, include)
     report = ImportReport(repo_id, revision, listing.commit)
     for entry in entries:
+        if _job_out_of_time():
+            _stop(report, len(entries))
         outcome = import_entry(listing, entry, revision)
+        if outcome.status == "failed" and _job_out_of_time():
+            _stop(report, len(entries))  # cut short by the job's end, not by the file: not done, not failed
         report.outcomes.append(outcome)
         if progress:
             progress(outcome)
     apply_reported_examples()
     return report
+
+
+def _stop(report: ImportReport, total: int) -> NoReturn:
+    apply_reported_examples()  # for the files registered so far, as at the end of a whole import
+    job = current_job_deadline()
+    seconds = f"{job.seconds:g} s " if job is not None else ""
+    raise JobDeadlinePassed(
+        f"{report.repo_id}: stopped at the job's deadline of {seconds}(SPECREG_HUB_JOB_DEADLINE_SECONDS) "
+        f"after {len(report.outcomes)} of {total} file(s); what they registered is kept",
+        report,
+    )
 
 
 def import_entry(listing: RepoListing, entry: Entry, revision: str | None) -> FileOutcome:

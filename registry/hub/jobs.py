@@ -13,7 +13,7 @@ from inspector.hub_names import hub_access
 from registry.hub.checking import CheckError, check_sources
 from registry.hub.curated import import_curated
 from registry.hub.drafts import DraftSearchError, find_drafts
-from registry.hub.importing import HubImportError, ImportReport, import_hf
+from registry.hub.importing import HubImportError, ImportReport, JobDeadlinePassed, hub_job_deadline, import_hf
 from registry.models import HubJob
 
 
@@ -33,9 +33,14 @@ def execute_job(job_id: int) -> str:
     result: dict[str, Any] = {}
     status, error = HubJob.DONE, ""
     try:
-        # The server's token only if the person who asked was allowed it (recorded when queued).
-        with hub_access(server_token=bool(job.params.get("server_token"))):
+        # The server's token only if the person who asked was allowed it (recorded when queued); every Hub
+        # read of the job ends by SPECREG_HUB_JOB_DEADLINE_SECONDS, so a slow Hub cannot hold a worker for long.
+        with hub_access(server_token=bool(job.params.get("server_token"))), hub_job_deadline():
             result = _run(job, say)
+    except JobDeadlinePassed as exc:  # what was imported before stays, and the page lists it
+        status, error = HubJob.FAILED, str(exc)
+        result = _report_dict(exc.report) if exc.report is not None else {}
+        say("error", error)
     except (HubImportError, DraftSearchError, CheckError) as exc:
         status, error = HubJob.FAILED, str(exc)
         say("error", error)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import markdown
@@ -54,16 +55,29 @@ class NoteError(ValueError):
     """A note that cannot be saved, or a change the user may not make; one line."""
 
 
+# What a browser drops from a URL before reading it (WHATWG URL parser): ASCII tab and newline anywhere,
+# and C0 controls and spaces at either end. A scheme is a letter, then letters, digits, "+", "-" or ".".
+_URL_TAB_OR_NEWLINE = re.compile(r"[\t\n\r]")
+_URL_TRIM = "".join(map(chr, range(0x21)))
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _as_a_browser_reads(href: str) -> str:
+    """The href a browser follows from this page (http(s), where "\\" is read as "/")."""
+    return _URL_TAB_OR_NEWLINE.sub("", href.strip(_URL_TRIM)).replace("\\", "/")
+
+
 def _link_filter(element: str, attribute: str, value: str) -> str | None:
-    """Links go to absolute http(s) URLs, mailto: or a path on this site; a protocol-relative ``//host``
-    (or ``\\host``, which browsers read the same way) would leave the site while looking relative."""
-    if element == "a" and attribute == "href":
-        v = value.strip()
-        if v.lower().startswith(("http://", "https://", "mailto:")):
-            return value
-        if v.startswith(("//", "\\", "/\\")) or ":" in v.split("/", 1)[0]:
-            return None
-    return value
+    """Links go to absolute http(s) URLs, mailto: or a path on this site; anything else is dropped (the
+    link shows as text). Decided on the URL as a browser reads it, and that URL is what the page gets:
+    "/\\n/host" or "/\\host" would otherwise look relative here and be followed as "//host", off the site.
+    No path on this site has a backslash in it, so a relative link with one is dropped too."""
+    if element != "a" or attribute != "href":
+        return value
+    href = _as_a_browser_reads(value)
+    if _SCHEME.match(href):
+        return href if href.lower().startswith(("http://", "https://", "mailto:")) else None
+    return None if href.startswith("//") or "\\" in value else href
 
 
 def render(body: str) -> SafeString:

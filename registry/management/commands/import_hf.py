@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from inspector.management.base import SpecregCommand, UserError
-from registry.hub.importing import HubImportError, import_hf
+from registry.hub.importing import HubImportError, hub_job_deadline, import_hf
 
 
 class Command(SpecregCommand):
@@ -26,7 +26,8 @@ class Command(SpecregCommand):
             self.stdout.write(f"{o.status:<9} {o.source}{extra}")
 
         try:
-            report = import_hf(repo, revision=revision, include=include, progress=progress)
+            with hub_job_deadline():  # as for the web's import jobs: one end for all its reads
+                report = import_hf(repo, revision=revision, include=include, progress=progress)
         except HubImportError as exc:
             raise UserError(str(exc)) from None
         self.stdout.write(report.summary())
