@@ -1,8 +1,9 @@
-"""Predicting a speculative setting's speedup before measuring it (temperature 0).
+"""Predicting a speculative setting's speedup before measuring it (temperature 0; draft-simple above it).
 
 Acceptance is not estimated but replayed: the target's greedy transcript of each task, then llama.cpp's own
 speculative loop against it (runner.replay) gives every verification's drafted and accepted counts exactly.
-Speed comes from a cost model of this machine, measured once per run here (runner.replay's timing mode):
+Speed comes from a cost model of this machine, measured once per model file and build (runner.replay's timing
+mode, kept in ~/.cache/specreg/costs/):
 the target's time to decode a batch of b tokens with every token's logits (what a verify step costs), and
 the draft model's time per decoded batch. A speculative step then costs
 
@@ -29,7 +30,7 @@ from typing import Any
 from inspector.spec_flags import Setting, uses_draft_file
 from inspector.speculative import NGRAM_METHODS
 
-from . import llamacpp, replay
+from . import forced, llamacpp, replay
 from .hardware import ram_bytes
 from .prompts import TaskSet, read_chat_template, render_prompt
 
@@ -38,6 +39,9 @@ MAX_TIMED_BATCH = 17  # larger verify batches (n-gram methods draft up to 64) fo
 MIN_GAIN = 1.01  # a predicted speedup below this is "no gain": the cost model is not finer than that
 # What the replay tool can replay: the draft model's own loop and the n-gram methods, which need no model.
 PREDICTABLE = ("draft-simple", *NGRAM_METHODS)
+TEMPERATURE_0_ONLY = (
+    "temperature 0 only: the n-gram methods' drafts are replayed by exact match, which a sampled target does not make"
+)
 NOT_YET = "not predictable yet: it drafts from the target's hidden states, which the pinned build cannot replay"
 MEMORY_SHARE = 0.9  # the models' weights (memory-mapped) must fit in this share of the machine's memory
 
@@ -71,15 +75,26 @@ def measure_cost(
     should_cancel: Callable[[], bool] | None = None,
     timeout_s: float = replay.TIMEOUT_S,
 ) -> CostModel:
+    """The model's cost model on this machine, measured once per model file, build, threads and batch range and
+    kept in ~/.cache/specreg/costs/ (a machine's speed does not change between predictions; a new build or
+    another thread count measures again)."""
     caps = llamacpp.capabilities(llamacpp.find_binary(replay.SPEC_TOOL))
     ctx = max(gen.ctx_size or 0, COST_DEPTH + max_batch + 64)
-    gen = replace(gen, temperature=0.0, ctx_size=ctx)
+    gen = replace(gen, temperature=0.0, ctx_size=ctx, n_predict=1)
+    options = llamacpp.generation_argv(caps, gen, "x")
+    timing = f"{COST_DEPTH},{max_batch},{reps}"
+    cached = replay.cache_path("costs", model, [*options, timing])
+    try:
+        data = json.loads(cached.read_text())
+        return CostModel(str(model), int(data["depth"]), tuple(float(s) for s in data["seconds"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none yet, or damaged: measured again
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "timing.json"
-        argv = [str(replay.tool()), "timing", str(out), "-m", str(model), *llamacpp.generation_argv(caps, gen, "x")]
-        env = {**os.environ, "SPECREG_TIMING": f"{COST_DEPTH},{max_batch},{reps}"}
-        replay.run_tool(argv, timeout_s, env, should_cancel)
+        argv = [str(replay.tool()), "timing", str(out), "-m", str(model), *options]
+        replay.run_tool(argv, timeout_s, {**os.environ, "SPECREG_TIMING": timing}, should_cancel)
         data = json.loads(out.read_text())
+    replay.write_whole(cached, json.dumps(data))
     return CostModel(str(model), int(data["depth"]), tuple(float(s) for s in data["seconds"]))
 
 
@@ -100,9 +115,9 @@ class Prediction:
     content_type: str
     setting: str
     options: tuple[tuple[str, str], ...] = ()
-    drafted: int = 0
-    accepted: int = 0
-    tokens: int = 0
+    drafted: float = 0  # expected counts above temperature 0: not whole numbers
+    accepted: float = 0
+    tokens: float = 0
     spec_seconds: float = 0.0
     plain_seconds: float = 0.0
     near_ties: int = 0  # transcript tokens whose margin over the next best is small: texts may part there
@@ -129,8 +144,8 @@ class Prediction:
             "setting": self.setting,
             "acceptance": None if self.acceptance is None else round(self.acceptance, 4),
             "speedup": None if self.speedup is None else round(self.speedup, 4),
-            "drafted": self.drafted,
-            "accepted": self.accepted,
+            "drafted": round(self.drafted),
+            "accepted": round(self.accepted),
             "near_ties": self.near_ties,
         }
 
@@ -179,15 +194,28 @@ def predict(
     progress: Callable[[float, str], None] | None = None,
     should_cancel: Callable[[], bool] | None = None,
     timeout_s: float = replay.TIMEOUT_S,
+    exact: bool = False,
+    temperature: float = 0.0,
 ) -> PredictionRun:
     """Every setting's prediction per content type. Raises ReplayError (one line) when llama.cpp cannot load or
-    run a model, and ModelTooBig before loading anything when the weights would not fit in memory."""
+    run a model, and ModelTooBig before loading anything when the weights would not fit in memory.
+
+    Draft-model settings come from one teacher-forced pass of the draft per task (runner.forced) unless
+    ``exact``: then every setting is replayed through llama.cpp's own loop, as the n-gram methods always are.
+    Above temperature 0 only draft-simple is predicted, as expected counts over a sampled transcript
+    (runner.forced.expected); other methods raise ReplayError there."""
     settings = list(settings)
+    if temperature > 0:
+        if exact or draft is None or any(s.method != "draft-simple" for s in settings):
+            raise replay.ReplayError(f"above temperature 0 only draft-simple is predicted: {TEMPERATURE_0_ONLY}")
     fits_in_memory([target, *([draft] if draft is not None else [])])
     max_k = max((s.k for s in settings), default=1)
-    gen = llamacpp.GenParams(n_predict=n_predict, threads=threads)
+    gen = llamacpp.GenParams(n_predict=n_predict, threads=threads, temperature=temperature)
     template = read_chat_template(target)
-    seconds = {"transcript": 0.0, "replay": 0.0, "cost_model": 0.0}
+    seconds = {"transcript": 0.0, "replay": 0.0, "forced": 0.0, "cost_model": 0.0}
+    fast = [] if exact or draft is None else [s for s in settings if s.method == "draft-simple"]
+    p_cont = min((s.p_min for s in fast if s.p_min), default=0.0)  # continuations matter only above p-min 0
+    transcript_n = n_predict + max_k + 2  # longer than any replay's run by its draft
 
     started = time.monotonic()
     timed = min(max_k + 1, MAX_TIMED_BATCH)
@@ -212,19 +240,33 @@ def predict(
         script = replay.transcript(
             target,
             prompt,
-            replace(task_gen, n_predict=n_predict + max_k + 2),  # longer than any replay's run by its draft
+            replace(task_gen, n_predict=transcript_n),
             should_cancel=should_cancel,
             timeout_s=timeout_s,
         )
         seconds["transcript"] += time.monotonic() - started
         ties = sum(1 for m in script.margins[:n_predict] if m < NEAR_TIE)
+        passed = None
+        if fast and draft is not None:
+            started = time.monotonic()
+            max_fast = max(s.k for s in fast)
+            passed = forced.forced_pass(
+                draft, prompt, task_gen, script, max_fast, p_cont, should_cancel=should_cancel, timeout_s=timeout_s
+            )
+            seconds["forced"] += time.monotonic() - started
         for s in settings:
             started = time.monotonic()
-            used = draft if uses_draft_file(s.method) else None
-            r = replay.replay(
-                target, used, prompt, task_gen, s, script, should_cancel=should_cancel, timeout_s=timeout_s
-            )
-            seconds["replay"] += time.monotonic() - started
+            r: replay.Replay | forced.Expected
+            if passed is not None and s in fast:
+                ended = len(script.tokens) < transcript_n
+                walk = forced.expected if temperature > 0 else forced.steps
+                r = walk(passed, script, s, n_predict, task_gen.ctx_size or 2048, ended)
+            else:
+                used = draft if uses_draft_file(s.method) else None
+                r = replay.replay(
+                    target, used, prompt, task_gen, s, script, should_cancel=should_cancel, timeout_s=timeout_s
+                )
+                seconds["replay"] += time.monotonic() - started
             row = rows.setdefault(
                 (ctype, s.label),
                 Prediction(
@@ -241,7 +283,8 @@ def predict(
             row.accepted += r.n_accept
             row.tokens += r.n_predict
             row.near_ties += ties
-            row.spec_seconds += sum(step_seconds(s, d, costs["target"], costs.get("draft")) for d, _ in r.steps)
+            weighted = r.steps if isinstance(r, forced.Expected) else [(1.0, d) for d, _ in r.steps]
+            row.spec_seconds += sum(w * step_seconds(s, d, costs["target"], costs.get("draft")) for w, d in weighted)
             row.plain_seconds += r.n_predict * costs["target"].batch(1)
         log(f"{ctype}/{task.id}: {len(settings)} settings replayed")
     return PredictionRun(list(rows.values()), costs, seconds)

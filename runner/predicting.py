@@ -118,9 +118,9 @@ def store_predictions(
             hardware=label,
             hardware_class=measurement_class(hw)[:64],
             llama_cpp_build=build.label[:32],
-            drafted=x.drafted,
-            accepted=x.accepted,
-            tokens=x.tokens,
+            drafted=round(x.drafted),
+            accepted=round(x.accepted),
+            tokens=round(x.tokens),
             near_ties=x.near_ties,
         )
         for x in prun.predictions

@@ -50,9 +50,24 @@ class Transcript:
     prompt: list[int]  # the prompt's tokens as llama.cpp tokenized it
     tokens: list[int]  # the target's generated tokens
     margins: list[float]  # per generated token: its logit minus the best other (small: a near-tie)
+    # above temperature 0, per generated token: the distribution it was sampled from, [id, p, id, p, ...]
+    cands: list[list[float]] | None = None
 
     def to_json(self) -> str:
-        return json.dumps({"prompt": self.prompt, "tokens": self.tokens, "margins": self.margins})
+        data: dict[str, object] = {"prompt": self.prompt, "tokens": self.tokens, "margins": self.margins}
+        if self.cands is not None:
+            data["cands"] = self.cands
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Transcript:
+        cands = data.get("cands")
+        return cls(
+            [int(t) for t in data["prompt"]],
+            [int(t) for t in data["tokens"]],
+            [float(m) for m in data["margins"]],
+            None if cands is None else [[float(x) for x in row] for row in cands],
+        )
 
 
 @dataclass(frozen=True)
@@ -165,39 +180,44 @@ def transcript(
     should_cancel: Callable[[], bool] | None = None,
 ) -> Transcript:
     """The target's greedy output for ``prompt``: ``gen.n_predict`` tokens (make it longer than the replays'
-    -n by their largest draft), with the margin of each token over the next best.
+    -n by their largest draft), with the margin of each token over the next best. Above temperature 0 the
+    output is sampled (the options' seed) and each token carries the distribution it was sampled from.
 
     Kept per target file, llama.cpp build and options (prompt, length, threads, context) in
     ~/.cache/specreg/transcripts/: the target runs once, and every draft, method and later prediction reuses it."""
     caps = _spec_caps()
     options = llamacpp.generation_argv(caps, gen, prompt)
-    cached = _transcript_path(target, options)
+    cached = cache_path("transcripts", target, options)
     if cached.is_file():
         try:
-            data = json.loads(cached.read_text())
-            return Transcript(data["prompt"], data["tokens"], [float(m) for m in data["margins"]])
+            return Transcript.from_json(json.loads(cached.read_text()))
         except (OSError, ValueError, KeyError, TypeError):
             cached.unlink(missing_ok=True)  # a damaged entry is made again
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "transcript.json"
         run_tool([str(tool()), "transcript", str(out), "-m", str(target), *options], timeout_s, None, should_cancel)
-        data = json.loads(out.read_text())
-    script = Transcript(data["prompt"], data["tokens"], [float(m) for m in data["margins"]])
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(script.to_json())
-    tmp.replace(cached)  # whole or not at all
+        script = Transcript.from_json(json.loads(out.read_text()))
+    write_whole(cached, script.to_json())
     return script
 
 
-def _transcript_path(target: Path | str, options: list[str]) -> Path:
-    """Where the transcript of these options lies: keyed by the target file (path, size and modification time:
-    hashing gigabytes per prediction would cost more than the transcript), the build, the tool and the options."""
-    st = Path(target).stat()
-    ident = [str(Path(target).resolve()), st.st_size, st.st_mtime_ns, llama_build.installed_version() or "unknown"]
+def cache_path(kind: str, model: Path | str, options: list[str]) -> Path:
+    """Where a result of the tool for ``model`` under ``options`` is kept (``kind``: transcripts, costs): keyed by
+    the model file (path, size and modification time: hashing gigabytes per prediction would cost more than the
+    result), the build, the tool and the options."""
+    st = Path(model).stat()
+    ident = [str(Path(model).resolve()), st.st_size, st.st_mtime_ns, llama_build.installed_version() or "unknown"]
     tool_hash = hashlib.sha256(SOURCE.read_bytes()).hexdigest()
     key = hashlib.sha256(json.dumps([ident, tool_hash, options]).encode()).hexdigest()[:32]
-    return llama_build.cache_dir() / "transcripts" / f"{key}.json"
+    return llama_build.cache_dir() / kind / f"{key}.json"
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write a cache entry whole or not at all (another process may read it meanwhile)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def replay(

@@ -59,7 +59,7 @@ def test_predict_prints_one_json_object_with_every_setting_and_the_best(tmp_path
     ngram_code = [p for p in rows if p["method"] == "ngram-mod" and p["content_type"] == "code"]
     assert any(p["accepted"] > 0 for p in ngram_code)  # the copy task repeats its prompt
     assert set(out["best"]) <= {"code", "prose"} and all(b["speedup"] > 1 for b in out["best"].values())
-    assert set(out["seconds"]) == {"transcript", "replay", "cost_model"}
+    assert set(out["seconds"]) == {"transcript", "replay", "forced", "cost_model"}
     target_cost = out["cost_model"]["target"]["seconds"]
     # batches of 1..K+1 tokens for the largest draft length asked (n-gram methods sweep their own, longer)
     assert len(target_cost) >= 5 and all(s > 0 for s in target_cost)

@@ -42,6 +42,7 @@ def test_a_prediction_run_stores_every_setting_and_fills_the_predicted_column(tr
     assert run.summary["mode"] == "predict" and set(run.summary["prediction"]["seconds"]) == {
         "transcript",
         "replay",
+        "forced",
         "cost_model",
     }
     own = Pair.objects.get(pk=own.pk)

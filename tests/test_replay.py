@@ -5,11 +5,12 @@ run of the same setting (temperature 0)."""
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 
 import pytest
 
 from inspector.spec_flags import Setting
-from runner import llamacpp, parse, replay
+from runner import forced, llamacpp, parse, replay
 from tests.models import model_path
 
 pytestmark = pytest.mark.llama
@@ -89,3 +90,61 @@ def test_a_transcript_is_made_once_and_reused_until_the_options_change(smollm2_p
     assert replay.transcript(smollm2_path, PROMPT + " (reuse)", gen) == first  # from the cache, the target idle
     with pytest.raises(AssertionError, match="ran again"):  # another length is another transcript
         replay.transcript(smollm2_path, PROMPT + " (reuse)", llamacpp.GenParams(n_predict=13, threads=2))
+
+
+PROSE = "Write a short story about a lighthouse keeper who finds a letter in a bottle."
+SHORT = "<|im_start|>user\nThe capital of France? One word.<|im_end|>\n<|im_start|>assistant\n"  # ends early
+
+
+@pytest.mark.parametrize("prompt", [PROMPT, PROSE, SHORT])
+def test_the_forced_pass_gives_the_replays_counts_for_every_k_and_p_min(prompt):
+    """One teacher-forced pass of the draft (runner.forced) against a replay per setting: the same drafted and
+    accepted counts, step by step, for K 2/4/8 at p-min 0 and 0.75 (continuations after confident misses), but
+    where the draft's top two tokens nearly tie."""
+    target, draft = model_path("qwen15"), model_path("qwen05")
+    gen = llamacpp.GenParams(n_predict=48, threads=2, ctx_size=1024)
+    settings = [Setting("draft-simple", k, p, ()) for k in (2, 4, 8) for p in (None, 0.75)]
+    wanted = gen.n_predict + 8 + 2
+    script = replay.transcript(target, prompt, llamacpp.GenParams(n_predict=wanted, threads=2, ctx_size=1024))
+    passed = forced.forced_pass(draft, prompt, gen, script, 8, 0.75)
+    assert len(passed.top) == len(script.tokens) and all(0 < p <= 1 for p in passed.p)
+    misses = sum(t != s for t, s in zip(passed.top, script.tokens, strict=True))
+    if prompt == SHORT:
+        assert len(script.tokens) < wanted  # the end-of-generation path is the one tested here
+    else:
+        assert 0 < misses < len(script.tokens)  # a real pair: some positions miss, most do not
+    exact_alike = 0
+    for s in settings:
+        fast = forced.steps(passed, script, s, gen.n_predict, 1024, len(script.tokens) < wanted)
+        exact = replay.replay(target, draft, prompt, gen, s, script)
+        if (fast.n_drafted, fast.n_accept, fast.steps) == (exact.n_drafted, exact.n_accept, exact.steps):
+            exact_alike += 1
+            continue
+        # They may part only where the draft's top two nearly tie: the batched pass and the replay's small
+        # batches round differently there (seen on prose: p 0.18 against a close second).
+        at = 0
+        for a, b in zip(fast.steps, exact.steps, strict=False):
+            if a != b:
+                break
+            at += a[1] + 1
+        parted = at + min(a[1], b[1])  # the first position whose draft token the two disagree on
+        assert passed.gap[parted] < 0.1, (s.label, parted, passed.gap[parted])
+    assert exact_alike >= len(settings) - 2
+
+
+def test_above_temperature_0_the_expected_acceptance_is_what_sampled_runs_average():
+    """llama.cpp drafts greedily and verifies by sampling the target: the expected counts over a sampled
+    transcript (runner.forced.expected) against the mean of real runs with four seeds."""
+    target, draft = model_path("qwen15"), model_path("qwen05")
+    setting, n = Setting("draft-simple", 4, None, ()), 64
+    gen = llamacpp.GenParams(n_predict=n, threads=2, temperature=0.7, ctx_size=1024)
+    script = replay.transcript(target, PROMPT, replace(gen, n_predict=n + 6))
+    assert script.cands is not None and len(script.cands) == len(script.tokens)
+    assert all(0.9 <= sum(row[1::2]) <= 1.001 for row in script.cands)  # each row a distribution
+    passed = forced.forced_pass(draft, PROMPT, gen, script, 4, 0.0)
+    got = forced.expected(passed, script, setting, n, 1024, len(script.tokens) < n + 6)
+    assert got.n_predict >= n and got.acceptance is not None
+    runs = [real_counts(target, draft, setting, replace(gen, seed=seed)) for seed in (1, 2, 3, 4)]
+    measured = sum(a for _, a in runs) / sum(d for d, _ in runs)
+    assert abs(got.acceptance - measured) < 0.1, (got.acceptance, measured)
+    assert replay.transcript(target, PROMPT, replace(gen, temperature=0.0, n_predict=8)).cands is None

@@ -4,7 +4,9 @@
 //       Decodes PROMPT with the target one token at a time, as llama-completion does, sampling with the
 //       options' sampler (greedy at --temp 0), and writes {"prompt": [...], "tokens": [...], "margins": [...]}:
 //       the prompt's tokens, the generated tokens and, per generated token, the logit of the chosen token
-//       minus the best other logit (a small margin is a near-tie another batch shape may flip).
+//       minus the best other logit (a small margin is a near-tie another batch shape may flip). Above
+//       temperature 0 the tokens are sampled and "cands" holds, per position, the sampling distribution after
+//       the options' whole chain: [id, p, id, p, ...] for up to 32 tokens with p > 0 (what verification samples).
 //
 //   specreg-replay replay TRANSCRIPT.json [llama.cpp options: -m TARGET -md DRAFT --spec-type ... -p PROMPT ...]
 //       Runs examples/speculative-simple/speculative-simple.cpp of the pinned build (llama.cpp 11434) step by
@@ -21,9 +23,23 @@
 //       computes only the last token's, which understates the output layer with a large vocabulary). Writes
 //       {"depth", "batch": [...], "seconds": [...]}.
 //
+//   specreg-replay forced TRANSCRIPT.json OUT.json [llama.cpp options: -m DRAFT -c N ...]   (env SPECREG_FORCED=MAXK,PMIN)
+//       The fast path for draft models: one teacher-forced pass of the draft over prompt + transcript. Up to
+//       its first miss a draft step sees exactly the true prefix (the draft's context holds the prompt and the
+//       accepted tokens, then id_last is decoded [sp:383-386]), so the draft's top token and its probability
+//       at every transcript position, taken with the draft's own sampler (top-k 10 [sp:277-278], candidates
+//       sorted, p as p-min compares it [sp:409-421]), decide every step's accepted count for every K and
+//       p-min at once. What the draft proposes after a miss needs its own continuation: where the miss was
+//       confident enough to be drafted (p >= PMIN > 0), the continuation's probabilities are taken too, up to
+//       MAXK - 1 tokens or the first below PMIN. Writes {"top": [...], "p": [...], "gap": [...], "cont": [[i, p1, ...],
+//       ...]} (gap: the top token's probability minus the second's; a small gap is a near-tie that the replay's
+//       smaller batches may break the other way).
+//       runner/forced.py turns that into the replay's steps; tests/test_replay.py checks both agree.
+//
 // The options are parsed by llama.cpp's own common_params_parse(LLAMA_EXAMPLE_SPECULATIVE), so every
 // speculative option means what it means to llama-speculative-simple. Lines mirrored from
-// speculative-simple.cpp are marked "[ss:LINE]" (line numbers of the pinned file).
+// speculative-simple.cpp are marked "[ss:LINE]", from common/speculative.cpp "[sp:LINE]" (line numbers of the
+// pinned files).
 
 #include "arg.h"
 #include "common.h"
@@ -102,11 +118,21 @@ static int transcript(common_params & params, const std::string & out_path) {
     }
     std::vector<llama_token> out;
     std::vector<float> margins;
+    const bool sampled = params.sampling.temp > 0.0f;
+    std::vector<std::vector<std::pair<llama_token, float>>> cands;
     int n_past = (int) inp.size();
     const int n_predict = params.n_predict < 0 ? (int) llama_n_ctx(ctx) - n_past : params.n_predict;
     while ((int) out.size() < n_predict && n_past < (int) llama_n_ctx(ctx)) {
         const float * logits = llama_get_logits_ith(ctx, -1);
         const llama_token id = common_sampler_sample(smpl.get(), ctx, -1);
+        if (sampled) {  // the sampling distribution after the whole chain (top-k, top-p, min-p, temperature)
+            const auto * cur_p = common_sampler_get_candidates(smpl.get(), true);
+            std::vector<std::pair<llama_token, float>> row;
+            for (size_t k = 0; k < cur_p->size && row.size() < 32 && cur_p->data[k].p > 0.0f; ++k) {
+                row.emplace_back(cur_p->data[k].id, cur_p->data[k].p);
+            }
+            cands.push_back(row);
+        }
         common_sampler_accept(smpl.get(), id, true);
         float best_other = -INFINITY;
         for (int t = 0; t < n_vocab; ++t) {
@@ -134,7 +160,19 @@ static int transcript(common_params & params, const std::string & out_path) {
     for (size_t i = 0; i < margins.size(); ++i) {
         os << (i ? "," : "") << (std::isfinite(margins[i]) ? margins[i] : 1e9f);
     }
-    os << "]}\n";
+    os << "]";
+    if (sampled) {
+        os << ", \"cands\": [";
+        for (size_t i = 0; i < cands.size(); ++i) {
+            os << (i ? "," : "") << "[";
+            for (size_t k = 0; k < cands[i].size(); ++k) {
+                os << (k ? "," : "") << cands[i][k].first << "," << cands[i][k].second;
+            }
+            os << "]";
+        }
+        os << "]";
+    }
+    os << "}\n";
     return os.good() ? 0 : fail("the transcript could not be written");
 }
 
@@ -352,18 +390,169 @@ static int replay(common_params & params, const std::string & transcript_path) {
     return 0;
 }
 
+static int forced(common_params & params, const std::string & transcript_path, const std::string & out_path) {
+    std::ifstream is(transcript_path);
+    std::stringstream text;
+    text << is.rdbuf();
+    std::vector<llama_token> inp, truth;
+    if (!read_ints(text.str(), "prompt", inp) || !read_ints(text.str(), "tokens", truth) || inp.empty() ||
+        truth.empty()) {
+        return fail("the transcript has no prompt or tokens");
+    }
+    int max_k = 8;
+    float p_cont = 0.0f;
+    if (const char * spec = getenv("SPECREG_FORCED")) {
+        if (sscanf(spec, "%d,%f", &max_k, &p_cont) != 2 || max_k < 1 || max_k > 1024 || !(p_cont >= 0.0f)) {
+            return fail("SPECREG_FORCED must be MAXK,PMIN (a positive integer and a probability)");
+        }
+    }
+    // Transcript tokens are decoded CHUNK at a time (env SPECREG_FORCED_CHUNK, default 1): the real draft takes
+    // each proposal's logits from a one-token decode [sp:386, 451], and a batched matrix product rounds
+    // differently, which flips near-ties (seen: SmolLM2 drafting for itself lost 2 of 19 tokens at 128).
+    int step = 1;
+    if (const char * spec = getenv("SPECREG_FORCED_CHUNK")) {
+        step = std::max(1, std::min(128, atoi(spec)));
+    }
+    const int chunk = 128;  // outputs per decode: every one holds a row of logits (n_vocab floats)
+    params.n_batch = std::max(params.n_batch, chunk);
+    params.n_outputs_max = chunk;
+    params.n_outputs_max_per_seq = chunk;
+    params.n_parallel = 2;  // sequence 1 holds a continuation after a miss, sharing sequence 0's prefix
+    params.kv_unified = true;
+    auto init = common_init_from_params(params);
+    llama_model * model = init->model();
+    llama_context * ctx = init->context();
+    if (model == nullptr || ctx == nullptr) {
+        return fail("the draft model could not be loaded");
+    }
+    std::vector<llama_token> seq(inp);
+    seq.insert(seq.end(), truth.begin(), truth.end());
+    if ((int) seq.size() + max_k + 2 >= (int) llama_n_ctx(ctx)) {
+        return fail("prompt + transcript + MAXK do not fit the context (-c)");
+    }
+    common_params_sampling sp;  // the draft's sampler [sp:275-279]
+    sp.no_perf = false;
+    sp.top_k = 10;
+    sp.samplers.assign(1, COMMON_SAMPLER_TYPE_TOP_K);
+    common_sampler_ptr smpl(common_sampler_init(model, sp));
+
+    const size_t first = inp.size() - 1;  // the logits after this token propose transcript token 0
+    std::vector<llama_token> top(truth.size());
+    std::vector<float> prob(truth.size()), gap(truth.size());
+    llama_token top_end = 0;  // after the transcript's last token: what the draft proposes past the end
+    float p_end = 0.0f;
+    common_batch batch(ctx);
+    for (size_t start = 0, end = 0; start < seq.size(); start = end) {
+        // the prompt in large batches, as the draft receives it [ss:130-141]; then the transcript STEP at a time
+        end = std::min(seq.size(), start + (start + 1 < inp.size() ? std::min<size_t>(chunk, inp.size() - 1 - start) : step));
+        batch.clear();
+        for (size_t i = start; i < end; ++i) {
+            batch.add(seq[i], (llama_pos) i, 0, i >= first);
+        }
+        if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch.get()) != 0) {
+            return fail("decoding prompt and transcript failed");
+        }
+        for (size_t i = std::max(start, first); i < end; ++i) {
+            common_sampler_reset(smpl.get());
+            common_sampler_sample(smpl.get(), ctx, (int) (i - start), true);
+            const auto * cur_p = common_sampler_get_candidates(smpl.get(), true);
+            if (i - first == truth.size()) {
+                top_end = cur_p->data[0].id;
+                p_end = cur_p->data[0].p;
+                continue;
+            }
+            top[i - first] = cur_p->data[0].id;
+            prob[i - first] = cur_p->data[0].p;
+            gap[i - first] = cur_p->size > 1 ? cur_p->data[0].p - cur_p->data[1].p : 1.0f;
+        }
+    }
+
+    std::ofstream os(out_path);
+    os << "{\"top\": ";
+    json_tokens(os, top);
+    os << ", \"p\": [";
+    for (size_t i = 0; i < prob.size(); ++i) {
+        os << (i ? "," : "") << prob[i];
+    }
+    os << "], \"gap\": [";
+    for (size_t i = 0; i < gap.size(); ++i) {
+        os << (i ? "," : "") << gap[i];
+    }
+    os << "], \"cont\": [";
+    llama_memory_t mem = llama_get_memory(ctx);
+    bool any = false;
+    for (size_t i = 0; p_cont > 0.0f && i < truth.size(); ++i) {
+        if (top[i] == truth[i] || prob[i] < p_cont) {
+            continue;  // a hit, or a miss the draft does not propose at this p-min: no continuation
+        }
+        // [sp:433-453] the wrong token is decoded after the true prefix and the draft goes on from there
+        const llama_pos pos = (llama_pos) (first + 1 + i);
+        llama_memory_seq_rm(mem, 1, -1, -1);
+        llama_memory_seq_cp(mem, 0, 1, 0, pos);
+        os << (any ? "," : "") << "[" << i;
+        any = true;
+        llama_token tok = top[i];
+        for (int c = 1; c < max_k; ++c) {
+            batch.clear();
+            batch.add(tok, pos + c - 1, 1, true);
+            if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch.get()) != 0) {
+                return fail("decoding a continuation failed");
+            }
+            common_sampler_reset(smpl.get());
+            common_sampler_sample(smpl.get(), ctx, 0, true);
+            const auto * cur_p = common_sampler_get_candidates(smpl.get(), true);
+            os << "," << cur_p->data[0].p;
+            tok = cur_p->data[0].id;
+            if (cur_p->data[0].p < p_cont) {
+                break;
+            }
+        }
+        os << "]";
+    }
+    // A transcript that ends at the target's end of generation: a draft that matched that token drafts on
+    // past it with its own tokens (the verify step stops at it [ss:258], the drafted count does not); those
+    // continue the entry of the last position.
+    if (p_cont > 0.0f && top.back() == truth.back() && llama_vocab_is_eog(llama_model_get_vocab(model), truth.back())) {
+        os << (any ? "," : "") << "[" << truth.size() - 1 << "," << p_end;
+        llama_token tok = top_end;
+        for (int c = 2; c < max_k && p_end >= p_cont; ++c) {
+            batch.clear();
+            batch.add(tok, (llama_pos) (seq.size() + c - 2), 0, true);
+            if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch.get()) != 0) {
+                return fail("decoding past the end failed");
+            }
+            common_sampler_reset(smpl.get());
+            common_sampler_sample(smpl.get(), ctx, 0, true);
+            const auto * cur_p = common_sampler_get_candidates(smpl.get(), true);
+            os << "," << cur_p->data[0].p;
+            tok = cur_p->data[0].id;
+            if (cur_p->data[0].p < p_cont) {
+                break;
+            }
+        }
+        os << "]";
+    }
+    os << "]}\n";
+    return os.good() ? 0 : fail("the forced pass could not be written");
+}
+
 int main(int argc, char ** argv) {
     std::setlocale(LC_NUMERIC, "C");
     if (argc < 3 || (strcmp(argv[1], "transcript") != 0 && strcmp(argv[1], "replay") != 0 &&
-                     strcmp(argv[1], "timing") != 0)) {
-        fprintf(stderr, "usage: specreg-replay transcript OUT.json|replay TRANSCRIPT.json|timing OUT.json "
-                        "[llama.cpp options]\n");
+                     strcmp(argv[1], "timing") != 0 && strcmp(argv[1], "forced") != 0)) {
+        fprintf(stderr, "usage: specreg-replay transcript OUT.json|replay TRANSCRIPT.json|timing OUT.json|"
+                        "forced TRANSCRIPT.json OUT.json [llama.cpp options]\n");
         return 2;
     }
     const std::string mode = argv[1], path = argv[2];
-    // llama.cpp's parser sees argv[0] and the options after our two words
+    const int ours = mode == "forced" ? 4 : 3;  // forced takes a second path
+    if (argc < ours) {
+        return fail("forced needs TRANSCRIPT.json and OUT.json");
+    }
+    const std::string out_path = mode == "forced" ? argv[3] : "";
+    // llama.cpp's parser sees argv[0] and the options after our words
     std::vector<char *> rest = {argv[0]};
-    for (int i = 3; i < argc; ++i) {
+    for (int i = ours; i < argc; ++i) {
         rest.push_back(argv[i]);
     }
     common_params params;
@@ -377,6 +566,7 @@ int main(int argc, char ** argv) {
     try {
         rc = mode == "transcript" ? transcript(params, path)
            : mode == "timing"     ? timing(params, path)
+           : mode == "forced"     ? forced(params, path, out_path)
                                   : replay(params, path);
     } catch (const std::exception & e) {  // llama.cpp's own refusals (an incompatible draft) are exceptions
         rc = fail(e.what());

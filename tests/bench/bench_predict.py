@@ -2,10 +2,15 @@
 faster it is than measuring.
 
 Usage: python tests/bench/bench_predict.py [--quick] [--types code,prose] [--n-predict 96] [--repeats 2]
+                                           [--temperature T]
   default: Qwen2.5-Coder-1.5B + 0.5B, draft-simple at K 2/4/8 and p-min 0 / 0.75, then the draftless methods on
            SmolLM2-135M (ngram-mod, ngram-map-k, ngram-simple), two prompts per content type, 96 tokens;
-  --quick: SmolLM2 drafting for itself at K 2 and ngram-mod, one code prompt, 24 tokens, one repeat.
-Each setting is predicted (transcript, replay through llama.cpp's own speculative loop, cost model) and then
+  --quick: SmolLM2 drafting for itself at K 2 and ngram-mod, one code prompt, 24 tokens, one repeat;
+  --temperature T (above 0): the draft-model settings only, predicted as expected counts over a sampled transcript
+           and measured at T (one sample per prompt and repeat: the measured acceptance is itself noisy).
+Each setting is predicted (transcript; one teacher-forced pass of the draft for the draft-model settings, checked
+against the exact replay through llama.cpp's own speculative loop, which the n-gram methods always take; cost
+model) and then
 measured (plain and speculative runs alternating, A B A B, --repeats times). Printed per setting: predicted and
 measured acceptance and speedup; then the mean and worst absolute errors over settings whose plain and speculative
 texts agree (a parted text timed another text), whether the predicted best is the measured best per content type,
@@ -65,8 +70,19 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
     tasks = trimmed_tasks(load_task_set(), types, args.prompts)
     print(f"\n## {label}: target {target.name}, draft {draft.name}, {len(settings)} settings, types {types}\n")
     started = time.monotonic()
-    prun = predict(target, draft, settings, tasks, types, n_predict=args.n_predict, log=lambda s: None)
+    prun = predict(
+        target,
+        draft,
+        settings,
+        tasks,
+        types,
+        n_predict=args.n_predict,
+        log=lambda s: None,
+        temperature=args.temperature,
+    )
     predict_s = time.monotonic() - started
+    if args.temperature == 0:
+        exact_check(target, draft, settings, tasks, types, args, prun)
     config = SweepConfig(
         str(target),
         str(draft),
@@ -77,6 +93,7 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
         n_predict=args.n_predict,
         repeats=args.repeats,
         settings=tuple(settings),
+        temperatures=(args.temperature,),
     )
     started = time.monotonic()
     result = run_sweep(config)
@@ -89,7 +106,7 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
         if p is None:
             continue
         err = None if not c.speedup or p.speedup is None else 100 * (p.speedup - c.speedup) / c.speedup
-        same = c.identical is not False
+        same = c.identical is not False or args.temperature > 0  # sampled texts part by nature
         rows.append((c, p, err, same))
         print(
             f"| {c.cell.content_type} | {c.cell.setting.label} | {pct(p.acceptance)} | {pct(c.acceptance_rate)} | "
@@ -119,13 +136,32 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
             f"{best_m[0].cell.setting.label} {times(best_m[0].speedup)} ({gap:.0%} apart: {'ok' if ok else 'MISSED'})"
         )
     parts = ", ".join(f"{k} {v:.1f} s" for k, v in prun.seconds.items())
-    after = prun.seconds["replay"] + prun.seconds["cost_model"]
+    after = prun.seconds["replay"] + prun.seconds["forced"]  # the cost model too is kept per model and build
     print(
         f"prediction {predict_s:.1f} s ({parts}); measurement {measure_s:.1f} s: "
         f"{measure_s / max(predict_s, 1e-9):.1f}x faster from nothing, "
         f"{measure_s / max(after, 1e-9):.1f}x once the transcript exists"
     )
     return {"acc": acc, "spd": spd, "predict_s": predict_s, "measure_s": measure_s}
+
+
+def exact_check(target: Path, draft: Path, settings: list[Setting], tasks, types: list[str], args, prun) -> None:
+    """The forced pass (runner.forced) against the exact replay of every draft-model setting: how often the
+    drafted or accepted counts differ, and what each path took."""
+    if not any(s.method == "draft-simple" for s in settings):
+        return
+    started = time.monotonic()
+    exact = predict(target, draft, settings, tasks, types, n_predict=args.n_predict, exact=True)
+    took = time.monotonic() - started
+    fast = {(p.content_type, p.setting): (p.drafted, p.accepted) for p in prun.predictions}
+    rows = [(p, fast[(p.content_type, p.setting)]) for p in exact.predictions if p.method == "draft-simple"]
+    differ = [(p, f) for p, f in rows if f != (p.drafted, p.accepted)]
+    print(
+        f"forced pass against exact replay: {len(differ)} of {len(rows)} settings differ; forced pass "
+        f"{prun.seconds['forced']:.1f} s, exact replays {exact.seconds['replay']:.1f} s (of {took:.1f} s)"
+    )
+    for p, f in differ:
+        print(f"  {p.content_type} {p.setting}: forced {f[0]}/{f[1]}, exact {p.drafted}/{p.accepted} drafted/accepted")
 
 
 def main() -> None:
@@ -135,11 +171,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--prompts", type=int, default=2, help="prompts per content type")
     parser.add_argument("--quick", action="store_true", help="SmolLM2, two settings, one code prompt, 24 tokens")
+    parser.add_argument(
+        "--temperature", type=float, default=0.0, help="above 0: the draft model's expected acceptance only"
+    )
     args = parser.parse_args()
     hw = hardware.detect()
     build = llamacpp.build_info()
     print(f"hardware: {hw['hardware_class']} ({hw['cpu_model']}); llama.cpp {build.label} built for {build.isa or '?'}")
-    print(f"{args.n_predict} tokens, {args.repeats} repeat(s), {args.prompts} prompt(s) per type, temperature 0")
+    print(
+        f"{args.n_predict} tokens, {args.repeats} repeat(s), {args.prompts} prompt(s) per type, "
+        f"temperature {args.temperature:g}"
+    )
     smol = model_path("smollm2")
     runs = []
     if args.quick:
@@ -155,7 +197,8 @@ def main() -> None:
             Setting("ngram-map-k", 8, None, (("--spec-ngram-map-k-size-n", "12"),)),
             Setting("ngram-simple", 8, None, (("--spec-ngram-simple-size-n", "12"),)),
         ]
-        runs.append(compare("draftless", smol, smol, ngram, types, args))
+        if args.temperature == 0:  # n-gram methods are predicted at temperature 0 only
+            runs.append(compare("draftless", smol, smol, ngram, types, args))
     acc = [x for r in runs for x in r["acc"]]
     spd = [x for r in runs for x in r["spd"]]
     print("\n## All")
