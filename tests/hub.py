@@ -10,6 +10,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -551,6 +552,19 @@ class _Handler(BaseHTTPRequestHandler):
                     self.close_connection = True
                     break
                 remaining -= len(chunk)
+
+
+def settles(condition, seconds: float = 3.0) -> bool:
+    """Whether ``condition()`` comes true within ``seconds`` (a watchdog's socket shutdown is not instant)."""
+    end = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/net/tcp").exists(), reason="counts sockets through Linux's /proc")
 
 
 def sockets_to(url: str) -> int:

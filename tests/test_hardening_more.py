@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
@@ -33,7 +32,7 @@ from registry.hub.jobs import execute_job
 from registry.models import GGUFFile, HubJob
 from registry.team.notes import _link_filter, render
 from tests.ggufgen import vocab, write_gguf
-from tests.hub import sockets_to
+from tests.hub import needs_proc, settles, sockets_to
 
 pytestmark = pytest.mark.db_service
 
@@ -171,18 +170,6 @@ def three_files(fake_hub, tmp_path):
     return fake_hub
 
 
-def _settles(condition, seconds: float = 3.0) -> bool:
-    end = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-needs_proc = pytest.mark.skipif(not Path("/proc/self/net/tcp").exists(), reason="counts sockets through Linux's /proc")
-
-
 @needs_proc
 def test_an_import_job_ends_at_its_deadline_and_keeps_what_it_imported(three_files, db, settings, monkeypatch):
     settings.SPECREG_HUB_JOB_DEADLINE_SECONDS = JOB_DEADLINE
@@ -206,8 +193,8 @@ def test_an_import_job_ends_at_its_deadline_and_keeps_what_it_imported(three_fil
     assert job.messages[-1] == {"level": "error", "text": job.error}
     assert [(o["source"], o["status"]) for o in job.result["outcomes"]] == [(f"hf://{REPO}/a.gguf", "added")]
     assert list(GGUFFile.objects.values_list("path", flat=True)) == ["a.gguf"]  # kept
-    assert _settles(lambda: sockets_to(three_files.cdn_url) == 0)  # the watchdog ended the dripping read
-    assert _settles(lambda: three_files.dripping == 0)
+    assert settles(lambda: sockets_to(three_files.cdn_url) == 0)  # the watchdog ended the dripping read
+    assert settles(lambda: three_files.dripping == 0)
 
 
 @needs_proc
@@ -226,7 +213,7 @@ def test_a_dripping_hub_listing_ends_at_the_jobs_deadline_and_nothing_starts_aft
         with pytest.raises(SourceError, match="the job's deadline of 4 s passed"):
             search_models(search="many")
         assert len(three_files.requests) == asked  # refused without a request
-    assert _settles(lambda: sockets_to(three_files.url) == 0)
+    assert settles(lambda: sockets_to(three_files.url) == 0)
     assert not GGUFFile.objects.exists()
 
 

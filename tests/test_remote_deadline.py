@@ -11,7 +11,6 @@ deadline + 2 s with one line, the web answers 504, and no socket to the dripping
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
@@ -20,7 +19,7 @@ from inspector import cli
 from inspector.info import InspectError, InspectTimeout, inspect_source
 from registry.hub.checking import CheckTimeout, check_sources
 from tests.ggufgen import vocab, write_gguf
-from tests.hub import sockets_to
+from tests.hub import needs_proc, settles, sockets_to
 
 DEADLINE = 4.0
 TARGET, DRAFT = "hf://owner/target/m.gguf", "hf://owner/draft/m.gguf"
@@ -43,18 +42,6 @@ def _target_read_in_time(hub) -> None:
     hub.drip_seconds = 0.02
 
 
-def _settles(condition, seconds: float = 3.0) -> bool:
-    end = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-needs_proc = pytest.mark.skipif(not Path("/proc/self/net/tcp").exists(), reason="counts sockets through Linux's /proc")
-
-
 @needs_proc
 def test_one_read_of_a_dripping_body_ends_at_its_deadline(dripping_hub):
     started = time.monotonic()
@@ -74,8 +61,8 @@ def test_a_dripping_status_line_leaves_no_socket_behind(dripping_hub):
         inspect_source(TARGET)
     assert time.monotonic() - started < DEADLINE + 2
     # was: the thread waiting for the answer read on, a byte every 0.5 s, long after the read gave up
-    assert _settles(lambda: sockets_to(dripping_hub.cdn_url) == 0, 1.0)
-    assert _settles(lambda: dripping_hub.dripping == 0)  # the server saw the client go
+    assert settles(lambda: sockets_to(dripping_hub.cdn_url) == 0, 1.0)
+    assert settles(lambda: dripping_hub.dripping == 0)  # the server saw the client go
     assert isinstance(exc.value, InspectTimeout)
 
 

@@ -390,6 +390,28 @@ static int replay(common_params & params, const std::string & transcript_path) {
     return 0;
 }
 
+// The draft's own continuation [sp:433-453]: `tok` decoded at `pos` on sequence `seq`, then each next top token,
+// writing the probability of each (",p") for up to `n` of them, or up to the first below `p_cont`.
+static bool continuation(llama_context * ctx, common_sampler * smpl, common_batch & batch, llama_token tok,
+                         llama_pos pos, llama_seq_id seq, int n, float p_cont, std::ostream & os) {
+    for (int c = 0; c < n; ++c) {
+        batch.clear();
+        batch.add(tok, pos + c, seq, true);
+        if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch.get()) != 0) {
+            return false;
+        }
+        common_sampler_reset(smpl);
+        common_sampler_sample(smpl, ctx, 0, true);
+        const auto * cur_p = common_sampler_get_candidates(smpl, true);
+        os << "," << cur_p->data[0].p;
+        tok = cur_p->data[0].id;
+        if (cur_p->data[0].p < p_cont) {
+            break;
+        }
+    }
+    return true;
+}
+
 static int forced(common_params & params, const std::string & transcript_path, const std::string & out_path) {
     std::ifstream is(transcript_path);
     std::stringstream text;
@@ -485,27 +507,14 @@ static int forced(common_params & params, const std::string & transcript_path, c
         if (top[i] == truth[i] || prob[i] < p_cont) {
             continue;  // a hit, or a miss the draft does not propose at this p-min: no continuation
         }
-        // [sp:433-453] the wrong token is decoded after the true prefix and the draft goes on from there
+        // the wrong token is decoded after the true prefix and the draft goes on from there
         const llama_pos pos = (llama_pos) (first + 1 + i);
         llama_memory_seq_rm(mem, 1, -1, -1);
         llama_memory_seq_cp(mem, 0, 1, 0, pos);
         os << (any ? "," : "") << "[" << i;
         any = true;
-        llama_token tok = top[i];
-        for (int c = 1; c < max_k; ++c) {
-            batch.clear();
-            batch.add(tok, pos + c - 1, 1, true);
-            if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch.get()) != 0) {
-                return fail("decoding a continuation failed");
-            }
-            common_sampler_reset(smpl.get());
-            common_sampler_sample(smpl.get(), ctx, 0, true);
-            const auto * cur_p = common_sampler_get_candidates(smpl.get(), true);
-            os << "," << cur_p->data[0].p;
-            tok = cur_p->data[0].id;
-            if (cur_p->data[0].p < p_cont) {
-                break;
-            }
+        if (!continuation(ctx, smpl.get(), batch, top[i], pos, 1, max_k - 1, p_cont, os)) {
+            return fail("decoding a continuation failed");
         }
         os << "]";
     }
@@ -514,21 +523,9 @@ static int forced(common_params & params, const std::string & transcript_path, c
     // continue the entry of the last position.
     if (p_cont > 0.0f && top.back() == truth.back() && llama_vocab_is_eog(llama_model_get_vocab(model), truth.back())) {
         os << (any ? "," : "") << "[" << truth.size() - 1 << "," << p_end;
-        llama_token tok = top_end;
-        for (int c = 2; c < max_k && p_end >= p_cont; ++c) {
-            batch.clear();
-            batch.add(tok, (llama_pos) (seq.size() + c - 2), 0, true);
-            if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch.get()) != 0) {
-                return fail("decoding past the end failed");
-            }
-            common_sampler_reset(smpl.get());
-            common_sampler_sample(smpl.get(), ctx, 0, true);
-            const auto * cur_p = common_sampler_get_candidates(smpl.get(), true);
-            os << "," << cur_p->data[0].p;
-            tok = cur_p->data[0].id;
-            if (cur_p->data[0].p < p_cont) {
-                break;
-            }
+        if (p_end >= p_cont &&
+            !continuation(ctx, smpl.get(), batch, top_end, (llama_pos) seq.size(), 0, max_k - 2, p_cont, os)) {
+            return fail("decoding past the end failed");
         }
         os << "]";
     }
