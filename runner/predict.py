@@ -85,8 +85,7 @@ def measure_cost(
     timing = f"{COST_DEPTH},{max_batch},{reps}"
     cached = replay.cache_path("costs", model, [*options, timing])
     try:
-        data = json.loads(cached.read_text())
-        return CostModel(str(model), int(data["depth"]), tuple(float(s) for s in data["seconds"]))
+        return _cost_model(model, json.loads(cached.read_text()))
     except (OSError, ValueError, KeyError, TypeError):
         pass  # none yet, or damaged: measured again
     with tempfile.TemporaryDirectory() as d:
@@ -95,6 +94,11 @@ def measure_cost(
         replay.run_tool(argv, timeout_s, {**os.environ, "SPECREG_TIMING": timing}, should_cancel)
         data = json.loads(out.read_text())
     replay.write_whole(cached, json.dumps(data))
+    return _cost_model(model, data)
+
+
+def _cost_model(model: Path | str, data: dict[str, Any]) -> CostModel:
+    """The tool's timing JSON (fresh or cached) as a CostModel."""
     return CostModel(str(model), int(data["depth"]), tuple(float(s) for s in data["seconds"]))
 
 
@@ -246,6 +250,7 @@ def predict(
         )
         seconds["transcript"] += time.monotonic() - started
         ties = sum(1 for m in script.margins[:n_predict] if m < NEAR_TIE)
+        ended = len(script.tokens) < transcript_n  # the target stopped: its last token ends the run
         passed = None
         if fast and draft is not None:
             started = time.monotonic()
@@ -258,7 +263,6 @@ def predict(
             started = time.monotonic()
             r: replay.Replay | forced.Expected
             if passed is not None and s in fast:
-                ended = len(script.tokens) < transcript_n
                 walk = forced.expected if temperature > 0 else forced.steps
                 r = walk(passed, script, s, n_predict, task_gen.ctx_size or 2048, ended)
             else:

@@ -10,7 +10,7 @@ from registry.team.telemetry import PUBLIC_GAP, Point
 from registry.web.svg import Frame, pts
 
 FRAME = Frame(640, 280)
-W, H, LEFT, TOP = FRAME.w, FRAME.h, FRAME.left, FRAME.top
+LEFT, TOP = FRAME.left, FRAME.top
 SPEED, ACC, GAP, MEASURED = "#2563eb", "#059669", "#dc2626", "#64748b"
 
 
@@ -103,13 +103,7 @@ def observed_svg(
     legend = [(SPEED, "t/s observed"), (ACC, "acceptance observed"), (GAP, "gap")]
     if measured_tps or measured_acceptance is not None:
         legend.append((MEASURED, "measured (runner)"))
-    lx: float = LEFT
-    for colour, text in legend:
-        parts.append(
-            f'<rect x="{lx}" y="{H - 18}" width="12" height="12" fill="{colour}"/>'
-            f'<text x="{lx + 16}" y="{H - 8}" class="legend">{escape(text)}</text>'
-        )
-        lx += 26 + 6.5 * len(text)
+    parts.append(FRAME.legend(legend))
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 - every interpolated text above went through escape()
 

@@ -42,7 +42,6 @@ def cost_model_svg(series: dict[str, list[float]], title: str) -> SafeString:
         f'<text x="{fr.left + fr.pw / 2}" y="{fr.top + fr.ph + 32}" text-anchor="middle" class="axis">'
         "tokens in the batch (K + 1 when verifying K drafted tokens)</text>"
     )
-    legend_x = fr.left
     for i, (name, secs) in enumerate(sorted(series.items())):
         colour = COLOURS[i % len(COLOURS)]
         solid = [(x(b), fr.y_scaled(1000 * s, top_ms)) for b, s in enumerate(secs, 1)]
@@ -59,11 +58,6 @@ def cost_model_svg(series: dict[str, list[float]], title: str) -> SafeString:
                 f'<circle cx="{x(b):.1f}" cy="{fr.y_scaled(1000 * s, top_ms):.1f}" r="3" fill="{colour}">'
                 f"<title>{label}</title></circle>"
             )
-        short = name[:40]
-        parts.append(
-            f'<rect x="{legend_x}" y="{fr.h - 18}" width="12" height="12" fill="{colour}"/>'
-            f'<text x="{legend_x + 16}" y="{fr.h - 8}" class="legend">{escape(short)}</text>'
-        )
-        legend_x += 28 + 7 * len(short)
+    parts.append(fr.legend([(COLOURS[i % len(COLOURS)], name[:40]) for i, name in enumerate(sorted(series))]))
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 - every interpolated text above went through escape()

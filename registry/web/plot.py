@@ -11,7 +11,7 @@ from registry.results.figures import Figure
 from registry.web.svg import Frame, pts
 
 FRAME = Frame(640, 300, bottom=64)
-W, H, LEFT, TOP = FRAME.w, FRAME.h, FRAME.left, FRAME.top
+LEFT, TOP = FRAME.left, FRAME.top
 COLOURS = ["#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2", "#65a30d", "#dc2626"]
 
 
@@ -60,7 +60,6 @@ def speed_acceptance_svg(figs: list[Figure], title: str) -> SafeString:
         f'<text x="{LEFT + pw / 2}" y="{TOP + ph + 32}" text-anchor="middle" class="axis">'
         "K (draft tokens per step)</text>"
     )
-    legend_x = LEFT
     for i, (ctype, points) in enumerate(series.items()):
         colour = COLOURS[i % len(COLOURS)]
         ordered = [points[k] for k in ks if k in points]
@@ -89,10 +88,6 @@ def speed_acceptance_svg(figs: list[Figure], title: str) -> SafeString:
                     f'<rect x="{x(f.k) - 3:.1f}" y="{y_acc(f.acceptance) - 3:.1f}" width="6" height="6" '
                     f'fill="#fff" stroke="{colour}"><title>{label}</title></rect>'
                 )
-        parts.append(
-            f'<rect x="{legend_x}" y="{H - 18}" width="12" height="12" fill="{colour}"/>'
-            f'<text x="{legend_x + 16}" y="{H - 8}" class="legend">{escape(ctype[:24])}</text>'
-        )
-        legend_x += 28 + 7 * min(len(ctype), 24)
+    parts.append(fr.legend([(COLOURS[i % len(COLOURS)], ctype[:24]) for i, ctype in enumerate(series)]))
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 - every interpolated text above went through escape()

@@ -1,5 +1,5 @@
 """The frame every server-drawn chart shares: an escaped title, the plot area, five grid lines with a scaled
-axis on the left and a 0-100% axis on the right, the two axis titles, and polyline points.
+axis on the left and a 0-100% axis on the right, the two axis titles, the legend, and polyline points.
 
 Hand-written rather than a plotting library: the charts are a few dozen SVG elements drawn inside a page
 request, without JavaScript (CSP) or a dependency that renders images.
@@ -64,6 +64,17 @@ class Frame:
             f'text-anchor="middle" class="axis">{escape(right_title)}</text>'
         )
         return parts
+
+    def legend(self, entries: list[tuple[str, str]]) -> str:
+        """A row of (colour, text) keys along the bottom edge, each text escaped; shorten long texts first."""
+        out, x = [], float(self.left)
+        for colour, text in entries:
+            out.append(
+                f'<rect x="{x:g}" y="{self.h - 18}" width="12" height="12" fill="{colour}"/>'
+                f'<text x="{x + 16:g}" y="{self.h - 8}" class="legend">{escape(text)}</text>'
+            )
+            x += 28 + 7 * len(text)
+        return "".join(out)
 
 
 def pts(points: list[tuple[float, float]]) -> str:
