@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
@@ -215,6 +215,7 @@ class RepoListing:
     repo_id: str
     commit: str | None
     files: list[RemoteFile]
+    base_models: list[str] = field(default_factory=list)  # the card's base_model, as the Hub's model tree names it
 
     def spec(self, path: str) -> str:
         """The hf:// spec of ``path`` pinned to the listed commit, so later reads see the same bytes."""
@@ -696,7 +697,15 @@ def list_gguf_files(repo_id: str, revision: str | None = None, include: str | No
         for s in info.siblings or []
         if s.rfilename.lower().endswith(".gguf") and (include is None or fnmatch.fnmatch(s.rfilename, include))
     ]
-    return RepoListing(repo_id, info.sha, sorted(files, key=lambda f: f.path))
+    return RepoListing(repo_id, info.sha, sorted(files, key=lambda f: f.path), _card_base_models(info))
+
+
+def _card_base_models(info: ModelInfo) -> list[str]:
+    """``base_model`` of the repository's card: one name or a list (a merge names several)."""
+    card = info.card_data
+    value = card.get("base_model") if card is not None else None
+    names = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    return [n for n in names if isinstance(n, str)][:20]
 
 
 def _base_models(tags: list[str]) -> list[str]:

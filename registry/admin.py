@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from registry.models import Family, GGUFFile, Model, Pair, ReportedResult, TokenTable
+from registry.models import BaseModel, Family, GGUFFile, Model, Pair, ReportedResult, TokenizerClass, TokenTable
 from registry.results.figures import refresh_best
 
 
@@ -59,7 +59,7 @@ class ReportedResultAdmin(admin.ModelAdmin):
 
 @admin.register(Model)
 class ModelAdmin(admin.ModelAdmin):
-    list_display = ("name", "repo", "architecture", "parameter_count", "family")
+    list_display = ("name", "repo", "architecture", "parameter_count", "family", "base")
     search_fields = ("name", "repo")
 
 
@@ -74,3 +74,17 @@ class TokenTableAdmin(admin.ModelAdmin):
     list_display = ("sha256", "count", "created_at")
     exclude = ("blob",)
     readonly_fields = ("sha256", "count", "created_at")
+
+
+@admin.register(BaseModel)
+class BaseModelAdmin(admin.ModelAdmin):
+    list_display = ("name", "rule", "architecture", "parameter_count", "key")
+    search_fields = ("name", "key")
+    list_filter = ("rule",)
+
+
+@admin.register(TokenizerClass)
+class TokenizerClassAdmin(admin.ModelAdmin):
+    list_display = ("fingerprint", "vocab_type", "n_tokens", "add_bos", "add_eos", "vocab_key")
+    search_fields = ("fingerprint", "vocab_key")
+    readonly_fields = ("fingerprint", "token_table", "created_at")

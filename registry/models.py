@@ -41,12 +41,64 @@ class Family(models.Model):
         return self.name
 
 
+class BaseModel(models.Model):
+    """One model across repositories: every uploader's quants of Qwen2.5-Coder-0.5B-Instruct, say.
+
+    ``key`` is the model's name, normalised, so the rules below agree on it where they can; ``rule`` says
+    which one grouped it (registry.catalog.bases): the Hub's model tree (``base_model`` in the card data,
+    where it names one model), else the header (``general.basename`` with ``general.size_label`` and
+    ``general.finetune``), else the repository alone (or the file's name, for a local file).
+    """
+
+    RULE_HUB, RULE_HEADER, RULE_REPO = "hub", "header", "repo"
+    RULES = [(r, r) for r in (RULE_HUB, RULE_HEADER, RULE_REPO)]
+
+    key = models.CharField(max_length=300, unique=True)
+    name = models.CharField(max_length=300)
+    rule = models.CharField(max_length=8, choices=RULES)
+    architecture = models.CharField(max_length=64, blank=True)
+    parameter_count = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TokenizerClass(models.Model):
+    """Files whose compatibility-relevant tokenizer data are identical: vocabulary type, effective BOS/EOS ids
+    and whether each is added, token count and token texts (the token table). llama.cpp's rules read only
+    these, so a verdict holds for every file of two classes (registry.catalog.classes)."""
+
+    fingerprint = models.CharField(max_length=64, unique=True)
+    vocab_type = models.CharField(max_length=32)
+    vocab_key = models.CharField(max_length=120)
+    n_tokens = models.PositiveIntegerField(default=0)
+    bos_id = models.IntegerField(default=-1)
+    eos_id = models.IntegerField(default=-1)
+    add_bos = models.BooleanField(default=False)
+    add_eos = models.BooleanField(default=False)
+    token_table = models.ForeignKey("TokenTable", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "tokenizer classes"
+        # Classes within the rules' tolerance are found by key and a ±128 size window, like files were.
+        indexes = [models.Index(fields=["vocab_key", "n_tokens"], name="class_vocab_key_n")]
+
+    def __str__(self) -> str:
+        return f"{self.vocab_type} · {self.n_tokens:,} tokens ({self.fingerprint[:12]})"
+
+
 class Model(models.Model):
     """The quants of one model in one repository (``repo`` is empty for local files)."""
 
     repo = models.CharField(max_length=200, blank=True)
     name = models.CharField(max_length=300)
     family = models.ForeignKey(Family, null=True, blank=True, on_delete=models.SET_NULL, related_name="models")
+    base = models.ForeignKey(BaseModel, null=True, blank=True, on_delete=models.SET_NULL, related_name="models")
     architecture = models.CharField(max_length=64, blank=True)
     parameter_count = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -91,6 +143,9 @@ class GGUFFile(models.Model):
     etag = models.CharField(max_length=200, blank=True)  # LFS sha256 (joined for shards) or local size+mtime
     model = models.ForeignKey(Model, on_delete=models.PROTECT, related_name="files")
     token_table = models.ForeignKey(TokenTable, null=True, blank=True, on_delete=models.PROTECT, related_name="files")
+    tokenizer_class = models.ForeignKey(
+        TokenizerClass, null=True, blank=True, on_delete=models.PROTECT, related_name="files"
+    )
     info = models.JSONField()  # ModelInfo.to_dict(): pages read this, never the file again
     vocab_key = models.CharField(max_length=120)
     vocab_type = models.CharField(max_length=32)
@@ -167,10 +222,15 @@ class Pair(models.Model):
     search_text = models.TextField(blank=True, default="")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["target", "draft"], name="pair_target_draft_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["target", "draft"], name="pair_target_draft_unique"),
+        ]
         # One index per order the table offers (registry.table.keyset), so any page, deep or not, is an
         # index range read from a cursor rather than a sort or an OFFSET.
-        indexes = [models.Index(fields=["draft", "target"], name="pair_draft_target"), *sort_key_indexes()]
+        indexes = [
+            models.Index(fields=["draft", "target"], name="pair_draft_target"),
+            *sort_key_indexes(),
+        ]
 
     def __str__(self) -> str:
         return f"{self.draft} → {self.target}"
@@ -263,15 +323,6 @@ class VerdictChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pair}: {self.old_failed_rule or 'compatible'} → {self.new_failed_rule or 'compatible'}"
-
-
-class RegistrationLock(models.Model):
-    """One row locked by every registration, so two imports never miss the pair between their files."""
-
-    name = models.CharField(max_length=32, unique=True)
-
-    def __str__(self) -> str:
-        return self.name
 
 
 class BenchmarkRun(Provenance):

@@ -265,9 +265,21 @@ def counts() -> dict[str, int]:
 
 def empty_installation(settings, name: str) -> None:
     """This test database becomes another, empty installation."""
+    from registry.models import BaseModel, TokenizerClass
     from registry.team.models import Deployment
 
-    for m in (Deployment, BenchmarkRun, ReportedResult, Pair, GGUFFile, Model, Family, TokenTable):
+    for m in (
+        Deployment,
+        BenchmarkRun,
+        ReportedResult,
+        Pair,
+        GGUFFile,
+        Model,
+        BaseModel,
+        Family,
+        TokenizerClass,
+        TokenTable,
+    ):
         m.objects.all().delete()
     settings.SPECREG_INSTALLATION_ID = name
 

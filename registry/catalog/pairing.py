@@ -16,6 +16,7 @@ from django.utils import timezone
 from inspector.compat import PairCheck, check_pair
 from inspector.info import ModelInfo
 from inspector.tokens import MAX_SIZE_DIFFERENCE, candidate_keys
+from registry.catalog.classes import candidate_classes
 from registry.catalog.columns import table_columns
 from registry.catalog.stored import load_info
 from registry.jsonsafe import json_safe
@@ -34,8 +35,10 @@ def candidate_files(vocab_type: str, n_vocab: int, vocab_key: str) -> QuerySet[G
 
 
 def candidates(f: GGUFFile) -> QuerySet[GGUFFile]:
-    """Registered files that could pair with ``f``."""
-    return candidate_files(f.vocab_type, f.n_vocab, f.vocab_key).exclude(pk=f.pk)
+    """Registered files that could pair with ``f``: the files of the classes the class index finds."""
+    if f.tokenizer_class is None or not f.vocab_key:
+        return GGUFFile.objects.none()
+    return GGUFFile.objects.filter(tokenizer_class__in=candidate_classes(f.tokenizer_class)).exclude(pk=f.pk)
 
 
 def size_key(parameter_count: int, size: int | None, source: str) -> tuple[int, int, str]:
@@ -111,12 +114,21 @@ def compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
                 setattr(pair, k, v)
             changed.append(pair)
         results[id(pair)] = json_safe(result.to_dict())
-    Pair.objects.bulk_create(new, batch_size=500)
+    # A registration running beside this one may have written one of these pairs a moment ago: it is the
+    # same pair, so the insert leaves it, and the ids come from one read (ON CONFLICT returns none).
+    Pair.objects.bulk_create(new, batch_size=500, ignore_conflicts=True)
+    if new:
+        ids = dict(
+            ((t, d), pk)
+            for pk, t, d in Pair.objects.filter(Q(target=f) | Q(draft=f)).values_list("pk", "target_id", "draft_id")
+        )
+        for p in new:
+            p.pk = ids[(p.target_id, p.draft_id)]
     if changed:
         Pair.objects.bulk_update(changed, list(fields), batch_size=500)
         PairCheckResult.objects.filter(pair__in=changed).delete()
     PairCheckResult.objects.bulk_create(
-        [PairCheckResult(pair=p, result=results[id(p)]) for p in new + changed], batch_size=500
+        [PairCheckResult(pair=p, result=results[id(p)]) for p in new + changed], batch_size=500, ignore_conflicts=True
     )
     return len(new), len(changed), compatible
 

@@ -1,25 +1,30 @@
 """Registering a GGUF file: store what the inspector saw, then check it against every file it could pair with.
 
-Candidates come from the vocabulary index (key and a ±128 size window), then llama.cpp's exact
-rules decide. Everything happens in one transaction under a registry-wide lock, so two imports
-running at once can neither half-write a file nor miss the pair between their two new files.
+Candidates come from the tokenizer-class index (key and a ±128 size window), then llama.cpp's exact
+rules decide. No lock: two steps, each its own transaction. The file (with its token table, tokenizer
+class, base model and model) is committed first; then its pairs are computed against every file
+committed by then. Of two files registered at the same moment, the one whose file committed later
+computes its pairs after both commits, so it sees the other: the pair between them is never missed, and
+unique constraints with ON CONFLICT DO NOTHING keep the other registration from writing it twice.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from inspector.info import ModelInfo
 from inspector.tokens import TokenTable as Tokens
 from registry.cache_keys import bump_generation
+from registry.catalog.bases import base_for
+from registry.catalog.classes import class_for
 from registry.catalog.naming import family_key, family_name, model_name
 from registry.catalog.pairing import compute_pairs
-from registry.catalog.stored import remember
+from registry.catalog.stored import load_info, remember
 from registry.jsonsafe import json_safe
-from registry.models import Family, GGUFFile, Model, RegistrationLock, TokenTable
+from registry.models import BaseModel, Family, GGUFFile, Model, TokenTable
 
 
 @dataclass
@@ -48,48 +53,78 @@ def register(
     commit: str = "",
     etag: str = "",
     size: int | None = None,
+    base_models: list[str] | None = None,
 ) -> Registration:
-    """Store ``info`` as the file ``source`` and compute its pairs; an unchanged file is left alone."""
-    with transaction.atomic():
-        _take_lock()
-        existing = GGUFFile.objects.filter(source=source).first()
-        if existing and etag and existing.etag == etag and existing.size == size:
-            return Registration(existing, "unchanged")
-        info.source = source
-        table = _store_table(info.tokens)
-        model = _model_for(info, repo, path or source, table)
-        f = existing or GGUFFile(source=source)
-        _fill(
-            f,
-            info,
-            repo=repo,
-            revision=revision,
-            path=path or source,
-            commit=commit,
-            etag=etag,
-            size=size if size is not None else info.file_size,
-            model=model,
-            table=table,
-        )
-        f.save()
-        added, updated, compatible = compute_pairs(f, info)
-        # Cached table pages are out of date: now for this process, and again once other
-        # processes can see the new rows (a page cached in between would be stale).
-        bump_generation()
-        transaction.on_commit(bump_generation)
-        return Registration(f, "updated" if existing else "added", added, updated, compatible)
+    """Store ``info`` as the file ``source`` and compute its pairs; an unchanged file is left alone.
 
-
-def _take_lock() -> None:
-    # SQLite already serialises writers (IMMEDIATE transactions); on PostgreSQL this row does.
-    lock = RegistrationLock.objects.select_for_update().filter(name="registration").first()
-    if lock is None:
+    ``base_models``: the repository card's ``base_model`` (registry.catalog.bases), where the Hub gave one.
+    """
+    info.source = source
+    for attempt in (1, 2):
         try:
             with transaction.atomic():
-                RegistrationLock.objects.create(name="registration")
+                existing = GGUFFile.objects.filter(source=source).first()
+                if existing and etag and existing.etag == etag and existing.size == size:
+                    return Registration(existing, "unchanged")
+                f = _store(info, existing, source, repo, revision, path, commit, etag, size, base_models)
+            break
         except IntegrityError:
-            pass  # created by a concurrent registration
-        RegistrationLock.objects.select_for_update().get(name="registration")
+            if attempt == 2:  # not a race lost to a registration of the same file: a real conflict
+                raise
+    with transaction.atomic():
+        added, updated, compatible = compute_pairs(f, info)
+    if connection.in_atomic_block:
+        # Inside a caller's transaction (import_kb's) the file stays invisible to other registrations until
+        # that commits, so the ordering above does not hold: pair it again once it has committed.
+        transaction.on_commit(lambda: _pair_again(f.pk))
+    # Cached table pages are out of date: now for this process, and again once other
+    # processes can see the new rows (a page cached in between would be stale).
+    bump_generation()
+    transaction.on_commit(bump_generation)
+    return Registration(f, "updated" if existing else "added", added, updated, compatible)
+
+
+def _pair_again(file_id: int) -> None:
+    f = GGUFFile.objects.filter(pk=file_id).select_related("token_table", "tokenizer_class").first()
+    if f is not None:
+        with transaction.atomic():
+            compute_pairs(f, load_info(f))
+        bump_generation()
+
+
+def _store(
+    info: ModelInfo,
+    existing: GGUFFile | None,
+    source: str,
+    repo: str,
+    revision: str,
+    path: str,
+    commit: str,
+    etag: str,
+    size: int | None,
+    base_models: list[str] | None,
+) -> GGUFFile:
+    table = _store_table(info.tokens)
+    stored = json_safe(info.to_dict())
+    base = base_for(stored, repo, path or source, base_models)
+    model = _model_for(info, repo, path or source, table, base)
+    f = existing or GGUFFile(source=source)
+    _fill(
+        f,
+        info,
+        stored,
+        repo=repo,
+        revision=revision,
+        path=path or source,
+        commit=commit,
+        etag=etag,
+        size=size if size is not None else info.file_size,
+        model=model,
+        table=table,
+    )
+    f.tokenizer_class = class_for(info, table)
+    f.save()
+    return f
 
 
 def _store_table(tokens: Tokens | None) -> TokenTable | None:
@@ -99,12 +134,16 @@ def _store_table(tokens: Tokens | None) -> TokenTable | None:
     row = TokenTable.objects.filter(sha256=sha).defer("blob").first()
     if row is None:
         blob = tokens.canonical_blob()
-        row = TokenTable.objects.create(sha256=sha, count=tokens.count, blob=blob)
+        try:
+            with transaction.atomic():
+                row = TokenTable.objects.create(sha256=sha, count=tokens.count, blob=blob)
+        except IntegrityError:  # stored a moment ago by a registration of another file with this table
+            return TokenTable.objects.defer("blob").get(sha256=sha)
         remember(sha, tokens if tokens.byteorder == "<" else Tokens(blob, row.count))
     return row
 
 
-def _model_for(info: ModelInfo, repo: str, path: str, table: TokenTable | None) -> Model:
+def _model_for(info: ModelInfo, repo: str, path: str, table: TokenTable | None, base: BaseModel) -> Model:
     tok = info.tokenizer
     family = None
     if tok is not None and tok.vocab_key:
@@ -118,22 +157,29 @@ def _model_for(info: ModelInfo, repo: str, path: str, table: TokenTable | None) 
     model, created = Model.objects.get_or_create(
         repo=repo,
         name=model_name(path, info.name)[:300],
-        defaults={"family": family, "architecture": info.architecture, "parameter_count": info.parameter_count},
+        defaults={
+            "family": family,
+            "base": base,
+            "architecture": info.architecture,
+            "parameter_count": info.parameter_count,
+        },
     )
     if not created and (
         model.family_id != (family.pk if family else None)
+        or model.base_id != base.pk
         or model.architecture != info.architecture
         or model.parameter_count != info.parameter_count
     ):
-        model.family, model.architecture = family, info.architecture
+        model.family, model.base, model.architecture = family, base, info.architecture
         model.parameter_count = max(model.parameter_count, info.parameter_count)
-        model.save(update_fields=["family", "architecture", "parameter_count"])
+        model.save(update_fields=["family", "base", "architecture", "parameter_count"])
     return model
 
 
 def _fill(
     f: GGUFFile,
     info: ModelInfo,
+    stored: dict,
     *,
     repo: str,
     revision: str,
@@ -147,7 +193,7 @@ def _fill(
     tok = info.tokenizer
     f.repo, f.revision, f.path, f.commit, f.etag, f.size = repo, revision, path, commit or "", etag, size
     f.model, f.token_table = model, table
-    f.info = json_safe(info.to_dict())
+    f.info = stored
     f.vocab_key = tok.vocab_key if tok else ""
     f.vocab_type = tok.vocab_type if tok else ""
     f.n_vocab = tok.n_tokens if tok else 0

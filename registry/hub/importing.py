@@ -229,6 +229,7 @@ def import_entry(listing: RepoListing, entry: Entry, revision: str | None) -> Fi
             commit=listing.commit or "",
             etag=entry.etag,
             size=entry.size,
+            base_models=listing.base_models,
         )
     except InspectError as exc:
         return FileOutcome(entry.path, source, "failed", _strip_spec(str(exc)))

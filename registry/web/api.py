@@ -135,6 +135,18 @@ def model(request: HttpRequest, pk: int) -> JsonResponse:
             "file": file_detail(page.file),
             "drafts": [pair_row(p) for p in page.drafts],
             "targets": [pair_row(p) for p in page.targets],
+            "base_model": None
+            if page.base is None
+            else {
+                "name": page.base.base.name,
+                "key": page.base.base.key,
+                "rule": page.base.base.rule,
+                "quants": page.base.quants,
+                "repositories": [
+                    {"id": r.model.pk, "repo": r.model.repo, "name": r.model.name, "quants": r.quants}
+                    for r in page.base.repositories
+                ],
+            },
         }
     )
 

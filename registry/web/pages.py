@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import F
+from django.db.models import Count, F
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
-from registry.models import GGUFFile, Model, Pair, VerdictChange
+from registry.models import BaseModel, GGUFFile, Model, Pair, VerdictChange
 from registry.results.figures import Figure, figures_for
 from registry.results.history import BuildChange, build_changes
 from registry.results.predicted import Comparison, ErrorSummary, compare, error_summary
@@ -35,6 +35,22 @@ class ModelPage:
     drafts: list[Pair]  # compatible drafts when the file is the target
     targets: list[Pair]  # compatible targets when it is the draft
     ways: list[Way] = None  # type: ignore[assignment]  # ways to speed the file up as a target
+    base: BaseSummary | None = None
+
+
+@dataclass
+class BaseSummary:
+    """The model across repositories: its base model, how it was grouped, where its quants are."""
+
+    base: BaseModel
+    repositories: list[Repository]  # one per repository (or local folder) holding its quants
+    quants: int
+
+
+@dataclass
+class Repository:
+    model: Model
+    quants: int
 
 
 @dataclass
@@ -49,7 +65,7 @@ class Way:
 
 
 def model_page(pk: int, file_id: str | None) -> ModelPage:
-    model = get_object_or_404(Model.objects.select_related("family"), pk=pk)
+    model = get_object_or_404(Model.objects.select_related("family", "base"), pk=pk)
     files = list(model.files.order_by("path"))
     if not files:
         raise Http404("this model has no files")
@@ -68,7 +84,15 @@ def model_page(pk: int, file_id: str | None) -> ModelPage:
         .defer(*lean)
         .order_by(*order)[:PARTNER_LIMIT]
     )
-    return ModelPage(model, files, chosen, drafts, targets, ways_to_speed_up(chosen))
+    return ModelPage(model, files, chosen, drafts, targets, ways_to_speed_up(chosen), base_summary(model))
+
+
+def base_summary(model: Model) -> BaseSummary | None:
+    if model.base is None:
+        return None
+    rows = Model.objects.filter(base=model.base).annotate(n=Count("files")).order_by("repo", "name")[:PARTNER_LIMIT]
+    quants = GGUFFile.objects.filter(model__base=model.base).count()
+    return BaseSummary(model.base, [Repository(m, m.n) for m in rows], quants)
 
 
 def ways_to_speed_up(target: GGUFFile) -> list[Way]:

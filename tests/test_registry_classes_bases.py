@@ -1,0 +1,188 @@
+"""Tokenizer classes, base models and registration without a global lock (issue 21, first part)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection, transaction
+
+from inspector.info import inspect_source
+from registry.catalog.classes import candidate_classes
+from registry.catalog.registration import register
+from registry.hub.importing import import_hf
+from registry.models import BaseModel, GGUFFile, Model, Pair, TokenizerClass
+from tests.ggufgen import vocab, write_gguf
+
+# db_service: CI runs these again on PostgreSQL.
+pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
+
+
+def synth(tmp_path, name: str, n: int = 5000, **kw):
+    return inspect_source(str(write_gguf(tmp_path / f"{name}.gguf", tokens=vocab(n), **kw)))
+
+
+def reg(info, name: str, repo: str | None = None, base_models=None):
+    repo = repo or f"org/{name}-GGUF"
+    return register(
+        info,
+        source=f"hf://{repo}/{name}-Q4_K_M.gguf",
+        repo=repo,
+        path=f"{name}-Q4_K_M.gguf",
+        etag=f"etag-{repo}-{name}",
+        size=1000,
+        base_models=base_models,
+    )
+
+
+def test_files_with_the_same_tokenizer_data_share_one_class_and_others_get_their_own(tmp_path):
+    a = reg(synth(tmp_path, "a"), "a").file
+    b = reg(synth(tmp_path, "b", arch="qwen2"), "b").file  # another architecture, the same tokenizer
+    c = reg(synth(tmp_path, "c", add_bos=True, bos=1), "c").file  # adds a BOS: another class
+    d = reg(synth(tmp_path, "d", 5100), "d").file  # 100 more tokens
+    e = reg(synth(tmp_path, "e", 5200), "e").file  # 200 more: outside a's window
+    assert a.tokenizer_class_id == b.tokenizer_class_id
+    assert len({a.tokenizer_class_id, c.tokenizer_class_id, d.tokenizer_class_id, e.tokenizer_class_id}) == 4
+    assert TokenizerClass.objects.count() == 4
+    window = set(candidate_classes(a.tokenizer_class).values_list("pk", flat=True))
+    assert window == {a.tokenizer_class_id, c.tokenizer_class_id, d.tokenizer_class_id}
+    assert a.tokenizer_class.n_tokens == 5000 and c.tokenizer_class.add_bos is True
+
+
+def test_classes_pair_what_files_paired_before(tmp_path):
+    reg(synth(tmp_path, "base", 5000), "base")
+    reg(synth(tmp_path, "plus128", 5128), "plus128")
+    reg(synth(tmp_path, "plus129", 5129), "plus129")
+    names = {
+        (p.target.model.name, p.draft.model.name) for p in Pair.objects.select_related("target__model", "draft__model")
+    }
+    assert ("plus128", "base") in names and ("plus129", "plus128") in names and ("plus129", "base") not in names
+
+
+def test_a_file_without_a_tokenizer_has_no_class_and_no_pairs(tmp_path):
+    info = inspect_source(str(write_gguf(tmp_path / "none.gguf", tokens=None, model=None, pre=None)))
+    f = reg(info, "none").file
+    assert f.tokenizer_class is None and Pair.objects.count() == 0
+
+
+def test_the_hub_card_groups_two_uploaders_quants_into_one_base_model(fake_hub, qwen05_header_path, client):
+    base = "Qwen/Qwen2.5-Coder-0.5B-Instruct"
+    fake_hub.add_repo("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", {"q4.gguf": qwen05_header_path}, base_model=base)
+    fake_hub.add_repo(
+        "someone/coder-small-GGUF",
+        {"coder-small-Q4_K_M.gguf": qwen05_header_path, "coder-small-Q8_0.gguf": qwen05_header_path},
+        base_model=base,
+    )
+    import_hf("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF")
+    import_hf("someone/coder-small-GGUF")
+    b = BaseModel.objects.get()
+    assert b.rule == "hub" and b.key == "qwen2.5-coder-0.5b-instruct" and b.name == "Qwen2.5-Coder-0.5B-Instruct"
+    assert Model.objects.filter(base=b).values("repo").distinct().count() == 2
+    assert GGUFFile.objects.filter(model__base=b).count() == 3
+    assert b.parameter_count > 0
+    page = client.get(Model.objects.get(repo="someone/coder-small-GGUF").get_absolute_url()).content.decode()
+    assert "Base model <strong>Qwen2.5-Coder-0.5B-Instruct</strong>: 2 repositories, 3 quants" in page
+    assert "the Hub's model tree" in page and 'href="/models/' in page
+    api = client.get(f"/api/models/{Model.objects.get(repo='someone/coder-small-GGUF').pk}").json()["base_model"]
+    assert api["rule"] == "hub" and api["quants"] == 3 and {r["quants"] for r in api["repositories"]} == {1, 2}
+
+
+def test_the_header_names_the_base_model_where_the_card_does_not(qwen05_header_path, qwen15_header_path):
+    small = inspect_source(str(qwen05_header_path))
+    assert small.basename and small.size_label  # the real file carries both
+    reg(small, "x", repo="alice/x-GGUF")
+    reg(inspect_source(str(qwen05_header_path)), "y", repo="bob/y-GGUF")
+    reg(inspect_source(str(qwen15_header_path)), "z", repo="bob/z-GGUF")
+    bases = {b.name: b for b in BaseModel.objects.all()}
+    assert len(bases) == 2 and all(b.rule == "header" for b in bases.values())
+    small_base = next(b for b in bases.values() if "0.5B" in b.name)
+    assert small_base.models.count() == 2 and {m.repo for m in small_base.models.all()} == {
+        "alice/x-GGUF",
+        "bob/y-GGUF",
+    }
+    # The card's name and the header's name meet on one key.
+    assert small_base.key == "qwen2.5-coder-0.5b-instruct"
+
+
+def test_without_card_or_size_label_the_repository_is_the_base_model(tmp_path):
+    reg(synth(tmp_path, "a"), "a", repo="org/a-GGUF")
+    register(synth(tmp_path, "a8"), source="hf://org/a-GGUF/a-Q8_0.gguf", repo="org/a-GGUF", path="a-Q8_0.gguf")
+    reg(synth(tmp_path, "b"), "b", repo="org/a-GGUF")  # another model in the same repository
+    reg(synth(tmp_path, "c"), "c", repo="org/c-GGUF")
+    assert sorted(BaseModel.objects.values_list("key", "rule", "name")) == [
+        ("repo:org/a-gguf/a", "repo", "a"),
+        ("repo:org/a-gguf/b", "repo", "b"),
+        ("repo:org/c-gguf/c", "repo", "c"),
+    ]
+    assert GGUFFile.objects.filter(model__base__name="a").count() == 2
+
+
+def _needs_concurrent_writers() -> None:
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite serialises writers by design; the CI run on PostgreSQL (.ci/run) runs this")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_registering_the_two_halves_of_pairs_at_once_make_each_pair_once(tmp_path):
+    _needs_concurrent_writers()
+    rounds = 6
+    infos = [
+        (synth(tmp_path, f"t{i}", 6000 + 300 * i), synth(tmp_path, f"d{i}", 6000 + 300 * i)) for i in range(rounds)
+    ]
+    errors: list[BaseException] = []
+
+    def work(side: int, barrier: threading.Barrier, i: int) -> None:
+        try:
+            barrier.wait(10)
+            reg(infos[i][side], f"{'td'[side]}{i}")
+        except BaseException as exc:  # noqa: BLE001 - the assertion shows it
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    for i in range(rounds):
+        barrier = threading.Barrier(2)
+        threads = [threading.Thread(target=work, args=(side, barrier, i)) for side in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert errors == []
+    assert GGUFFile.objects.count() == 2 * rounds
+    pairs = list(Pair.objects.values_list("target__model__name", "draft__model__name"))
+    assert len(pairs) == rounds == len(set(pairs))  # each round's pair once, nothing across rounds (windows apart)
+    assert all(Pair.objects.filter(check_result__isnull=False).count() == rounds for _ in [0])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_registration_does_not_wait_for_another_registrations_open_transaction(tmp_path):
+    _needs_concurrent_writers()
+    a, b = synth(tmp_path, "a"), synth(tmp_path, "b")
+    # Their token table, class and family exist already (a new one is a unique row: a second writer of the
+    # same row rightly waits for the first, for the milliseconds a registration's own transaction lasts).
+    reg(synth(tmp_path, "c"), "c")
+    holding, release, errors = threading.Event(), threading.Event(), []
+
+    def slow_caller() -> None:
+        try:
+            with transaction.atomic():  # a caller's own transaction, held open (import_kb works like this)
+                reg(a, "a")
+                holding.set()
+                release.wait(30)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    t = threading.Thread(target=slow_caller)
+    t.start()
+    assert holding.wait(30)
+    started = time.monotonic()
+    reg(b, "b")  # a registry-wide lock would hold this until the other transaction ends
+    waited = time.monotonic() - started
+    release.set()
+    t.join(30)
+    assert errors == [] and waited < 10
+    # The held file could not be seen when b paired; it paired again once its transaction committed.
+    assert Pair.objects.count() == 3
