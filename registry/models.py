@@ -92,6 +92,22 @@ class TokenizerClass(models.Model):
         return f"{self.vocab_type} · {self.n_tokens:,} tokens ({self.fingerprint[:12]})"
 
 
+class BaseClass(models.Model):
+    """A base model has files of this tokenizer class (one row per base and class, not per file), with the first
+    such file as the one its pairs are checked and benchmarked with by default. Registration finds partner base
+    models through this table: its size follows base models, not files."""
+
+    base = models.ForeignKey(BaseModel, on_delete=models.CASCADE, related_name="classes")
+    tokenizer_class = models.ForeignKey(TokenizerClass, on_delete=models.CASCADE, related_name="bases")
+    file = models.ForeignKey("GGUFFile", on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tokenizer_class", "base"], name="baseclass_class_base_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.base} · {self.tokenizer_class}"
+
+
 class Model(models.Model):
     """The quants of one model in one repository (``repo`` is empty for local files)."""
 
@@ -182,10 +198,12 @@ class GGUFFile(models.Model):
 
 
 class Pair(models.Model):
-    """A target and a draft whose vocabularies could match, with the checker's full verdict.
+    """A target and a draft base model whose vocabularies could match, with the checker's full verdict.
 
-    Pairs are computed at registration, one per two files, the bigger model as target. The best
-    result (measured first, reported otherwise) is copied here so the table sorts without joins;
+    Pairs are computed at registration, one per two base models (registry.catalog.pairing), the bigger as
+    target. ``target`` and ``draft`` are the two files its verdict was checked on and a benchmark uses unless
+    told otherwise; each run records the files it measured (``BenchmarkRun.target_file``/``draft_file``). The
+    best result (measured first, reported otherwise) is copied here so the table sorts without joins;
     ``registry.results.figures.refresh_best`` keeps it current.
     """
 
@@ -194,6 +212,12 @@ class Pair(models.Model):
 
     target = models.ForeignKey(GGUFFile, on_delete=models.CASCADE, related_name="pairs_as_target")
     draft = models.ForeignKey(GGUFFile, on_delete=models.CASCADE, related_name="pairs_as_draft")
+    target_base = models.ForeignKey(
+        BaseModel, null=True, blank=True, on_delete=models.CASCADE, related_name="pairs_as_target"
+    )
+    draft_base = models.ForeignKey(
+        BaseModel, null=True, blank=True, on_delete=models.CASCADE, related_name="pairs_as_draft"
+    )
     compatible = models.BooleanField()
     llama_cpp_compatible = models.BooleanField()  # llama.cpp's own rules only (ignores architecture)
     failed_rule = models.CharField(max_length=32, blank=True)
@@ -223,12 +247,13 @@ class Pair(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["target", "draft"], name="pair_target_draft_unique"),
+            models.UniqueConstraint(fields=["target_base", "draft_base"], name="pair_bases_unique"),
         ]
         # One index per order the table offers (registry.table.keyset), so any page, deep or not, is an
         # index range read from a cursor rather than a sort or an OFFSET.
         indexes = [
             models.Index(fields=["draft", "target"], name="pair_draft_target"),
+            models.Index(fields=["draft_base", "target_base"], name="pair_draft_target_base"),
             *sort_key_indexes(),
         ]
 
@@ -242,6 +267,16 @@ class Pair(models.Model):
     def result(self) -> dict:
         """The checker's full answer (PairCheck.to_dict()), kept in its own table."""
         return self.check_result.result
+
+
+class PairRedirect(models.Model):
+    """A pair id that no longer exists (pairs of files merged into pairs of base models): where it went."""
+
+    old_id = models.BigIntegerField(unique=True)
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="+")
+
+    def __str__(self) -> str:
+        return f"pair {self.old_id} → {self.pair_id}"
 
 
 class PairCheckResult(models.Model):
@@ -337,6 +372,9 @@ class BenchmarkRun(Provenance):
     FINISHED = (DONE, FAILED, CANCELLED)
 
     pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="runs")
+    # The files measured (a pair is two base models; these are the repository and quant on each side).
+    target_file = models.ForeignKey(GGUFFile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    draft_file = models.ForeignKey(GGUFFile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     status = models.CharField(max_length=16, choices=STATUSES, default=QUEUED, db_index=True)
     params = models.JSONField(default=dict)  # ks, content types, temperatures, repeats, n_predict, …
     queue = models.CharField(max_length=120)
@@ -380,6 +418,15 @@ class BenchmarkRun(Provenance):
     @property
     def finished(self) -> bool:
         return self.status in self.FINISHED
+
+    @property
+    def measured_target(self) -> GGUFFile:
+        """The target file measured: the run's own, else its pair's (runs queued before runs named files)."""
+        return self.target_file or self.pair.target
+
+    @property
+    def measured_draft(self) -> GGUFFile:
+        return self.draft_file or self.pair.draft
 
 
 class BenchmarkResult(ResultFigures):

@@ -68,7 +68,7 @@ def _requester_may_use_token(run_id: int) -> bool:
 
 
 def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
-    run = BenchmarkRun.objects.select_related("pair__target", "pair__draft").get(pk=run_id)
+    run = BenchmarkRun.objects.select_related("pair__target", "pair__draft", "target_file", "draft_file").get(pk=run_id)
     pair, p = run.pair, run.params
     hw = detect()
     try:
@@ -87,8 +87,8 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
     )
     alone = bool(p.get("target_alone"))
     try:
-        target_path = _fetch(run_id, reporter, pair.target, (0.0, 0.05 if not alone else 0.1))
-        draft_path = "" if alone else _fetch(run_id, reporter, pair.draft, (0.05, 0.1))
+        target_path = _fetch(run_id, reporter, run.measured_target, (0.0, 0.05 if not alone else 0.1))
+        draft_path = "" if alone else _fetch(run_id, reporter, run.measured_draft, (0.05, 0.1))
     except DownloadError as exc:
         return BenchmarkRun.FAILED, str(exc)
     if reporter.should_cancel():

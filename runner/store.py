@@ -85,7 +85,7 @@ def store_results(
     gpu = bool(hw.get("gpus"))
     # The files as a user will have them (models/… from the Hub, or the registered path), not this
     # worker's cache paths, so the command is the one the pair page shows.
-    target, draft = model_path(pair.target), model_path(pair.draft)
+    target, draft = model_path(run.measured_target), model_path(run.measured_draft)
     deployments = {
         r.content_type: deployment(server_caps, target, draft, r.k, gpu=gpu, setting=r.setting)
         for r in result.recommendations

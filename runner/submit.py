@@ -11,7 +11,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from registry.models import BenchmarkRun, Pair
+from inspector.compat import check_pair
+from registry.catalog.stored import load_info
+from registry.models import BenchmarkRun, GGUFFile, Pair
 
 from .params import BenchmarkError, check_hardware_class, normalize_params
 from .queues import bench_queue, local_hardware_class
@@ -25,8 +27,12 @@ def queue_benchmark(
     hardware: str | None = None,
     send: bool = True,
     target_alone: bool = False,
+    files: tuple[GGUFFile, GGUFFile] | None = None,
 ) -> BenchmarkRun:
     """Record a queued run and (``send``) hand its task to the broker once the transaction commits.
+
+    ``files``: the target and draft files to measure, quants of the pair's two base models (default: the two
+    files the pair was checked on); other files than those are checked with llama.cpp's rules first.
 
     ``target_alone``: the run measures the target's draftless methods (n-gram, its own MTP heads); it is
     recorded on the target's own pair (the target paired with itself), whose table row then shows the
@@ -38,6 +44,14 @@ def queue_benchmark(
             f"{pair.draft.source} cannot draft for {pair.target.source}: rule "
             f"'{pair.failed_rule}' fails ({_rule_detail(pair)})"
         )
+    target, draft = files or (pair.target, pair.draft)
+    if (target.pk, draft.pk) != (pair.target_id, pair.draft_id) and target.pk != draft.pk:
+        check = check_pair(load_info(target), load_info(draft))
+        if not check.compatible:
+            raise BenchmarkError(
+                f"{draft.source} cannot draft for {target.source}: rule '{check.failed_rule}' fails, although "
+                f"other quants of the two models can (the pair's {pair.draft.source} and {pair.target.source})"
+            )
     params = normalize_params(params)
     hw = check_hardware_class(hardware or local_hardware_class())
     with transaction.atomic():
@@ -56,6 +70,8 @@ def queue_benchmark(
                 )
         run = BenchmarkRun.objects.create(
             pair=pair,
+            target_file=target,
+            draft_file=draft,
             params=params,
             queue=bench_queue(hw),
             hardware_class=hw,

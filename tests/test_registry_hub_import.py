@@ -168,7 +168,12 @@ def test_unreachable_is_told_apart_by_type_not_by_the_words_of_the_message(hub, 
 
 def test_importing_the_qwen_repos_pairs_them_and_attaches_the_reported_examples(hub, qwen15_header_path):
     q32 = "Qwen/Qwen2.5-Coder-32B-Instruct-GGUF"  # the shipped figures' target; the 1.5B's header stands in
-    hub.add_repo(q32, {"qwen2.5-coder-32b-instruct-q4_k_m.gguf": qwen15_header_path})
+    # Its card names its own base model: the header alone would make it another quant of the 1.5B.
+    hub.add_repo(
+        q32,
+        {"qwen2.5-coder-32b-instruct-q4_k_m.gguf": qwen15_header_path},
+        base_model="Qwen/Qwen2.5-Coder-32B-Instruct",
+    )
     import_hf(Q05)
     import_hf(Q15)
     assert not ReportedResult.objects.exists()  # no published figure for the 1.5B
@@ -234,7 +239,10 @@ def test_find_drafts_registers_a_draft_found_on_the_hub(hub, qwen05_header_path,
     assert "big/Qwen2.5-Coder-7B-Instruct-GGUF" not in registered_repos  # not smaller
     assert "Found on the Hub: 2 compatible" in out
     again = find_drafts(f"hf://{Q15}/{Q15_FILE}", hub=False)
-    assert {p.draft.repo for p in again.registered} == {Q05, "someone/Qwen2.5-Coder-1.5B-Instruct-DRAFT-0.5B-GGUF"}
+    # Both drafts found are the 0.5B (the card of one, the header of the other): one pair, two repositories.
+    (pair,) = again.registered
+    repos = set(pair.draft_base.models.values_list("repo", flat=True))
+    assert repos == {Q05, "someone/Qwen2.5-Coder-1.5B-Instruct-DRAFT-0.5B-GGUF"}
 
 
 def test_find_drafts_reports_an_unknown_target_in_one_line(hub):

@@ -287,7 +287,7 @@ def empty_installation(settings, name: str) -> None:
 def test_the_export_is_versioned_json_with_provenance(kb_a, tmp_path):
     n = export_kb(tmp_path / "kb.json")
     doc = json.loads((tmp_path / "kb.json").read_text())
-    assert doc["format"] == "specreg-knowledge-base" and doc["schema_version"] == "1.0"
+    assert doc["format"] == "specreg-knowledge-base" and doc["schema_version"] == "1.1"
     assert doc["installation"] == {
         "id": HERE,
         "rules_from": "b11434",
@@ -413,12 +413,14 @@ def test_conflicts_keep_both_with_their_provenance(kb_a, tmp_path, settings, inf
         m.startswith("file hf://org/qwen05/qwen05.gguf differs") and m.endswith(f"theirs as {theirs}")
         for m in report.messages
     )
-    assert report.counts["files kept beside ours"] == 1 and "reported results kept beside ours" not in report.counts
+    assert report.counts["files kept beside ours"] == 1
     assert GGUFFile.objects.get(source="hf://org/qwen05/qwen05.gguf").architecture == "gemma3"
     assert GGUFFile.objects.get(source=theirs).architecture == "qwen2"
-    # A's figures sit on the pair of A's files (their 0.5B under its revision's name), beside B's own pair.
-    pair_a = Pair.objects.get(target=q15, draft__source=theirs)
-    assert pair_a.compatible and pair_a.best_kind == "measured"
+    # Their 0.5B (under its revision's name) and B's qwen05-b are quants of one base model, so A's figures sit
+    # on the pair B's figures are on; A's runs name the files they measured.
+    pair_a = ReportedResult.objects.get(citation="llama.cpp PR 10455").pair
+    assert pair_a == pair_b and pair_a.compatible and pair_a.best_kind == "measured"
+    assert set(BenchmarkRun.objects.values_list("draft_file__source", flat=True)) == {theirs}
     assert [(r.citation, r.origin_installation) for r in ReportedResult.objects.order_by("pk")] == [
         ("our notes", ""),
         ("llama.cpp PR 10455", HERE),

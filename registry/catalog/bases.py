@@ -26,12 +26,16 @@ from registry.models import BaseModel
 _SEPARATORS = re.compile(r"[\s_]+")
 # How a checkpoint was quantised before conversion is not another model: Qwen's own GGUF of
 # Qwen2.5-Coder-0.5B-Instruct says general.finetune "Instruct-AWQ" (it was converted from the AWQ upload).
-_QUANTISED_FROM = re.compile(r"(-(gguf|awq|gptq|int4|int8|fp8|bnb|4bit|8bit|mlx|exl2))+$")
+_QUANTISED_FROM = re.compile(r"([-_ ](gguf|awq|gptq|int4|int8|fp8|bnb|4bit|8bit|mlx|exl2))+$", re.IGNORECASE)
+
+
+def display(name: str) -> str:
+    """The name as shown: without what the conversion appended (``Instruct-GGUF`` → ``Instruct``)."""
+    return _QUANTISED_FROM.sub("", name.strip()) or name.strip()
 
 
 def normalise(name: str) -> str:
-    text = _SEPARATORS.sub("-", name.strip().lower())
-    return _QUANTISED_FROM.sub("", text)
+    return _SEPARATORS.sub("-", display(name).lower())
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ def base_key(info: dict[str, Any], repo: str, path: str, hub_base_models: list[s
     """The base model of a file from its stored inspection (``ModelInfo.to_dict()``), repository and path."""
     bases = [b for b in (hub_base_models or []) if isinstance(b, str) and b.strip()]
     if len(bases) == 1:
-        name = bases[0].strip().rsplit("/", 1)[-1]
+        name = display(bases[0].rsplit("/", 1)[-1])
         if normalise(name):
             return BaseKey(normalise(name)[:300], name[:300], BaseModel.RULE_HUB)
     basename, size_label = info.get("basename"), info.get("size_label")
@@ -54,7 +58,7 @@ def base_key(info: dict[str, Any], repo: str, path: str, hub_base_models: list[s
         parts = [basename.strip(), size_label.strip()]
         if isinstance(finetune, str) and finetune.strip():
             parts.append(finetune.strip())
-        name = "-".join(parts)
+        name = display("-".join(parts))
         return BaseKey(normalise(name)[:300], name[:300], BaseModel.RULE_HEADER)
     name = model_name(path)
     if repo:

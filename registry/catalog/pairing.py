@@ -1,16 +1,17 @@
-"""Pairing registered files: which files could pair, which one is the target, and the Pair row's fields.
+"""Pairing: which base models could pair, which one is the target, and the Pair row's fields.
 
-Registration, ``pair_for`` (any two files a user names) and the check of a browser-sent header
-all decide the same way here.
+A pair joins two base models (registry.catalog.bases), checked with llama.cpp's rules on one file of each;
+registration, ``pair_for`` (any two files a user names) and the check of a browser-sent header all decide
+the same way here.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from inspector.compat import PairCheck, check_pair
@@ -20,7 +21,7 @@ from registry.catalog.classes import candidate_classes
 from registry.catalog.columns import table_columns
 from registry.catalog.stored import load_info
 from registry.jsonsafe import json_safe
-from registry.models import GGUFFile, Pair, PairCheckResult
+from registry.models import BaseClass, BaseModel, GGUFFile, Pair, PairCheckResult
 
 
 def candidate_files(vocab_type: str, n_vocab: int, vocab_key: str) -> QuerySet[GGUFFile]:
@@ -59,6 +60,22 @@ def info_is_target(info: ModelInfo, other: GGUFFile) -> bool:
     )
 
 
+def as_target(f: GGUFFile) -> Q:
+    """Pairs with ``f``'s base model as the target (with ``f`` itself where it has none)."""
+    return Q(target_base_id=f.model.base_id) if f.model.base_id else Q(target=f)
+
+
+def as_draft(f: GGUFFile) -> Q:
+    """Pairs with ``f``'s base model as the draft."""
+    return Q(draft_base_id=f.model.base_id) if f.model.base_id else Q(draft=f)
+
+
+def base_is_target(a: BaseModel, b: BaseModel) -> bool:
+    """Whether base model ``a`` is the target when it pairs with ``b``: the bigger; at the same size (sizes nobody
+    stated, or one model under two names) the key decides, so the choice does not depend on what came first."""
+    return (a.parameter_count, a.key) >= (b.parameter_count, b.key)
+
+
 VERDICT_FIELDS = ["compatible", "llama_cpp_compatible", "failed_rule", "rules_from", "checked_at"]
 
 
@@ -82,34 +99,110 @@ def pair_fields(result: PairCheck, target: GGUFFile, draft: GGUFFile, now: datet
     }
 
 
-def compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
-    existing = {
-        (p.draft_id if p.target_id == f.pk else p.target_id): p for p in Pair.objects.filter(Q(target=f) | Q(draft=f))
-    }
-    # Partners from earlier pairs are checked again even if they left the index window: a pair,
-    # and the results attached to it, is never dropped — its verdict is updated.
-    partner_ids = set(candidates(f).values_list("pk", flat=True)) | set(existing)
-    partners = list(
-        GGUFFile.objects.filter(pk__in=partner_ids)
-        .select_related("token_table", "model__family")
-        .defer("token_table__blob")
+def partner_files(f: GGUFFile, base: BaseModel) -> dict[int, tuple[BaseModel, list[GGUFFile]]]:
+    """Other base models with files that could pair with ``f``: one file per tokenizer class of each, from the
+    class index and the (base model, class) table, so the read grows with base models, not with files."""
+    if f.tokenizer_class is None or not f.vocab_key:
+        return {}
+    out: dict[int, tuple[BaseModel, list[GGUFFile]]] = {}
+    rows = (
+        BaseClass.objects.filter(tokenizer_class__in=candidate_classes(f.tokenizer_class))
+        .exclude(base=base)
+        .select_related("base", "file__model__family", "file__token_table")
+        .defer("file__info", "file__token_table__blob")  # read only for the few pairs that are new
+        .order_by("base_id", "pk")
     )
+    for bc in rows:
+        out.setdefault(bc.base_id, (bc.base, []))[1].append(bc.file)
+    return out
+
+
+def _first_compatible(
+    f: GGUFFile, info: ModelInfo, others: list[GGUFFile], f_is_target: bool
+) -> tuple[PairCheck, GGUFFile] | None:
+    """llama.cpp's check of ``f`` against each file in turn: the first compatible one, else the first checked."""
+    first = None
+    for other in others:
+        other_info = load_info(other)
+        result = check_pair(info, other_info) if f_is_target else check_pair(other_info, info)
+        if result.compatible:
+            return result, other
+        first = first or (result, other)
+    return first
+
+
+_PAIR_READ = (
+    "pk",
+    "target_id",
+    "draft_id",
+    "target_base_id",
+    "draft_base_id",
+    "compatible",
+    "target__tokenizer_class_id",
+    "draft__tokenizer_class_id",
+)
+
+
+def compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
+    """Pairs between ``f``'s base model and every other base model with a file that could pair with ``f``.
+
+    A new pair is checked once, on ``f`` and one file of the partner (per tokenizer class it has). An existing
+    pair is checked again only where ``f`` could change it: ``f`` is one of its two files (its header changed),
+    or the pair is incompatible and ``f`` brings its side a tokenizer class the pair's file lacks. The twentieth
+    quant of a model so costs a few indexed reads, whatever the size of its family. A pair, and the results
+    attached to it, is never dropped: its verdict is updated.
+    """
+    base = f.model.base
+    if base is None:
+        return 0, 0, []
+    if f.tokenizer_class_id is not None:
+        BaseClass.objects.bulk_create(
+            [BaseClass(base=base, tokenizer_class_id=f.tokenizer_class_id, file=f)], ignore_conflicts=True
+        )
+    pairs = (
+        Pair.objects.filter(Q(target_base=base) | Q(draft_base=base))
+        .exclude(target_base=F("draft_base"))
+        .select_related("target", "draft")
+        .only(*_PAIR_READ)
+    )
+    existing: dict[int, Pair] = {}
+    for p in pairs:  # by the other side's base model (the query's filter: both are set)
+        existing[cast(int, p.draft_base_id if p.target_base_id == base.pk else p.target_base_id)] = p
+    partners = partner_files(f, base)
     now = timezone.now()
     new, changed, compatible, results = [], [], [], {}
-    for other in partners:
-        other_info = load_info(other)
-        pair = existing.get(other.pk)
-        target_is_f = pair.target_id == f.pk if pair is not None else is_target(f, other)
-        t, d = (f, other) if target_is_f else (other, f)
-        ti, di = (info, other_info) if target_is_f else (other_info, info)
-        result = check_pair(ti, di)
+    for partner_id in sorted(set(partners) | {b for b, p in existing.items() if f.pk in (p.target_id, p.draft_id)}):
+        pair = existing.get(partner_id)
+        if pair is not None and f.pk in (pair.target_id, pair.draft_id):
+            others = [pair.draft if pair.target_id == f.pk else pair.target]  # f changed: the same two files again
+        elif pair is not None and (
+            pair.compatible
+            or (pair.target if pair.target_base_id == base.pk else pair.draft).tokenizer_class_id
+            == f.tokenizer_class_id
+        ):
+            continue  # another quant of a pair already decided: it cannot change the verdict
+        else:
+            others = partners[partner_id][1]
+        if pair is not None:
+            f_is_target = pair.target_base_id == base.pk  # an existing pair keeps its direction
+        else:
+            f_is_target = base_is_target(base, partners[partner_id][0])
+        found = _first_compatible(f, info, others, f_is_target)
+        if found is None:
+            continue
+        result, other = found
+        if pair is not None and f.pk not in (pair.target_id, pair.draft_id) and not result.compatible:
+            continue  # still incompatible: the pair keeps the files it was checked on
+        t, d = (f, other) if f_is_target else (other, f)
         fields = pair_fields(result, t, d, now)
         if result.compatible and (pair is None or not pair.compatible):
             compatible.append(other.pk)
         if pair is None:
-            pair = Pair(target=t, draft=d, **fields)
+            tb, db = (base.pk, partner_id) if f_is_target else (partner_id, base.pk)
+            pair = Pair(target=t, draft=d, target_base_id=tb, draft_base_id=db, **fields)
             new.append(pair)
         else:
+            pair.target, pair.draft = t, d
             for k, v in fields.items():
                 setattr(pair, k, v)
             changed.append(pair)
@@ -118,14 +211,17 @@ def compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
     # same pair, so the insert leaves it, and the ids come from one read (ON CONFLICT returns none).
     Pair.objects.bulk_create(new, batch_size=500, ignore_conflicts=True)
     if new:
-        ids = dict(
-            ((t, d), pk)
-            for pk, t, d in Pair.objects.filter(Q(target=f) | Q(draft=f)).values_list("pk", "target_id", "draft_id")
-        )
+        ids: dict[tuple[int | None, int | None], int] = {
+            (t, d): pk
+            for pk, t, d in Pair.objects.filter(Q(target_base=base) | Q(draft_base=base)).values_list(
+                "pk", "target_base_id", "draft_base_id"
+            )
+        }
         for p in new:
-            p.pk = ids[(p.target_id, p.draft_id)]
+            p.pk = ids.get((p.target_base_id, p.draft_base_id))
+        new = [p for p in new if p.pk is not None]
     if changed:
-        Pair.objects.bulk_update(changed, list(fields), batch_size=500)
+        Pair.objects.bulk_update(changed, ["target", "draft", *fields], batch_size=500)
         PairCheckResult.objects.filter(pair__in=changed).delete()
     PairCheckResult.objects.bulk_create(
         [PairCheckResult(pair=p, result=results[id(p)]) for p in new + changed], batch_size=500, ignore_conflicts=True
@@ -134,18 +230,25 @@ def compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
 
 
 def pair_for(target: GGUFFile, draft: GGUFFile) -> Pair:
-    """The pair of these two files in this order, checked now when registration did not pair them.
+    """The pair of these two files' base models in this order, checked now (on these files) when registration
+    did not pair them. Its files may be other quants of the same two models: a run records the ones it measures.
 
-    Registration pairs files whose vocabularies could match, bigger model as target; a user may
-    still ask for any order, or for a model drafting for itself (the quickest end-to-end check).
+    Registration pairs base models whose vocabularies could match, bigger as target; a user may still ask for
+    any order, or for a model drafting for itself (the quickest end-to-end check).
     """
-    pair = Pair.objects.filter(target=target, draft=draft).first()
+    tb, db = target.model.base_id, draft.model.base_id
+    found = Pair.objects.filter(target_base_id=tb, draft_base_id=db) if tb and db else None
+    if found is None:
+        found = Pair.objects.filter(target=target, draft=draft)
+    pair = found.first()
     if pair is not None:
         return pair
     result = check_pair(load_info(target), load_info(draft))
     with transaction.atomic():
         pair, created = Pair.objects.get_or_create(
-            target=target, draft=draft, defaults=pair_fields(result, target, draft, timezone.now())
+            target_base_id=tb,
+            draft_base_id=db,
+            defaults={"target": target, "draft": draft, **pair_fields(result, target, draft, timezone.now())},
         )
         if created:
             PairCheckResult.objects.create(pair=pair, result=json_safe(result.to_dict()))

@@ -15,7 +15,7 @@ from django.db.models import F, QuerySet
 
 from inspector.remote import search_models
 from inspector.sources import SourceError
-from registry.catalog.pairing import pair_for
+from registry.catalog.pairing import as_draft, as_target, pair_for
 from registry.hub.importing import Entry, FileOutcome, HubImportError, import_entry, list_repo
 from registry.hub.sources import SourceRegistrationError, register_source
 from registry.models import GGUFFile, Pair
@@ -75,7 +75,7 @@ def resolve_target(text: str) -> GGUFFile:
 def compatible_drafts(target: GGUFFile) -> QuerySet[Pair]:
     """Registered drafts for ``target`` (sidecars apart), fastest known first, then the biggest size ratio."""
     return (
-        Pair.objects.filter(target=target, compatible=True)
+        Pair.objects.filter(as_target(target), compatible=True)
         .exclude(draft__architecture__in=SIDECAR_ARCHS)
         .select_related("draft__model")
         .defer("draft__info")
@@ -86,7 +86,7 @@ def compatible_drafts(target: GGUFFile) -> QuerySet[Pair]:
 def registered_sidecars(target: GGUFFile) -> list[Pair]:
     """Sidecars already paired with ``target``, compatible or not (their verdict is the point)."""
     return list(
-        Pair.objects.filter(target=target, draft__architecture__in=SIDECAR_ARCHS)
+        Pair.objects.filter(as_target(target), draft__architecture__in=SIDECAR_ARCHS)
         .select_related("draft")
         .order_by("-compatible", "pk")
     )
@@ -237,9 +237,11 @@ def check_candidate(target: GGUFFile, c: HubCandidate) -> None:
         c.sidecar = True
         _sidecar_verdict(target, c, found, outcome.source)
         return
-    pair = Pair.objects.filter(target=target, draft_id=outcome.file_id).first()
+    pair = Pair.objects.filter(as_target(target), as_draft(found)).first()
     if pair is None:
-        if Pair.objects.filter(target_id=outcome.file_id, draft=target).exists():
+        if found.model.base_id is not None and found.model.base_id == target.model.base_id:
+            c.status, c.message = "skipped", f"{outcome.path} is another quant of the target's own model"
+        elif Pair.objects.filter(as_target(found), as_draft(target)).exists():
             c.status, c.message = "skipped", f"{outcome.path} is not smaller than the target"
         else:
             c.status, c.message = "unrelated", f"{outcome.path}: its vocabulary cannot match the target's"

@@ -102,6 +102,9 @@ def _file(f: GGUFFile, here: str, tables: dict[int, str]) -> dict[str, Any]:
         "info": f.info,
         "inspected_at": now_iso(f.inspected_at),
         "installation": f.origin_installation or here,
+        "base_model": None
+        if f.model.base is None
+        else {"key": f.model.base.key, "name": f.model.base.name, "rule": f.model.base.rule},
     }
 
 
@@ -115,8 +118,8 @@ def _run(run: BenchmarkRun, ctx: ExportContext) -> dict[str, Any]:
     predictions = [{**_figures(x), **{f: getattr(x, f) for f in PREDICTED_FIELDS}} for x in run.predictions.all()]
     return {
         **who,
-        "target": run.pair.target.source,
-        "draft": run.pair.draft.source,
+        "target": run.measured_target.source,  # the files it measured (1.1); its pair's in 1.0
+        "draft": run.measured_draft.source,
         "status": run.status,
         "params": run.params,
         "hardware": run.hardware,
@@ -157,7 +160,10 @@ def knowledge_base() -> dict[str, Any]:
     token_tables = []
     for t in TokenTable.objects.filter(pk__in=used).order_by("sha256").iterator(chunk_size=20):
         token_tables.append({"sha256": t.sha256, "count": t.count, "blob": base64.b64encode(bytes(t.blob)).decode()})
-    files = [_file(f, here, tables) for f in GGUFFile.objects.order_by("source").iterator(chunk_size=200)]
+    files = [
+        _file(f, here, tables)
+        for f in GGUFFile.objects.select_related("model__base").order_by("source").iterator(chunk_size=200)
+    ]
     pairs = [
         {"target": t, "draft": d, "compatible": c, "failed_rule": fr, "rules_from": rf}
         for t, d, c, fr, rf in Pair.objects.order_by("target__source", "draft__source")
@@ -168,9 +174,9 @@ def knowledge_base() -> dict[str, Any]:
     runs = [
         _run(r, ctx)
         for r in BenchmarkRun.objects.filter(status__in=BenchmarkRun.FINISHED)
-        .select_related("pair__target", "pair__draft", "requested_by")
+        .select_related("pair__target", "pair__draft", "target_file", "draft_file", "requested_by")
         .prefetch_related("results", "predictions")
-        .defer("pair__target__info", "pair__draft__info", "log")
+        .defer("pair__target__info", "pair__draft__info", "target_file__info", "draft_file__info", "log")
         .order_by("pk")
     ]
     reported = [

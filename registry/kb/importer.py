@@ -459,6 +459,8 @@ class _Importer:
             commit=f.commit,
             etag=f.etag,
             size=f.size,
+            # The Hub card's grouping, which the header cannot give again (1.1; the other rules need nothing).
+            base_models=[f.base_model.name] if f.base_model is not None and f.base_model.rule == "hub" else None,
         )
         origin = "" if f.installation == self.here else f.installation
         GGUFFile.objects.filter(pk=reg.file.pk).update(inspected_at=f.inspected_at, origin_installation=origin)
@@ -488,6 +490,8 @@ class _Importer:
         pair = self.pair(r.target, r.draft)
         run = BenchmarkRun.objects.create(
             pair=pair,
+            target_file=self.file(r.target),
+            draft_file=self.file(r.draft),
             status=r.status,
             params=r.params,
             queue="",

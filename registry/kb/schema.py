@@ -1,5 +1,8 @@
 """The knowledge-base format (version 1.x) and its bounds, validated with pydantic.
 
+1.1 (pairs of base models): each file names its base model (``base_model``: key, name and the rule that
+grouped it) and each run the two files it measured; 1.0 files, without them, are read as before.
+
 A file may come from anyone, so every list, string and number has a bound here, floats must be
 finite, and unknown fields are ignored (a newer minor version may add some); an unknown major
 version is refused before anything else is read.
@@ -19,7 +22,7 @@ from inspector.speculative import SPEC_TYPES
 
 FORMAT = "specreg-knowledge-base"
 SCHEMA_MAJOR = 1
-SCHEMA_VERSION = f"{SCHEMA_MAJOR}.0"
+SCHEMA_VERSION = f"{SCHEMA_MAJOR}.1"
 
 INT32 = 2**31 - 1  # PositiveIntegerField on PostgreSQL
 INT64 = 2**63 - 1
@@ -70,6 +73,12 @@ class TokenTableIn(Base):
     blob: str  # base64 of the stored array, (u64 little-endian length, bytes) per token
 
 
+class BaseModelIn(Base):
+    key: Annotated[str, StringConstraints(min_length=1, max_length=300)]
+    name: Annotated[str, StringConstraints(min_length=1, max_length=300)]
+    rule: Literal["hub", "header", "repo"]
+
+
 class FileIn(Base):
     source: Source
     repo: Text200 = ""
@@ -82,6 +91,7 @@ class FileIn(Base):
     info: dict[str, Any]
     inspected_at: AwareDatetime
     installation: InstallationId  # which installation read the header
+    base_model: BaseModelIn | None = None  # 1.1
 
 
 class PairIn(Base):

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from inspector.spec_flags import NGRAM_CACHE_DRAFT, NGRAM_SWEEP, uses_draft_file
 from inspector.speculative import NGRAM_METHODS, SPEC_TYPES
+from registry.catalog.pairing import as_draft, as_target
 from registry.hub import sources
 from registry.hub.sources import SourceRegistrationError
 from registry.models import BenchmarkRun, GGUFFile, Pair
@@ -101,7 +102,7 @@ def record(spec: DeploymentSpec, *, user=None, author_name: str = "") -> Deploym
             raise DeploymentError("only staff may give a deployment's URL (the server fetches it)")
         author_name = user.get_username()
     check_spec(spec)
-    pair = Pair.objects.filter(target=spec.target, draft=spec.draft).first() if spec.draft else None
+    pair = Pair.objects.filter(as_target(spec.target), as_draft(spec.draft)).first() if spec.draft else None
     if spec.run is not None and pair is None:
         pair = spec.run.pair
     return Deployment.objects.create(
@@ -221,7 +222,9 @@ def deployments_of(*, pair: Pair | None = None, file_ids: list[int] | None = Non
     """A pair's deployments (with its target and draft), or those using any of these files; active first."""
     qs = Deployment.objects.select_related("target__model", "draft__model")
     if pair is not None:
-        qs = qs.filter(Q(pair=pair) | Q(target=pair.target, draft=pair.draft))
+        # The pair's own, and any deployment of a quant of the same two models (recorded before the pair was).
+        same = Q(target__model__base=pair.target_base_id, draft__model__base=pair.draft_base_id)
+        qs = qs.filter(Q(pair=pair) | (same if pair.target_base_id else Q(target=pair.target, draft=pair.draft)))
     if file_ids is not None:
         qs = qs.filter(Q(target_id__in=file_ids) | Q(draft_id__in=file_ids))
     return qs.order_by(F("retired_at").desc(nulls_first=True), "-deployed_at", "-pk")

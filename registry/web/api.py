@@ -6,7 +6,14 @@ import json
 from collections.abc import Iterator
 from dataclasses import asdict
 
-from django.http import HttpRequest, HttpResponseBase, JsonResponse, StreamingHttpResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    HttpResponsePermanentRedirect,
+    JsonResponse,
+    StreamingHttpResponse,
+)
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
@@ -20,7 +27,7 @@ from registry.results.examples import reported_examples
 from registry.results.predicted import Comparison
 from registry.table.pages import iter_rows, page_of
 from registry.table.query import TableQuery, TableQueryError, facets
-from registry.web.pages import model_page, pair_page, tokenizer_view
+from registry.web.pages import merged_into, model_page, pair_page, tokenizer_view
 from registry.web.serializers import file_ref, model_summary, pair_row
 
 
@@ -88,7 +95,9 @@ def predicted_dict(c: Comparison) -> dict:
     }
 
 
-def pair(request: HttpRequest, pk: int) -> JsonResponse:
+def pair(request: HttpRequest, pk: int) -> HttpResponse:
+    if (moved := merged_into(pk)) is not None:  # an old id: the pair of files is now a pair of base models
+        return HttpResponsePermanentRedirect(reverse("api_pair", args=[moved]))
     page = pair_page(pk)
     rec = page.recommendation
     return _json(

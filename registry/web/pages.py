@@ -9,7 +9,8 @@ from django.db.models import Count, F
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
-from registry.models import BaseModel, GGUFFile, Model, Pair, VerdictChange
+from registry.catalog.pairing import as_draft, as_target
+from registry.models import BaseModel, GGUFFile, Model, Pair, PairRedirect, VerdictChange
 from registry.results.figures import Figure, figures_for
 from registry.results.history import BuildChange, build_changes
 from registry.results.predicted import Comparison, ErrorSummary, compare, error_summary
@@ -73,13 +74,13 @@ def model_page(pk: int, file_id: str | None) -> ModelPage:
     order = (F("best_speedup").desc(nulls_last=True), F("size_ratio").desc(nulls_last=True), "pk")
     lean = ("target__info", "draft__info")
     drafts = list(
-        Pair.objects.filter(target=chosen, compatible=True)
+        Pair.objects.filter(as_target(chosen), compatible=True)
         .select_related("draft__model", "target__model")
         .defer(*lean)
         .order_by(*order)[:PARTNER_LIMIT]
     )
     targets = list(
-        Pair.objects.filter(draft=chosen, compatible=True)
+        Pair.objects.filter(as_draft(chosen), compatible=True)
         .select_related("target__model", "draft__model")
         .defer(*lean)
         .order_by(*order)[:PARTNER_LIMIT]
@@ -102,7 +103,7 @@ def ways_to_speed_up(target: GGUFFile) -> list[Way]:
 
     pairs = {
         p.pk: p
-        for p in Pair.objects.filter(target=target, compatible=True)
+        for p in Pair.objects.filter(as_target(target), compatible=True)
         .select_related("draft__model")
         .only("pk", "draft_id", "target_id", "draft__model__name")[:PARTNER_LIMIT]
     }
@@ -167,6 +168,13 @@ class PairPage:
 
 def explained_checks(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [{**c, "title": RULE_TITLES.get(c["rule"], c["rule"])} for c in result.get("checks", [])]
+
+
+def merged_into(pk: int) -> int | None:
+    """Where a pair id went when pairs of files merged into pairs of base models (None: not merged)."""
+    if Pair.objects.filter(pk=pk).exists():
+        return None
+    return PairRedirect.objects.filter(old_id=pk).values_list("pair_id", flat=True).first()
 
 
 def pair_page(pk: int) -> PairPage:

@@ -7,8 +7,16 @@ from collections.abc import Iterator
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseBase, StreamingHttpResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseBase,
+    HttpResponsePermanentRedirect,
+    StreamingHttpResponse,
+)
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from registry.cache_keys import cached
@@ -21,7 +29,7 @@ from registry.table.cache import rendered_table
 from registry.table.pages import iter_rows
 from registry.table.query import PAIR_URL, SORTS, TableQuery, TableQueryError, facets
 from registry.web.forms import ImportForm
-from registry.web.pages import inspection_context, model_page, pair_page
+from registry.web.pages import inspection_context, merged_into, model_page, pair_page
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -149,9 +157,16 @@ def model(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def pair(request: HttpRequest, pk: int) -> HttpResponse:
+    if (moved := merged_into(pk)) is not None:  # an old link: the pair of files is now a pair of base models
+        return _moved(request, reverse("pair", args=[moved]))
     page = pair_page(pk)
     form = ReportedResultForm() if may_report(request.user) else None
     return render(request, "registry/pair.html", {"page": page, "p": page.pair, "form": form})
+
+
+def _moved(request: HttpRequest, url: str) -> HttpResponse:
+    query = request.META.get("QUERY_STRING", "")
+    return HttpResponsePermanentRedirect(url + (f"?{query}" if query else ""))
 
 
 @login_required

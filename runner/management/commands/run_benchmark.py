@@ -135,7 +135,12 @@ class Command(SpecregCommand):
             # Without a draft the run is recorded on the target's own pair (its table row shows the method).
             pair = pair_for(target, draft or target)
             run = submit.queue_benchmark(
-                pair, params, hardware=o["hardware"], send=not o["here"], target_alone=draft is None
+                pair,
+                params,
+                hardware=o["hardware"],
+                send=not o["here"],
+                target_alone=draft is None,
+                files=(target, draft or target),  # these quants, whichever the pair was checked on
             )
         except (SourceRegistrationError, BenchmarkError) as exc:
             raise UserError(str(exc)) from None
