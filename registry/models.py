@@ -7,6 +7,9 @@ them (it depends on the registry, never the other way round).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import ClassVar
+
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
@@ -58,6 +61,7 @@ class BaseModel(models.Model):
     rule = models.CharField(max_length=8, choices=RULES)
     architecture = models.CharField(max_length=64, blank=True)
     parameter_count = models.BigIntegerField(default=0)
+    quants = models.PositiveIntegerField(default=0)  # its registered files, kept by registration for the table
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -106,6 +110,25 @@ class BaseClass(models.Model):
 
     def __str__(self) -> str:
         return f"{self.base} · {self.tokenizer_class}"
+
+
+class ClassCheck(models.Model):
+    """llama.cpp's vocabulary rules for two tokenizer classes, decided once (``a`` <= ``b``: the rules are symmetric).
+
+    ``failed_rule``: the first failing of vocab_type, bos, eos, vocab_size, token_text. The architecture rule
+    belongs to files and is added per pair (registry.catalog.pairing)."""
+
+    a = models.ForeignKey(TokenizerClass, on_delete=models.CASCADE, related_name="+")
+    b = models.ForeignKey(TokenizerClass, on_delete=models.CASCADE, related_name="+")
+    compatible = models.BooleanField()
+    failed_rule = models.CharField(max_length=32, blank=True)
+    rules_from = models.CharField(max_length=32)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["a", "b"], name="classcheck_a_b_unique")]
+
+    def __str__(self) -> str:
+        return f"classes {self.a_id} ~ {self.b_id}: {self.failed_rule or 'compatible'}"
 
 
 class Model(models.Model):
@@ -263,10 +286,21 @@ class Pair(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("pair", args=[self.pk])
 
+    # Set by registry.catalog (RegistryConfig.ready): llama.cpp's full check of the pair's two files, for pairs
+    # whose answer is not stored (registration decides verdicts per pair of tokenizer classes and stores none).
+    full_check: ClassVar[Callable[[Pair], dict] | None] = None
+
     @property
     def result(self) -> dict:
-        """The checker's full answer (PairCheck.to_dict()), kept in its own table."""
-        return self.check_result.result
+        """The checker's full answer (PairCheck.to_dict()): stored (older pairs, ``recheck_pairs``), else computed
+        from the two stored inspections, in milliseconds, and kept on this instance."""
+        try:
+            return self.check_result.result
+        except PairCheckResult.DoesNotExist:
+            pass
+        if "_full_check" not in self.__dict__:
+            self.__dict__["_full_check"] = Pair.full_check(self) if Pair.full_check is not None else {}
+        return self.__dict__["_full_check"]
 
 
 class PairRedirect(models.Model):

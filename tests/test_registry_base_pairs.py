@@ -45,6 +45,12 @@ def test_the_quants_of_two_models_in_several_repositories_make_one_pair(qwen, cl
         assert f'href="/pairs/{pair.pk}/"' in page
     page = client.get(drafts[3].model.get_absolute_url()).content.decode()
     assert f'href="/pairs/{pair.pk}/"' in page and "2 repositories, 4 quants" in page
+    # The table lists the pair once, with the quants each model has; so do the API and the pair's JSON.
+    table = client.get("/").content.decode()
+    assert table.count(f'href="/pairs/{pair.pk}/"') >= 1 and "· 3 quants" in table and "· 4 quants" in table
+    (row,) = client.get("/api/pairs").json()["results"]
+    assert (row["target"]["quants"], row["draft"]["quants"]) == (3, 4)
+    assert client.get(f"/api/pairs/{pair.pk}").json()["draft"]["quants"] == 4
 
 
 def synth(tmp_path, name: str, **kw):

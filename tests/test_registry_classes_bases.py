@@ -186,3 +186,18 @@ def test_a_registration_does_not_wait_for_another_registrations_open_transaction
     assert errors == [] and waited < 10
     # The held file could not be seen when b paired; it paired again once its transaction committed.
     assert Pair.objects.count() == 3
+
+
+def test_the_vocabulary_rules_are_decided_once_per_pair_of_classes_and_the_whole_check_on_demand(tmp_path):
+    from registry.models import ClassCheck, PairCheckResult
+
+    for name in ("a", "b", "c", "d"):  # four models, one tokenizer class
+        reg(synth(tmp_path, name), name)
+    reg(synth(tmp_path, "bos", add_bos=True, bos=1), "bos")  # a second class
+    assert Pair.objects.count() == 10 and Pair.objects.filter(compatible=True).count() == 6
+    # Six compatible pairs from one class pair, four incompatible ones from the other: two decisions.
+    assert sorted(ClassCheck.objects.values_list("compatible", "failed_rule")) == [(False, "bos"), (True, "")]
+    assert not PairCheckResult.objects.exists()  # nothing stored per pair
+    p = Pair.objects.filter(compatible=False).first()
+    assert p.failed_rule == "bos" and p.result["failed_rule"] == "bos"  # the whole check, computed when asked
+    assert [c["rule"] for c in p.result["checks"]][0] == "architecture"

@@ -7,21 +7,23 @@ the same way here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from django.db import transaction
 from django.db.models import F, Q, QuerySet
+from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
-from inspector.compat import PairCheck, check_pair
+from inspector.compat import check_pair
 from inspector.info import ModelInfo
 from inspector.tokens import MAX_SIZE_DIFFERENCE, candidate_keys
 from registry.catalog.classes import candidate_classes
 from registry.catalog.columns import table_columns
 from registry.catalog.stored import load_info
 from registry.jsonsafe import json_safe
-from registry.models import BaseClass, BaseModel, GGUFFile, Pair, PairCheckResult
+from registry.models import BaseClass, BaseModel, ClassCheck, GGUFFile, Pair, PairCheckResult
 
 
 def candidate_files(vocab_type: str, n_vocab: int, vocab_key: str) -> QuerySet[GGUFFile]:
@@ -79,7 +81,14 @@ def base_is_target(a: BaseModel, b: BaseModel) -> bool:
 VERDICT_FIELDS = ["compatible", "llama_cpp_compatible", "failed_rule", "rules_from", "checked_at"]
 
 
-def verdict_fields(result: PairCheck, now: datetime) -> dict[str, Any]:
+class HasVerdict(Protocol):
+    compatible: bool
+    llama_cpp_compatible: bool
+    failed_rule: str | None
+    rules_from: str
+
+
+def verdict_fields(result: HasVerdict, now: datetime) -> dict[str, Any]:
     """The Pair row's verdict columns for a check result (registration and recheck_pairs both write these)."""
     return {
         "compatible": result.compatible,
@@ -90,13 +99,26 @@ def verdict_fields(result: PairCheck, now: datetime) -> dict[str, Any]:
     }
 
 
-def pair_fields(result: PairCheck, target: GGUFFile, draft: GGUFFile, now: datetime) -> dict[str, Any]:
+def pair_fields(result: HasVerdict, target: GGUFFile, draft: GGUFFile, now: datetime) -> dict[str, Any]:
     """The Pair row's columns for a check result (verdict, and what the table sorts and filters by)."""
     return {
         **verdict_fields(result, now),
         "size_ratio": (target.parameter_count / draft.parameter_count) if draft.parameter_count else None,
         **table_columns(target, draft),  # names and search text the pairs table sorts and searches by
     }
+
+
+def full_check(pair: Pair) -> dict[str, Any]:
+    """llama.cpp's whole check of the pair's two files (each rule explained), from their stored inspections."""
+    return json_safe(check_pair(load_info(pair.target), load_info(pair.draft)).to_dict())
+
+
+@dataclass
+class Verdict:
+    compatible: bool
+    llama_cpp_compatible: bool
+    failed_rule: str | None
+    rules_from: str
 
 
 def partner_files(f: GGUFFile, base: BaseModel) -> dict[int, tuple[BaseModel, list[GGUFFile]]]:
@@ -109,25 +131,65 @@ def partner_files(f: GGUFFile, base: BaseModel) -> dict[int, tuple[BaseModel, li
         BaseClass.objects.filter(tokenizer_class__in=candidate_classes(f.tokenizer_class))
         .exclude(base=base)
         .select_related("base", "file__model__family", "file__token_table")
-        .defer("file__info", "file__token_table__blob")  # read only for the few pairs that are new
+        .defer("file__info", "file__token_table__blob")  # read only where a check must load the file
+        .annotate(spec=KeyTextTransform("speculative_type", "file__info"))
         .order_by("base_id", "pk")
     )
     for bc in rows:
+        bc.file.spec = bc.spec  # type: ignore[attr-defined]
         out.setdefault(bc.base_id, (bc.base, []))[1].append(bc.file)
     return out
 
 
-def _first_compatible(
-    f: GGUFFile, info: ModelInfo, others: list[GGUFFile], f_is_target: bool
-) -> tuple[PairCheck, GGUFFile] | None:
-    """llama.cpp's check of ``f`` against each file in turn: the first compatible one, else the first checked."""
+def _special_method(spec: str | None) -> bool:
+    # A sidecar or MTP draft is checked by its method's own rules (inspector.compat._check_method), per file.
+    return bool(spec) and spec != "draft-simple"
+
+
+class Verdicts:
+    """Verdicts for one file against others: llama.cpp's vocabulary rules once per pair of tokenizer classes
+    (ClassCheck, read in one query and written the first time two classes meet), the architecture rule per file
+    (attention-only models only, as inspector.compat checks it), the whole check only for sidecar and MTP drafts."""
+
+    def __init__(self, f: GGUFFile, info: ModelInfo) -> None:
+        self.f, self.info = f, info
+        c = f.tokenizer_class_id
+        self.known = (
+            {(row.a_id, row.b_id): row for row in ClassCheck.objects.filter(Q(a_id=c) | Q(b_id=c))}
+            if c is not None
+            else {}
+        )
+
+    def verdict(self, other: GGUFFile, f_is_target: bool) -> Verdict:
+        f, info = self.f, self.info
+        spec = other.spec if hasattr(other, "spec") else (other.info or {}).get("speculative_type")
+        draft_spec = info.speculative_type if not f_is_target else spec
+        if _special_method(draft_spec) or f.tokenizer_class_id is None or other.tokenizer_class_id is None:
+            other_info = load_info(other)
+            r = check_pair(info, other_info) if f_is_target else check_pair(other_info, info)
+            return Verdict(r.compatible, r.llama_cpp_compatible, r.failed_rule, r.rules_from)
+        a, b = sorted((f.tokenizer_class_id, other.tokenizer_class_id))
+        row = self.known.get((a, b))
+        if row is None:
+            r = check_pair(info, load_info(other))  # the vocabulary rules are symmetric: either order
+            failed = next((c.rule for c in r.checks[1:] if c.ok is not True), "")
+            row = ClassCheck(a_id=a, b_id=b, compatible=not failed, failed_rule=failed, rules_from=r.rules_from)
+            ClassCheck.objects.bulk_create([row], ignore_conflicts=True)
+            self.known[(a, b)] = row
+        # check_pair's order: the architecture rule first, then the vocabulary's.
+        arch_ok = f.arch_kind == "transformer" and other.arch_kind == "transformer"
+        failed_rule = "architecture" if not arch_ok else (row.failed_rule or None)
+        return Verdict(arch_ok and row.compatible, row.compatible, failed_rule, row.rules_from)
+
+
+def _first_compatible(verdicts: Verdicts, others: list[GGUFFile], f_is_target: bool) -> tuple[Verdict, GGUFFile] | None:
+    """The verdict of ``f`` against each file in turn: the first compatible one, else the first checked."""
     first = None
     for other in others:
-        other_info = load_info(other)
-        result = check_pair(info, other_info) if f_is_target else check_pair(other_info, info)
-        if result.compatible:
-            return result, other
-        first = first or (result, other)
+        v = verdicts.verdict(other, f_is_target)
+        if v.compatible:
+            return v, other
+        first = first or (v, other)
     return first
 
 
@@ -149,13 +211,19 @@ def compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
     A new pair is checked once, on ``f`` and one file of the partner (per tokenizer class it has). An existing
     pair is checked again only where ``f`` could change it: ``f`` is one of its two files (its header changed),
     or the pair is incompatible and ``f`` brings its side a tokenizer class the pair's file lacks. The twentieth
-    quant of a model so costs a few indexed reads, whatever the size of its family. A pair, and the results
+    quant of a model so costs two indexed reads, whatever the size of its family. A pair, and the results
     attached to it, is never dropped: its verdict is updated.
     """
     base = f.model.base
     if base is None:
         return 0, 0, []
     if f.tokenizer_class_id is not None:
+        seen = BaseClass.objects.filter(base=base, tokenizer_class_id=f.tokenizer_class_id).exists()
+        if seen and not Pair.objects.filter(Q(target=f) | Q(draft=f)).exists():
+            # Another quant with a tokenizer its model already had: the registration that brought that
+            # class checked it against every partner (and partners that came later checked themselves), and no
+            # pair was checked on this file, so nothing can change. The common case costs two indexed reads.
+            return 0, 0, []
         BaseClass.objects.bulk_create(
             [BaseClass(base=base, tokenizer_class_id=f.tokenizer_class_id, file=f)], ignore_conflicts=True
         )
@@ -169,8 +237,9 @@ def compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
     for p in pairs:  # by the other side's base model (the query's filter: both are set)
         existing[cast(int, p.draft_base_id if p.target_base_id == base.pk else p.target_base_id)] = p
     partners = partner_files(f, base)
+    verdicts = Verdicts(f, info)
     now = timezone.now()
-    new, changed, compatible, results = [], [], [], {}
+    new, changed, compatible = [], [], []
     for partner_id in sorted(set(partners) | {b for b, p in existing.items() if f.pk in (p.target_id, p.draft_id)}):
         pair = existing.get(partner_id)
         if pair is not None and f.pk in (pair.target_id, pair.draft_id):
@@ -187,7 +256,7 @@ def compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
             f_is_target = pair.target_base_id == base.pk  # an existing pair keeps its direction
         else:
             f_is_target = base_is_target(base, partners[partner_id][0])
-        found = _first_compatible(f, info, others, f_is_target)
+        found = _first_compatible(verdicts, others, f_is_target)
         if found is None:
             continue
         result, other = found
@@ -206,7 +275,6 @@ def compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
             for k, v in fields.items():
                 setattr(pair, k, v)
             changed.append(pair)
-        results[id(pair)] = json_safe(result.to_dict())
     # A registration running beside this one may have written one of these pairs a moment ago: it is the
     # same pair, so the insert leaves it, and the ids come from one read (ON CONFLICT returns none).
     Pair.objects.bulk_create(new, batch_size=500, ignore_conflicts=True)
@@ -222,10 +290,8 @@ def compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
         new = [p for p in new if p.pk is not None]
     if changed:
         Pair.objects.bulk_update(changed, ["target", "draft", *fields], batch_size=500)
+        # An answer stored before is out of date; the pair page computes the whole check from now on.
         PairCheckResult.objects.filter(pair__in=changed).delete()
-    PairCheckResult.objects.bulk_create(
-        [PairCheckResult(pair=p, result=results[id(p)]) for p in new + changed], batch_size=500, ignore_conflicts=True
-    )
     return len(new), len(changed), compatible
 
 

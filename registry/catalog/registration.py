@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from inspector.info import ModelInfo
@@ -123,7 +124,12 @@ def _store(
         table=table,
     )
     f.tokenizer_class = class_for(info, table)
+    before = existing.model.base_id if existing is not None else None
     f.save()
+    if before != base.pk:  # a new file, or one whose base model changed: the quants each side counts
+        BaseModel.objects.filter(pk=base.pk).update(quants=F("quants") + 1)
+        if before is not None:
+            BaseModel.objects.filter(pk=before, quants__gt=0).update(quants=F("quants") - 1)
     return f
 
 

@@ -237,7 +237,10 @@ PAIR_URL = "/pairs/"  # checked against reverse("pair") by a test
 
 
 def _file_sub(f: TableFile) -> str:
-    return f"{f.file_type} · {params(f.parameter_count)} · {f.repo or 'local'}"
+    # The pair is of base models: the file shown is the one it was checked on, and the count says how many
+    # quants (over every repository) the model has.
+    more = f" · {f.model.quants} quants" if f.model.quants and f.model.quants > 1 else ""
+    return f"{f.file_type} · {params(f.parameter_count)} · {f.repo or 'local'}{more}"
 
 
 def stored_best(p: Pair | TablePair) -> Figure | None:

@@ -35,6 +35,7 @@ FILE_FIELDS = (
     "vocab_type",
     "model_id",
     "model__name",
+    "model__base__quants",
 )
 # Up to ~100 ids PostgreSQL joins the files by primary key; from ~200 it hashes the whole file
 # table (10 times slower at 10,000 files), so longer lists go in batches.
@@ -63,6 +64,7 @@ PAIR_FIELDS = (
 @dataclass(slots=True)
 class TableModel:
     name: str
+    quants: int | None  # files of its base model (None: a model without one)
 
 
 @dataclass(slots=True)
@@ -110,7 +112,7 @@ def fetch_rows(ids: list[int]) -> list[TablePair]:
     for i in range(0, len(ids), BATCH):
         for r in pairs_by_id(ids[i : i + BATCH]).values_list(*columns):
             files = [
-                TableFile(*(*r[start : start + n_file - 1], TableModel(r[start + n_file - 1])))
+                TableFile(*(*r[start : start + n_file - 2], TableModel(*r[start + n_file - 2 : start + n_file])))
                 for start in (n_pair, n_pair + n_file)
             ]
             found[r[0]] = TablePair(*r[:n_pair], *files)

@@ -26,12 +26,21 @@ def file_ref(f: GGUFFile | TableFile) -> dict[str, Any]:
     }
 
 
+def base_quants(f: GGUFFile | TableFile) -> int | None:
+    """Files registered for the file's base model, in every repository (a table row carries the count)."""
+    m = f.model
+    if not isinstance(m, Model):
+        return m.quants
+    return m.base.quants if m.base is not None else None
+
+
 def pair_row(p: Pair | TablePair, best: Figure | None = None) -> dict[str, Any]:
     """One row of the pairs table; ``best`` overrides the stored best when filters narrowed the results."""
     row = {
         "id": p.pk,
-        "target": file_ref(p.target),
-        "draft": file_ref(p.draft),
+        # A pair joins two base models: these are the files it was checked on, with each model's quant count.
+        "target": file_ref(p.target) | {"quants": base_quants(p.target)},
+        "draft": file_ref(p.draft) | {"quants": base_quants(p.draft)},
         "compatible": p.compatible,
         "llama_cpp_compatible": p.llama_cpp_compatible,
         "failed_rule": p.failed_rule or None,
