@@ -201,3 +201,21 @@ def test_the_vocabulary_rules_are_decided_once_per_pair_of_classes_and_the_whole
     p = Pair.objects.filter(compatible=False).first()
     assert p.failed_rule == "bos" and p.result["failed_rule"] == "bos"  # the whole check, computed when asked
     assert [c["rule"] for c in p.result["checks"]][0] == "architecture"
+
+
+def test_a_file_that_changes_base_model_moves_its_quant_count(tmp_path):
+    info = synth(tmp_path, "a")
+    first = register(info, source="hf://org/a-GGUF/a-Q4_K_M.gguf", repo="org/a-GGUF", path="a-Q4_K_M.gguf", etag="1")
+    old = first.file.model.base
+    assert old.rule == "repo" and BaseModel.objects.get(pk=old.pk).quants == 1
+    # The repository's card names its base model later: the file is read again and moves.
+    again = register(
+        synth(tmp_path, "a2"),
+        source="hf://org/a-GGUF/a-Q4_K_M.gguf",
+        repo="org/a-GGUF",
+        path="a-Q4_K_M.gguf",
+        etag="2",
+        base_models=["Org/Model-7B"],
+    )
+    assert again.status == "updated" and again.file.model.base.rule == "hub"
+    assert dict(BaseModel.objects.values_list("key", "quants")) == {old.key: 0, "model-7b": 1}

@@ -67,7 +67,10 @@ def register(
                 existing = GGUFFile.objects.filter(source=source).first()
                 if existing and etag and existing.etag == etag and existing.size == size:
                     return Registration(existing, "unchanged")
-                f = _store(info, existing, source, repo, revision, path, commit, etag, size, base_models)
+                where = Where(
+                    repo, revision, path or source, commit or "", etag, size if size is not None else info.file_size
+                )
+                f = _store(info, existing, source, where, base_models)
             break
         except IntegrityError:
             if attempt == 2:  # not a race lost to a registration of the same file: a real conflict
@@ -93,43 +96,36 @@ def _pair_again(file_id: int) -> None:
         bump_generation()
 
 
+@dataclass(frozen=True)
+class Where:
+    """Where a registered file lives and which version of it was read."""
+
+    repo: str
+    revision: str
+    path: str
+    commit: str
+    etag: str
+    size: int | None
+
+
 def _store(
-    info: ModelInfo,
-    existing: GGUFFile | None,
-    source: str,
-    repo: str,
-    revision: str,
-    path: str,
-    commit: str,
-    etag: str,
-    size: int | None,
-    base_models: list[str] | None,
+    info: ModelInfo, existing: GGUFFile | None, source: str, where: Where, base_models: list[str] | None
 ) -> GGUFFile:
     table = _store_table(info.tokens)
     stored = json_safe(info.to_dict())
-    base = base_for(stored, repo, path or source, base_models)
-    model = _model_for(info, repo, path or source, table, base)
+    base = base_for(stored, where.repo, where.path, base_models)
+    # The base model before this read (its model's, which _model_for may move to another base model).
+    before = Model.objects.filter(pk=existing.model_id).values_list("base_id", flat=True).first() if existing else None
+    model = _model_for(info, where.repo, where.path, table, base)
     f = existing or GGUFFile(source=source)
-    _fill(
-        f,
-        info,
-        stored,
-        repo=repo,
-        revision=revision,
-        path=path or source,
-        commit=commit,
-        etag=etag,
-        size=size if size is not None else info.file_size,
-        model=model,
-        table=table,
-    )
+    _fill(f, info, stored, where, model, table)
     f.tokenizer_class = class_for(info, table)
-    before = existing.model.base_id if existing is not None else None
     f.save()
-    if before != base.pk:  # a new file, or one whose base model changed: the quants each side counts
+    if existing is None:  # one more quant of its base model (the table shows the count)
         BaseModel.objects.filter(pk=base.pk).update(quants=F("quants") + 1)
-        if before is not None:
-            BaseModel.objects.filter(pk=before, quants__gt=0).update(quants=F("quants") - 1)
+    elif before != base.pk:  # the file's model moved, with all its files: both sides counted again
+        for pk in [b for b in (before, base.pk) if b is not None]:
+            BaseModel.objects.filter(pk=pk).update(quants=GGUFFile.objects.filter(model__base_id=pk).count())
     return f
 
 
@@ -182,22 +178,10 @@ def _model_for(info: ModelInfo, repo: str, path: str, table: TokenTable | None, 
     return model
 
 
-def _fill(
-    f: GGUFFile,
-    info: ModelInfo,
-    stored: dict,
-    *,
-    repo: str,
-    revision: str,
-    path: str,
-    commit: str,
-    etag: str,
-    size: int | None,
-    model: Model,
-    table: TokenTable | None,
-) -> None:
+def _fill(f: GGUFFile, info: ModelInfo, stored: dict, where: Where, model: Model, table: TokenTable | None) -> None:
     tok = info.tokenizer
-    f.repo, f.revision, f.path, f.commit, f.etag, f.size = repo, revision, path, commit or "", etag, size
+    f.repo, f.revision, f.path, f.commit = where.repo, where.revision, where.path, where.commit
+    f.etag, f.size = where.etag, where.size
     f.model, f.token_table = model, table
     f.info = stored
     f.vocab_key = tok.vocab_key if tok else ""
