@@ -12,7 +12,7 @@ from inspector.info import inspect_source
 from registry.catalog.classes import candidate_classes
 from registry.catalog.registration import register
 from registry.hub.importing import import_hf
-from registry.models import BaseModel, GGUFFile, Model, Pair, TokenizerClass
+from registry.models import BaseModel, ClassCheck, GGUFFile, Model, Pair, TokenizerClass
 from tests.ggufgen import vocab, write_gguf
 
 # db_service: CI runs these again on PostgreSQL.
@@ -152,7 +152,7 @@ def test_two_workers_registering_the_two_halves_of_pairs_at_once_make_each_pair_
     assert GGUFFile.objects.count() == 2 * rounds
     pairs = list(Pair.objects.values_list("target__model__name", "draft__model__name"))
     assert len(pairs) == rounds == len(set(pairs))  # each round's pair once, nothing across rounds (windows apart)
-    assert all(Pair.objects.filter(check_result__isnull=False).count() == rounds for _ in [0])
+    assert all(p.compatible and p.result["compatible"] for p in Pair.objects.all())
 
 
 @pytest.mark.django_db(transaction=True)
@@ -184,12 +184,14 @@ def test_a_registration_does_not_wait_for_another_registrations_open_transaction
     release.set()
     t.join(30)
     assert errors == [] and waited < 10
-    # The held file could not be seen when b paired; it paired again once its transaction committed.
-    assert Pair.objects.count() == 3
+    # The held file could not be seen when b paired; it paired again once its transaction committed, and
+    # recorded the class check it had only used while the caller's transaction was open.
+    assert Pair.objects.count() == 3 and ClassCheck.objects.count() == 1
 
 
+@pytest.mark.django_db(transaction=True)  # registrations outside any transaction of the test's, as in production
 def test_the_vocabulary_rules_are_decided_once_per_pair_of_classes_and_the_whole_check_on_demand(tmp_path):
-    from registry.models import ClassCheck, PairCheckResult
+    from registry.models import PairCheckResult
 
     for name in ("a", "b", "c", "d"):  # four models, one tokenizer class
         reg(synth(tmp_path, name), name)

@@ -151,8 +151,11 @@ class Verdicts:
     (ClassCheck, read in one query and written the first time two classes meet), the architecture rule per file
     (attention-only models only, as inspector.compat checks it), the whole check only for sidecar and MTP drafts."""
 
-    def __init__(self, f: GGUFFile, info: ModelInfo) -> None:
-        self.f, self.info = f, info
+    def __init__(self, f: GGUFFile, info: ModelInfo, record: bool = True) -> None:
+        # ``record`` False: decided but not written. A caller holding its own transaction open (import_kb)
+        # would hold the new ClassCheck row with it, and every registration meeting the same two classes
+        # would wait on that row's unique key until it commits; its pairing after the commit records it.
+        self.f, self.info, self.record = f, info, record
         c = f.tokenizer_class_id
         self.known = (
             {(row.a_id, row.b_id): row for row in ClassCheck.objects.filter(Q(a_id=c) | Q(b_id=c))}
@@ -174,7 +177,8 @@ class Verdicts:
             r = check_pair(info, load_info(other))  # the vocabulary rules are symmetric: either order
             failed = next((c.rule for c in r.checks[1:] if c.ok is not True), "")
             row = ClassCheck(a_id=a, b_id=b, compatible=not failed, failed_rule=failed, rules_from=r.rules_from)
-            ClassCheck.objects.bulk_create([row], ignore_conflicts=True)
+            if self.record:
+                ClassCheck.objects.bulk_create([row], ignore_conflicts=True)
             self.known[(a, b)] = row
         # check_pair's order: the architecture rule first, then the vocabulary's.
         arch_ok = f.arch_kind == "transformer" and other.arch_kind == "transformer"
@@ -205,7 +209,7 @@ _PAIR_READ = (
 )
 
 
-def compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
+def compute_pairs(f: GGUFFile, info: ModelInfo, record_classes: bool = True) -> tuple[int, int, list[int]]:
     """Pairs between ``f``'s base model and every other base model with a file that could pair with ``f``.
 
     A new pair is checked once, on ``f`` and one file of the partner (per tokenizer class it has). An existing
@@ -237,7 +241,7 @@ def compute_pairs(f: GGUFFile, info: ModelInfo) -> tuple[int, int, list[int]]:
     for p in pairs:  # by the other side's base model (the query's filter: both are set)
         existing[cast(int, p.draft_base_id if p.target_base_id == base.pk else p.target_base_id)] = p
     partners = partner_files(f, base)
-    verdicts = Verdicts(f, info)
+    verdicts = Verdicts(f, info, record_classes)
     now = timezone.now()
     new, changed, compatible = [], [], []
     for partner_id in sorted(set(partners) | {b for b, p in existing.items() if f.pk in (p.target_id, p.draft_id)}):

@@ -61,6 +61,7 @@ def register(
     ``base_models``: the repository card's ``base_model`` (registry.catalog.bases), where the Hub gave one.
     """
     info.source = source
+    outer = connection.in_atomic_block  # a caller's transaction: see below
     for attempt in (1, 2):
         try:
             with transaction.atomic():
@@ -76,8 +77,8 @@ def register(
             if attempt == 2:  # not a race lost to a registration of the same file: a real conflict
                 raise
     with transaction.atomic():
-        added, updated, compatible = compute_pairs(f, info)
-    if connection.in_atomic_block:
+        added, updated, compatible = compute_pairs(f, info, record_classes=not outer)
+    if outer:
         # Inside a caller's transaction (import_kb's) the file stays invisible to other registrations until
         # that commits, so the ordering above does not hold: pair it again once it has committed.
         transaction.on_commit(lambda: _pair_again(f.pk))
