@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from registry.catalog.bases import recount_quants
 from registry.models import BaseModel, Family, GGUFFile, Model, Pair, ReportedResult, TokenizerClass, TokenTable
 from registry.results.figures import refresh_best
 
@@ -17,6 +18,16 @@ class GGUFFileAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False  # files come in through import_hf / register_gguf, which inspect them
+
+    def delete_model(self, request, obj) -> None:
+        base_id = obj.model.base_id
+        super().delete_model(request, obj)
+        recount_quants([base_id])  # the table's quant counts
+
+    def delete_queryset(self, request, queryset) -> None:
+        base_ids = list(queryset.values_list("model__base_id", flat=True))
+        super().delete_queryset(request, queryset)
+        recount_quants(base_ids)
 
 
 @admin.register(Pair)

@@ -221,3 +221,16 @@ def test_a_file_that_changes_base_model_moves_its_quant_count(tmp_path):
     )
     assert again.status == "updated" and again.file.model.base.rule == "hub"
     assert dict(BaseModel.objects.values_list("key", "quants")) == {old.key: 0, "model-7b": 1}
+
+
+def test_deleting_files_in_the_admin_counts_their_base_models_quants_again(tmp_path):
+    from django.contrib import admin
+
+    from registry.admin import GGUFFileAdmin
+
+    a = reg(synth(tmp_path, "a"), "a", repo="org/a-GGUF").file
+    register(synth(tmp_path, "a8"), source="hf://org/a-GGUF/a-Q8_0.gguf", repo="org/a-GGUF", path="a-Q8_0.gguf")
+    base = a.model.base
+    assert BaseModel.objects.get(pk=base.pk).quants == 2
+    GGUFFileAdmin(GGUFFile, admin.site).delete_queryset(None, GGUFFile.objects.filter(pk=a.pk))
+    assert BaseModel.objects.get(pk=base.pk).quants == 1

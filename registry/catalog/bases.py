@@ -17,11 +17,12 @@ reason; the repository rule keeps it, since a repository's name alone says nothi
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from registry.catalog.naming import model_name
-from registry.models import BaseModel
+from registry.models import BaseModel, GGUFFile
 
 _SEPARATORS = re.compile(r"[\s_]+")
 # How a checkpoint was quantised before conversion is not another model: Qwen's own GGUF of
@@ -64,6 +65,13 @@ def base_key(info: dict[str, Any], repo: str, path: str, hub_base_models: list[s
     if repo:
         return BaseKey(f"repo:{repo.lower()}/{name.lower()}"[:300], name[:300], BaseModel.RULE_REPO)
     return BaseKey(f"file:{name.lower()}"[:300], name[:300], BaseModel.RULE_REPO)
+
+
+def recount_quants(base_ids: Iterable[int | None]) -> None:
+    """Count these base models' files again (after files moved between base models or were deleted); registration
+    adds one per new file itself."""
+    for pk in {b for b in base_ids if b is not None}:
+        BaseModel.objects.filter(pk=pk).update(quants=GGUFFile.objects.filter(model__base_id=pk).count())
 
 
 def base_for(info: dict[str, Any], repo: str, path: str, hub_base_models: list[str] | None = None) -> BaseModel:

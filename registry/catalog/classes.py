@@ -54,9 +54,10 @@ def class_for(info: ModelInfo, table: TokenTable | None) -> TokenizerClass | Non
 
 
 def candidate_classes(c: TokenizerClass) -> QuerySet[TokenizerClass]:
-    """Classes whose files could pair with ``c``'s: the vocabulary index key(s) and a ±128 size window."""
+    """Classes whose files could pair with ``c``'s: the vocabulary index key(s) and a ±128 size window (none for
+    a class without a key: a tokenizer with no vocabulary to compare)."""
     if not c.vocab_key:
-        return TokenizerClass.objects.filter(pk=c.pk)
+        return TokenizerClass.objects.none()
     qs = TokenizerClass.objects.filter(
         vocab_type=c.vocab_type,
         n_tokens__gte=c.n_tokens - MAX_SIZE_DIFFERENCE,

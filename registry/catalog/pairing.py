@@ -39,7 +39,7 @@ def candidate_files(vocab_type: str, n_vocab: int, vocab_key: str) -> QuerySet[G
 
 def candidates(f: GGUFFile) -> QuerySet[GGUFFile]:
     """Registered files that could pair with ``f``: the files of the classes the class index finds."""
-    if f.tokenizer_class is None or not f.vocab_key:
+    if f.tokenizer_class is None:
         return GGUFFile.objects.none()
     return GGUFFile.objects.filter(tokenizer_class__in=candidate_classes(f.tokenizer_class)).exclude(pk=f.pk)
 
@@ -48,11 +48,6 @@ def size_key(parameter_count: int, size: int | None, source: str) -> tuple[int, 
     # The bigger model is the target; ties (the same model twice) fall to file size, then name,
     # so the choice is stable whichever file was registered first.
     return (parameter_count, size or 0, source)
-
-
-def is_target(a: GGUFFile, b: GGUFFile) -> bool:
-    """Whether ``a`` is the target when it pairs with ``b``."""
-    return size_key(a.parameter_count, a.size, a.source) >= size_key(b.parameter_count, b.size, b.source)
 
 
 def info_is_target(info: ModelInfo, other: GGUFFile) -> bool:
@@ -124,7 +119,7 @@ class Verdict:
 def partner_files(f: GGUFFile, base: BaseModel) -> dict[int, tuple[BaseModel, list[GGUFFile]]]:
     """Other base models with files that could pair with ``f``: one file per tokenizer class of each, from the
     class index and the (base model, class) table, so the read grows with base models, not with files."""
-    if f.tokenizer_class is None or not f.vocab_key:
+    if f.tokenizer_class is None:
         return {}
     out: dict[int, tuple[BaseModel, list[GGUFFile]]] = {}
     rows = (
@@ -306,18 +301,14 @@ def pair_for(target: GGUFFile, draft: GGUFFile) -> Pair:
     Registration pairs base models whose vocabularies could match, bigger as target; a user may still ask for
     any order, or for a model drafting for itself (the quickest end-to-end check).
     """
-    tb, db = target.model.base_id, draft.model.base_id
-    found = Pair.objects.filter(target_base_id=tb, draft_base_id=db) if tb and db else None
-    if found is None:
-        found = Pair.objects.filter(target=target, draft=draft)
-    pair = found.first()
+    pair = Pair.objects.filter(as_target(target), as_draft(draft)).first()
     if pair is not None:
         return pair
     result = check_pair(load_info(target), load_info(draft))
     with transaction.atomic():
         pair, created = Pair.objects.get_or_create(
-            target_base_id=tb,
-            draft_base_id=db,
+            target_base_id=target.model.base_id,
+            draft_base_id=draft.model.base_id,
             defaults={"target": target, "draft": draft, **pair_fields(result, target, draft, timezone.now())},
         )
         if created:

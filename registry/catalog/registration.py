@@ -19,7 +19,7 @@ from django.utils import timezone
 from inspector.info import ModelInfo
 from inspector.tokens import TokenTable as Tokens
 from registry.cache_keys import bump_generation
-from registry.catalog.bases import base_for
+from registry.catalog.bases import base_for, recount_quants
 from registry.catalog.classes import class_for
 from registry.catalog.naming import family_key, family_name, model_name
 from registry.catalog.pairing import compute_pairs
@@ -125,8 +125,7 @@ def _store(
     if existing is None:  # one more quant of its base model (the table shows the count)
         BaseModel.objects.filter(pk=base.pk).update(quants=F("quants") + 1)
     elif before != base.pk:  # the file's model moved, with all its files: both sides counted again
-        for pk in [b for b in (before, base.pk) if b is not None]:
-            BaseModel.objects.filter(pk=pk).update(quants=GGUFFile.objects.filter(model__base_id=pk).count())
+        recount_quants((before, base.pk))
     return f
 
 

@@ -24,7 +24,6 @@ import os
 import random
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import threading
@@ -82,27 +81,16 @@ from registry.catalog import pairing, registration, stored  # noqa: E402
 from registry.hub.drafts import compatible_drafts  # noqa: E402
 from registry.models import GGUFFile, Pair, ReportedResult  # noqa: E402
 from registry.results.figures import refresh_best  # noqa: E402
+from tests.bench.vocab_edit import pad, replace_token  # noqa: E402
 from tests.models import model_path  # noqa: E402
 
 
 # ---- building variants of real vocabularies ----------------------------------------------------
-def element(text: bytes) -> bytes:
-    return struct.pack("<Q", len(text)) + text
-
-
-def replace_token(t: Tokens, i: int, text: bytes) -> Tokens:
-    blob = t.blob
-    start = t.offsets[i] - t.start  # offsets are positions in the header the table was read from
-    end = t.offsets[i + 1] - t.start if i + 1 < t.count else len(blob)
-    return Tokens(blob[:start] + element(text) + blob[end:], t.count)
-
-
-def pad(t: Tokens, n: int) -> Tokens:
-    return Tokens(t.blob + b"".join(element(f"<bench_pad_{i}>".encode()) for i in range(n)), t.count + n)
-
-
-def variant(base: ModelInfo, tokens: Tokens, params: int, add_bos: bool | None = None) -> ModelInfo:
+def variant(base: ModelInfo, tokens: Tokens, params: int, name: str, add_bos: bool | None = None) -> ModelInfo:
     info = ModelInfo.from_dict(base.to_dict(), tokens)
+    # A model of its own (pairs join base models, which the header names): every file is a partner of every
+    # other in its family, as the table's ~100,000 pairs need; the real header would make them all SmolLM2.
+    info.basename, info.size_label = name, f"{params / 1e9:.2f}B"
     tok = info.tokenizer
     tok.n_tokens, tok.table_sha256 = tokens.count, tokens.sha256
     tok.vocab_key = vocab_key(tok.vocab_type, tokens)
@@ -130,7 +118,9 @@ def fill(families: int, per_family: int) -> float:
         padded = pad(own, 64)
         for j in range(per_family):
             params = int(SIZES[j % len(SIZES)] * 1e9 * (1 + j / 100))
-            info = variant(base, padded if j % 4 == 3 else own, params, add_bos=True if j == per_family - 1 else None)
+            info = variant(
+                base, padded if j % 4 == 3 else own, params, f"bench-{fam}-{j}", True if j == per_family - 1 else None
+            )
             quant = ["Q4_K_M", "Q8_0", "Q5_K_M"][j // len(SIZES) % 3]
             path = f"bench-{SIZES[j % len(SIZES)]}b-{quant}.gguf"
             registration.register(
@@ -176,7 +166,7 @@ def time_register_one(n: int = 5) -> list[float]:
         fam = r * 7
         i = 100 + fam % 3900
         own = replace_token(base.tokens, i, base.tokens.text(i) + f"~{fam}".encode())
-        info = variant(base, own, int(0.3e9), None)
+        info = variant(base, own, int(0.3e9), f"new-{r}", None)
         stored._tables.clear()
         t0 = time.perf_counter()
         reg = registration.register(

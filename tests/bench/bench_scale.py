@@ -24,7 +24,6 @@ import multiprocessing
 import os
 import random
 import statistics
-import struct
 import sys
 import time
 from pathlib import Path
@@ -67,6 +66,7 @@ from inspector.tokens import vocab_key  # noqa: E402
 from registry.catalog import registration, stored  # noqa: E402
 from registry.hub.drafts import compatible_drafts  # noqa: E402
 from registry.models import BaseModel, GGUFFile, Pair  # noqa: E402
+from tests.bench.vocab_edit import replace_token  # noqa: E402
 from tests.models import model_path  # noqa: E402
 
 SIZES = [("0.5B", 0.5), ("1.5B", 1.5), ("3B", 3), ("7B", 7), ("14B", 14), ("32B", 32), ("72B", 72)]
@@ -75,16 +75,6 @@ QUANTS = ["Q4_K_M", "Q8_0", "Q5_K_M", "Q6_K", "Q3_K_M", "IQ4_XS", "Q4_0", "Q2_K"
 
 
 # ---- headers in memory ---------------------------------------------------------------------------
-def element(text: bytes) -> bytes:
-    return struct.pack("<Q", len(text)) + text
-
-
-def replace_token(t: Tokens, i: int, text: bytes) -> Tokens:
-    start = t.offsets[i] - t.start
-    end = t.offsets[i + 1] - t.start if i + 1 < t.count else len(t.blob)
-    return Tokens(t.blob[:start] + element(text) + t.blob[end:], t.count)
-
-
 class Families:
     """Each family: its own vocabulary (one token changed) of one of three real tokenizers."""
 
