@@ -227,6 +227,11 @@ def _endpoint() -> str:
     return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
 
 
+def hub_host() -> str:
+    """The Hub's host (and port) as HF_ENDPOINT names it: what a crawl's limit per host counts."""
+    return urlsplit(_endpoint()).netloc
+
+
 def _token() -> bool | str | None:
     return hub_token()
 
@@ -648,9 +653,13 @@ def _hub_api(name: str, path: str, params: dict[str, Any], spec: HfSpec | None =
     """GET ``ENDPOINT/api/PATH`` and decode its JSON, as huggingface_hub's HfApi would, but through a deadline
     (SPECREG_HEADER_DEADLINE_SECONDS, within the job's): its watchdog ends the request on time however slowly
     the Hub answers, where HfApi's shared client has only a timeout per socket read."""
+    return _hub_api_url(name, str(httpx2.URL(f"{_endpoint()}/api/{path}", params=params)), spec)[0]
+
+
+def _hub_api_url(name: str, url: str, spec: HfSpec | None = None) -> tuple[Any, httpx2.Headers]:
+    """_hub_api for a whole URL (a listing's next page): the decoded JSON and the answer's headers."""
     seconds = header_deadline_seconds()
     reason = f"the Hub did not answer within {seconds:g} s (SPECREG_HEADER_DEADLINE_SECONDS)"
-    url = str(httpx2.URL(f"{_endpoint()}/api/{path}", params=params))
     with Deadline(seconds, reason=reason) as deadline:
         try:
             with _stream(name, url, build_hf_headers(token=_token()), deadline, follow_redirects=True) as r:
@@ -658,9 +667,13 @@ def _hub_api(name: str, path: str, params: dict[str, Any], spec: HfSpec | None =
                 if r.status_code != 200:
                     raise SourceError(f"{name}: unexpected HTTP {r.status_code} from the Hub's API")
                 body = _receive(name, r, MAX_API_BODY + 1, deadline)
+                headers = r.headers
             if len(body) > MAX_API_BODY:
                 raise SourceError(f"{name}: the Hub's answer is larger than {MAX_API_BODY >> 20} MiB")
-            return json.loads(body)
+            try:
+                return json.loads(body), headers
+            except ValueError:
+                raise SourceError(f"{name}: the Hub's answer is not JSON") from None
         except SourceError:
             raise
         except _NET_ERRORS as exc:
@@ -728,11 +741,45 @@ def search_models(*, limit: int = 100, **kwargs: Any) -> list[dict[str, Any]]:
     (1,000), and a limit always: without one the search would page through the whole Hub."""
     name = f"{_endpoint()}: model search failed"
     params = {k: v for k, v in {**kwargs, "limit": limit}.items() if v is not None}
-    found = _hub_api(name, "models", params)
+    return _found_models(name, _hub_api(name, "models", params), limit)
+
+
+HUB_PAGE = 1000  # the most models the Hub's listing answers per page
+
+
+@dataclass
+class ModelPage:
+    models: list[dict[str, Any]]  # as search_models gives them
+    next_url: str | None  # the Hub's next page (its Link header, a cursor), or None after the last
+
+
+def list_models_page(next_url: str | None = None, **kwargs: Any) -> ModelPage:
+    """One page of the Hub's model listing (``HfApi.list_models``'s parameters), and where the next one is.
+
+    huggingface_hub pages by the ``Link: <...>; rel="next"`` header (utils/_pagination.py); so do we, one page
+    per call, so that a crawl can keep the cursor and go on from it after a restart. A next link is followed
+    only on the Hub's own origin: a listing must not send the token anywhere else."""
+    name = f"{_endpoint()}: model listing failed"
+    if next_url is None:
+        params = {k: v for k, v in {**kwargs, "limit": HUB_PAGE}.items() if v is not None}
+        next_url = str(httpx2.URL(f"{_endpoint()}/api/models", params=params))
+    elif _origin(next_url) != _origin(_endpoint()):
+        raise SourceError(f"{name}: a next page on another host ({_origin(next_url)[1]}) is not followed")
+    data, headers = _hub_api_url(name, next_url)
+    following = None
+    for link in httpx2.Response(200, headers={"Link": headers.get("Link", "")}).links.values():
+        if link.get("rel") == "next" and link.get("url"):
+            following = urljoin(next_url, link["url"])
+    if following is not None and _origin(following) != _origin(_endpoint()):
+        raise SourceError(f"{name}: a next page on another host ({_origin(following)[1]}) is not followed")
+    return ModelPage(_found_models(name, data), following)
+
+
+def _found_models(name: str, found: Any, limit: int = HUB_PAGE) -> list[dict[str, Any]]:
     if not isinstance(found, list):
         raise SourceError(f"{name}: the Hub's answer is not a list of models")
     results = []
-    for item in found[:limit]:
+    for item in found[:limit]:  # a server that answers more than it was asked for is cut, not parsed
         m = _model_info(name, {"siblings": None, **item} if isinstance(item, dict) else item)
         tags = list(m.tags or [])
         results.append(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db import transaction
 
 from registry.catalog.bases import recount_quants
+from registry.catalog.removal import move_off
 from registry.models import BaseModel, Family, GGUFFile, Model, Pair, ReportedResult, TokenizerClass, TokenTable
 from registry.results.figures import refresh_best
 
@@ -19,14 +21,27 @@ class GGUFFileAdmin(admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False  # files come in through import_hf / register_gguf, which inspect them
 
+    # A quant's deletion moves the pairs checked on it to another quant of its base model (catalog.removal): they
+    # and their results belong to the two models. The confirmation page lists what is really deleted.
+    def get_deleted_objects(self, objs, request):
+        with transaction.atomic():
+            move_off([o.pk for o in objs])
+            answer = super().get_deleted_objects(objs, request)
+            transaction.set_rollback(True)  # only looked at: nothing moves until the deletion is confirmed
+        return answer
+
     def delete_model(self, request, obj) -> None:
         base_id = obj.model.base_id
-        super().delete_model(request, obj)
+        with transaction.atomic():
+            move_off([obj.pk])
+            super().delete_model(request, obj)
         recount_quants([base_id])  # the table's quant counts
 
     def delete_queryset(self, request, queryset) -> None:
         base_ids = list(queryset.values_list("model__base_id", flat=True))
-        super().delete_queryset(request, queryset)
+        with transaction.atomic():
+            move_off(list(queryset.values_list("pk", flat=True)))
+            super().delete_queryset(request, queryset)
         recount_quants(base_ids)
 
 

@@ -587,6 +587,89 @@ class HubJob(models.Model):
         return self.status in self.FINISHED
 
 
+class Crawl(models.Model):
+    """A crawl of the Hub: the GGUF repositories of an author or a search, listed page by page (the Hub's cursor
+    kept in ``next_url``, so a restart goes on from it), then imported one repository per task (CrawlRepo)."""
+
+    AUTHOR, SEARCH = "author", "search"
+    BY = [(k, k) for k in (AUTHOR, SEARCH)]
+    QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
+    STATUSES = [(s, s) for s in (QUEUED, RUNNING, DONE, FAILED, CANCELLED)]
+    FINISHED = (DONE, FAILED, CANCELLED)
+
+    by = models.CharField(max_length=16, choices=BY)
+    query = models.CharField(max_length=200)
+    status = models.CharField(max_length=16, choices=STATUSES, default=QUEUED, db_index=True)
+    max_repos = models.IntegerField()
+    next_url = models.TextField(blank=True)  # the listing's next page; empty before the first and after the last
+    listed = models.BooleanField(default=False)  # the listing reached its end (or max_repos)
+    list_lease_until = models.DateTimeField(null=True, blank=True)  # a worker is paging the listing until then
+    server_token = models.BooleanField(default=False)  # may read with the server's HF_TOKEN (decided when asked)
+    queue = models.CharField(max_length=120)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"crawl {self.pk} ({self.by} {self.query!r}, {self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("crawl", args=[self.pk])
+
+    @property
+    def finished(self) -> bool:
+        return self.status in self.FINISHED
+
+
+class CrawlRepo(models.Model):
+    """One repository of a crawl: imported by one task, claimed for ``lease_until`` (renewed after every file),
+    so that a repository whose worker was killed is taken up again once its lease runs out."""
+
+    PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+    STATUSES = [(s, s) for s in (PENDING, RUNNING, DONE, FAILED)]
+
+    crawl = models.ForeignKey(Crawl, on_delete=models.CASCADE, related_name="repos")
+    repo_id = models.CharField(max_length=200)
+    status = models.CharField(max_length=16, choices=STATUSES, default=PENDING)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    attempts = models.SmallIntegerField(default=0)
+    added = models.IntegerField(default=0)
+    updated = models.IntegerField(default=0)
+    unchanged = models.IntegerField(default=0)
+    failed_files = models.IntegerField(default=0)
+    pairs_added = models.IntegerField(default=0)
+    message = models.CharField(max_length=300, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["crawl", "repo_id"], name="crawlrepo_unique")]
+        indexes = [models.Index(fields=["crawl", "status"], name="crawlrepo_status")]
+
+    def __str__(self) -> str:
+        return f"{self.repo_id} in crawl {self.crawl_id} ({self.status})"
+
+
+class HostSlot(models.Model):
+    """One of SPECREG_CRAWL_PER_HOST places for reading a Hub host at once, shared by every crawl worker: held by a
+    conditional UPDATE until ``until`` (renewed while in use), so a killed holder frees it when its time runs out."""
+
+    host = models.CharField(max_length=200)
+    slot = models.SmallIntegerField()
+    holder = models.CharField(max_length=100, blank=True)
+    until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["host", "slot"], name="hostslot_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.host} #{self.slot}: {self.holder or 'free'}"
+
+
 class RateCount(models.Model):
     """Requests counted per client or user in one fixed window, shared by every web process.
 

@@ -353,6 +353,26 @@ CELERY_TASK_ROUTES = {
     name: {"queue": f"{SPECREG_QUEUE_PREFIX}telemetry"}
     for name in ("runner.tasks.scrape_deployments", "runner.tasks.scrape_deployment")
 }
+# Crawls of the Hub (import_hf --author/--search) have a queue of their own and a worker that waits on sockets
+# with SPECREG_CRAWL_CONCURRENCY threads (serve starts it), so a crawl of thousands of repositories never holds up
+# a queued check or import on the general queue.
+CELERY_TASK_ROUTES.update(
+    {
+        name: {"queue": f"{SPECREG_QUEUE_PREFIX}crawl"}
+        for name in ("registry.tasks.crawl_list", "registry.tasks.crawl_repo")
+    }
+)
+SPECREG_CRAWL_CONCURRENCY = envint("SPECREG_CRAWL_CONCURRENCY", 4)
+# Repositories read from one Hub host at once, by all crawl workers together (rows of HostSlot).
+SPECREG_CRAWL_PER_HOST = envint("SPECREG_CRAWL_PER_HOST", 4)
+# The most repositories one crawl imports (a search for "gguf" would list the whole Hub), and crawls running at once.
+SPECREG_CRAWL_MAX_REPOS = envint("SPECREG_CRAWL_MAX_REPOS", 20_000)
+SPECREG_MAX_ACTIVE_CRAWLS = envint("SPECREG_MAX_ACTIVE_CRAWLS", 2)
+# How long a repository (or a listing) a crawl worker took stays taken without news; 0: twice
+# SPECREG_HEADER_DEADLINE_SECONDS and 30 s. After a worker is killed, its work is taken up once this has passed.
+SPECREG_CRAWL_LEASE_SECONDS = envint("SPECREG_CRAWL_LEASE_SECONDS", 0)
+# Takes up the repositories (and listings) of crawls whose worker was killed, once their lease has run out.
+CELERY_BEAT_SCHEDULE["sweep-crawls"] = {"task": "registry.tasks.sweep_crawls", "schedule": 60.0}
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["CACHE_URL"]}
     if os.environ.get("CACHE_URL")

@@ -8,7 +8,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from registry.web import api_views, views
+from registry.web import api_views, crawls, views
 from registry.web import tools as views_tools
 
 urlpatterns = [
@@ -19,6 +19,11 @@ urlpatterns = [
     path("models/<int:pk>/", views.model, name="model"),
     path("files/<int:pk>/", views_tools.model_for_file, name="file"),
     path("check/", views_tools.check, name="check"),
+    path("crawls/", crawls.crawl_list, name="crawls"),
+    path("crawls/<int:pk>/", crawls.crawl_page, name="crawl"),
+    path("crawls/<int:pk>/cancel", crawls.crawl_cancel, name="crawl_cancel"),
+    path("crawls/<int:pk>/resume", crawls.crawl_resume, name="crawl_resume"),
+    path("api/crawls/<int:pk>", crawls.crawl_json, name="api_crawl"),
     path("local/", views_tools.local, name="local"),
     path("local/inspect", views_tools.local_inspect, name="local_inspect"),
     # The JSON API (DRF views over registry.web.api; the same URLs, without trailing slashes, as always).

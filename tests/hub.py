@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 import pytest
 
@@ -147,6 +147,8 @@ class FakeHub:
         self.drip_seconds = 0.0
         self.drip_headers = False
         self.drip_api = False  # with drip_seconds: the API's JSON answers (listings, searches) drip too, headers first
+        self.latency_seconds = 0.0  # added before every answer, on both servers: a Hub far away (the crawl bench)
+        self.page_size = 1000  # models per page of /api/models; more follow by a cursor in the Link header
         self.dripping = 0  # file answers being dripped right now (one ends when its client hangs up)
         self._stop = threading.Event()
         self.repos: dict[str, FakeRepo] = {}
@@ -289,6 +291,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, head: bool) -> None:
         hub = self.server.hub
         hub._record(Request(self.server.role, self.command, self.path, dict(self.headers.items())))
+        if hub.latency_seconds > 0:
+            time.sleep(hub.latency_seconds)
         url = urlsplit(self.path)
         segs = [unquote(s) for s in url.path.split("/")[1:]]  # %2F inside a segment stays in that segment
         query = parse_qs(url.query)
@@ -423,10 +427,20 @@ class _Handler(BaseHTTPRequestHandler):
             models = [r for r in models if r.gated == want]
         if query.get("sort", [""])[0] in ("downloads", "likes"):
             models.sort(key=lambda r: r.downloads, reverse=True)
-        if "limit" in query:
-            models = models[: int(query["limit"][0])]
+        # As the Hub pages it: at most page_size models an answer, the next page named by a cursor in the Link header.
+        cursor = query.get("cursor", ["0"])[0]
+        if not cursor.isdigit():
+            return self._error(400, None, "Invalid cursor")
+        start = int(cursor)
+        size = min(int(query.get("limit", [str(hub.page_size)])[0]), hub.page_size)
+        page = models[start : start + size]
+        headers = {}
+        if start + size < len(models):
+            ask = {k: v for k, v in query.items() if k != "cursor"}
+            ask["cursor"] = [str(start + size)]
+            headers["Link"] = f'<{hub.url}/api/models?{urlencode(ask, doseq=True)}>; rel="next"'
         full = query.get("full", ["false"])[0].lower() == "true"
-        self._json([r.info(siblings=full) for r in models])
+        self._json([r.info(siblings=full) for r in page], headers)
 
     # ---- answers ----
     def _send(self, status: int, body: bytes, headers: dict[str, str], head: bool) -> None:
@@ -438,7 +452,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not head and body:
             self.wfile.write(body)
 
-    def _json(self, data: object) -> None:
+    def _json(self, data: object, headers: dict[str, str] | None = None) -> None:
         hub = self.server.hub
         if hub.drip_api and hub.drip_seconds > 0 and self.command != "HEAD":
             body = json.dumps(data).encode()
@@ -455,7 +469,12 @@ class _Handler(BaseHTTPRequestHandler):
                 with hub._lock:
                     hub.dripping -= 1
             return
-        self._send(200, json.dumps(data).encode(), {"Content-Type": "application/json"}, self.command == "HEAD")
+        self._send(
+            200,
+            json.dumps(data).encode(),
+            {"Content-Type": "application/json", **(headers or {})},
+            self.command == "HEAD",
+        )
 
     def _error(self, status: int, code: str | None, message: str, extra: dict[str, str] | None = None) -> None:
         headers = {"Content-Type": "application/json", "X-Error-Message": message, **(extra or {})}

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.needs import missing
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -50,3 +52,37 @@ def test_bench_predict_quick_sets_predictions_beside_measurements(tmp_path, smol
     draft = rows[0]
     assert float(draft[3].strip().rstrip("%")) > 50 and float(draft[6].strip().rstrip("x")) > 0  # measured for real
     assert "once the transcript exists" in r.stdout and "## All" in r.stdout
+
+
+@pytest.mark.slow
+def test_bench_crawl_small_reads_headers_only_once(tmp_path, smollm2_path, qwen05_header_path, gemma3_header_path):
+    """A crawl of 3 repositories of 2 files through a real worker: the figures print, the headers are read at most
+    1.05 times, and the second crawl reads none (it needs PostgreSQL, as the benchmark measures on it)."""
+    import psycopg
+
+    try:
+        psycopg.connect("postgres://postgres@127.0.0.1:5432/postgres", connect_timeout=3).close()
+    except psycopg.OperationalError:
+        missing("PostgreSQL on 127.0.0.1:5432")
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL")}
+    r = subprocess.run(
+        [
+            sys.executable,
+            "tests/bench/bench_crawl.py",
+            "--repos",
+            "3",
+            "--files-per-repo",
+            "2",
+            "--db",
+            "specreg_crawl_test",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    ratios = [float(line.rsplit("= ", 1)[1].rstrip("x")) for line in r.stdout.splitlines() if "MB of headers =" in line]
+    assert len(ratios) == 1 and 1.0 <= ratios[0] <= 1.05, r.stdout
+    assert "6 added" in r.stdout and "6 unchanged" in r.stdout and "files/hour" in r.stdout

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from inspector.info import inspect_source
 from registry.catalog.registration import register
-from registry.models import BenchmarkRun, HubJob, Pair, PredictedResult
+from registry.models import BenchmarkRun, Crawl, CrawlRepo, HubJob, Pair, PredictedResult
 from registry.results.figures import refresh_predicted
 from registry.team.models import Deployment, Note
 from tests.browser import shot
@@ -42,6 +42,17 @@ def site(qwen05_header_path, qwen15_header_path) -> dict[str, int]:
     )
     refresh_predicted(pair)
     job = HubJob.objects.create(kind=HubJob.IMPORT_REPO, params={"repo": Q05}, queue="specreg", status=HubJob.DONE)
+    crawl = Crawl.objects.create(
+        by="author", query="Qwen", max_repos=100, queue="crawl", status="running", started_at=timezone.now()
+    )
+    for repo, status, message in (
+        (Q05, "done", ""),
+        (Q15, "running", ""),
+        ("Qwen/Broken-GGUF", "failed", "no .gguf files"),
+    ):
+        CrawlRepo.objects.create(
+            crawl=crawl, repo_id=repo, status=status, message=message, added=1 if status == "done" else 0
+        )
     Note.objects.create(pair=pair, body="K=4 held up.", author_name="sam")
     dep = Deployment.objects.create(
         target=pair.target,
@@ -58,6 +69,7 @@ def site(qwen05_header_path, qwen15_header_path) -> dict[str, int]:
         "model": pair.target.model_id,
         "run": run.pk,
         "job": job.pk,
+        "crawl": crawl.pk,
         "deployment": dep.pk,
         "note": Note.objects.get().pk,
         "prediction": predicted.pk,
@@ -76,6 +88,8 @@ def pages(ids: dict[str, int], staff: bool) -> list[str]:
         f"/runs/{ids['prediction']}/",
         "/hardware/cpu-2c/",
         f"/jobs/{ids['job']}/",
+        "/crawls/",
+        f"/crawls/{ids['crawl']}/",
         f"/deployments/{ids['deployment']}/",
         "/api/docs/",
     ]

@@ -141,3 +141,27 @@ def test_the_local_header_page_sends_only_the_header(page, live_server, hub, smo
     assert smollm2_path.stat().st_size > 50 * sum(sent)  # 98 MB file, ~1.8 MB sent
     assert "compatible" in page.inner_text("#partners")
     shot(page, "08-local-header")
+
+
+def test_staff_crawl_an_author_and_follow_it_to_the_end(page, live_server, hub):
+    from registry.hub import crawl as crawls
+    from registry.models import Crawl
+
+    log_in(page, live_server)
+    User.objects.filter(username="alice").update(is_staff=True)
+    page.click("#crawl-link a")
+    page.wait_for_url("**/crawls/")
+    page.select_option("select[name=by]", "author")
+    page.fill("input[name=query]", "Qwen")
+    page.click("#crawl-form button")
+    page.wait_for_url("**/crawls/*/")
+    assert page.inner_text("#crawl-status") == "queued"
+    crawls.run_here(Crawl.objects.get(), lambda line: None)  # what the crawl worker does with the queued tasks
+    page.goto(page.url)
+    assert page.inner_text("#crawl-status") == "done"
+    assert page.inner_text("#crawl-line") == "2 of 2 repositories"
+    assert page.get_attribute("#crawl-progress", "value") == "2"
+    assert "Qwen2.5-Coder-1.5B" in page.inner_text("#crawl-recent")
+    shot(page, "crawl-done")
+    page.goto(f"{live_server.url}/crawls/")
+    assert "Qwen" in page.inner_text("#crawls")

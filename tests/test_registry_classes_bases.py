@@ -234,3 +234,35 @@ def test_deleting_files_in_the_admin_counts_their_base_models_quants_again(tmp_p
     assert BaseModel.objects.get(pk=base.pk).quants == 2
     GGUFFileAdmin(GGUFFile, admin.site).delete_queryset(None, GGUFFile.objects.filter(pk=a.pk))
     assert BaseModel.objects.get(pk=base.pk).quants == 1
+
+
+def test_deleting_the_quant_a_pair_was_checked_on_moves_the_pair_to_another_quant(tmp_path, admin_client):
+    from django.db.models import F
+
+    from registry.models import BaseClass
+    from registry.team.models import Note
+
+    a = reg(synth(tmp_path, "a"), "a", repo="org/a-GGUF").file
+    a8 = register(
+        synth(tmp_path, "a8"), source="hf://org/a-GGUF/a-Q8_0.gguf", repo="org/a-GGUF", path="a-Q8_0.gguf"
+    ).file
+    reg(synth(tmp_path, "b"), "b", repo="org/b-GGUF")
+    pair = Pair.objects.exclude(target_base=F("draft_base")).get()
+    side = "target" if pair.target_id == a.pk else "draft"
+    assert getattr(pair, f"{side}_id") == a.pk
+    Note.objects.create(pair=pair, body="K=4 held up.", author_name="sam")
+
+    # The admin's confirmation lists what the deletion really takes: not the pair, which moves.
+    confirm = admin_client.get(f"/admin/registry/gguffile/{a.pk}/delete/").content.decode()
+    assert "Pair:" not in confirm and "Note:" not in confirm
+    assert admin_client.post(f"/admin/registry/gguffile/{a.pk}/delete/", {"post": "yes"}).status_code == 302
+
+    pair = Pair.objects.get(pk=pair.pk)  # still there, with its note, checked on the other quant
+    assert getattr(pair, f"{side}_id") == a8.pk and pair.notes.count() == 1
+    assert "a-q8_0.gguf" in pair.search_text and "a-q4_k_m.gguf" not in pair.search_text
+    assert BaseClass.objects.filter(base=a8.model.base).values_list("file_id", flat=True).get() == a8.pk
+
+    # The base model's last file takes its pairs with it (and the confirmation says so).
+    assert "Pair:" in admin_client.get(f"/admin/registry/gguffile/{a8.pk}/delete/").content.decode()
+    admin_client.post(f"/admin/registry/gguffile/{a8.pk}/delete/", {"post": "yes"})
+    assert not Pair.objects.filter(pk=pair.pk).exists()

@@ -620,8 +620,14 @@ def test_scrapes_have_a_queue_and_a_worker_of_their_own(settings, monkeypatch):
     assert workers == {
         "general@%h": settings.CELERY_TASK_DEFAULT_QUEUE,
         "telemetry@%h": telemetry_queue(),
+        "crawl@%h": f"{settings.SPECREG_QUEUE_PREFIX}crawl",
         "bench@%h": workers["bench@%h"],
     }
+    crawl = next(argv for argv in started if "crawl@%h" in argv)
+    assert crawl[crawl.index("--pool") + 1] == "threads"  # a crawl's tasks wait on the Hub, four at once
+    assert crawl[crawl.index("--concurrency") + 1] == str(settings.SPECREG_CRAWL_CONCURRENCY)
+    for task in ("registry.tasks.crawl_list", "registry.tasks.crawl_repo"):
+        assert app.amqp.router.route({}, task)["queue"].name == f"{settings.SPECREG_QUEUE_PREFIX}crawl"
 
 
 def test_anonymous_visitors_read_one_message_for_every_failure_and_nobody_reads_what_answered(settings, smollm2_path):

@@ -26,9 +26,14 @@ def _database_url() -> str:
 
 
 class Worker:
-    def __init__(self, prefix: str, hardware: str) -> None:
+    def __init__(
+        self, prefix: str, hardware: str, queues: str | None = None, pool: str = "prefork", concurrency: int = 1
+    ) -> None:
         self.prefix = prefix
         self.hardware = hardware
+        self.queues = queues
+        self.pool = pool
+        self.concurrency = concurrency
         self.proc: subprocess.Popen | None = None
         self.log = Path(settings.DATA_DIR) / f"worker-{prefix.rstrip('.')}.log"
 
@@ -43,7 +48,7 @@ class Worker:
             "TEST_DATABASE_NAME": "",
         }
         env.pop("TEST_DATABASE_NAME")
-        queues = f"{self.prefix}specreg,{self.prefix}bench.{self.hardware}"
+        queues = self.queues or f"{self.prefix}specreg,{self.prefix}bench.{self.hardware}"
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -55,9 +60,9 @@ class Worker:
                 "-Q",
                 queues,
                 "--concurrency",
-                "1",
+                str(self.concurrency),
                 "--pool",
-                "prefork",
+                self.pool,
                 "--loglevel",
                 "INFO",
                 "--without-gossip",

@@ -1,10 +1,12 @@
-"""serve: run the web server (gunicorn) and three Celery workers, one with the beat, until SIGTERM or Ctrl-C.
+"""serve: run the web server (gunicorn) and four Celery workers, one with the beat, until SIGTERM or Ctrl-C.
 
 Benchmarks take one worker (``--pool solo``: one run at a time, as the measurements need) and may run
 for hours; Hub imports and searches, queued checks and the sweep go to the general queue, whose own
 worker keeps its beat on time while a benchmark runs. Telemetry scrapes have a queue and a worker of
 their own: a scrape may wait on a slow /metrics for its whole deadline, and a visitor's queued check
-must not wait behind it. That worker sleeps on sockets, so the 2 cores stay with the other two.
+must not wait behind it. That worker sleeps on sockets, so the 2 cores stay with the other two. Crawls of the
+Hub (import_hf --author/--search) have a fourth, with SPECREG_CRAWL_CONCURRENCY threads: a crawl's tasks
+mostly wait on the Hub, and one of thousands of repositories must not hold up the general queue.
 
 Stopping behaves the way systemd, Docker and Kubernetes expect: on SIGTERM or SIGINT both children
 get SIGTERM at once (the worker then kills the running benchmark's llama.cpp processes and records
@@ -24,6 +26,7 @@ from django.conf import settings
 
 from inspector.management.base import SpecregCommand
 from inspector.remote import header_deadline_seconds
+from registry.hub.crawl import crawl_queue
 from runner.queues import bench_queue, local_hardware_class, telemetry_queue
 
 STOP_GRACE_S = 7.0
@@ -86,6 +89,21 @@ class Command(SpecregCommand):
                         "-Q",
                         bench_queue(local_hardware_class()),
                     ],
+                    start_new_session=True,
+                )
+            )
+            procs.append(
+                subprocess.Popen(
+                    celery[: celery.index("--pool")]
+                    + [
+                        "--pool",
+                        "threads",
+                        "--concurrency",
+                        str(settings.SPECREG_CRAWL_CONCURRENCY),
+                        "--loglevel",
+                        "INFO",
+                    ]
+                    + ["-n", "crawl@%h", "-Q", crawl_queue()],
                     start_new_session=True,
                 )
             )
