@@ -30,6 +30,7 @@ NGRAM_METHODS: tuple[str, ...] = ("ngram-simple", "ngram-map-k", "ngram-map-k4v"
 # Auto-detected from the draft's metadata when no --spec-type is given (first shard only); a plain draft
 # model and an EAGLE-3 head need the flag.
 AUTO_DETECTED = ("draft-mtp", "draft-dflash", "draft-dspark")
+SIDECAR_ARCHS = ("eagle3", "dflash")  # general.architecture of EAGLE-3 heads and DFlash/DSpark sidecars
 DSPARK_TENSOR = "markov_w1.weight"
 EAGLE3_LAYERS = 3  # llama_model_eagle3: "EAGLE3 requires exactly 3 entries"
 # Architectures whose graph builds the last block's output as layer input n_layer, so a DFlash id equal

@@ -363,6 +363,11 @@ CELERY_TASK_ROUTES.update(
     }
 )
 SPECREG_CRAWL_CONCURRENCY = envint("SPECREG_CRAWL_CONCURRENCY", 4)
+# Pairs worth a row per target base model (registry.catalog.listing): its smallest compatible drafts of at most half
+# its size, and its smallest incompatible near-misses; every other compatible base model is answered from classes.
+SPECREG_LISTED_DRAFTS = envint("SPECREG_LISTED_DRAFTS", 16)
+SPECREG_LISTED_MISSES = envint("SPECREG_LISTED_MISSES", 4)
+SPECREG_LISTED_MIN_RATIO = float(os.environ.get("SPECREG_LISTED_MIN_RATIO") or 2.0)
 # Repositories read from one Hub host at once, by all crawl workers together (rows of HostSlot).
 SPECREG_CRAWL_PER_HOST = envint("SPECREG_CRAWL_PER_HOST", 4)
 # The most repositories one crawl imports (a search for "gguf" would list the whole Hub), and crawls running at once.

@@ -107,16 +107,16 @@ def test_search_and_filters_narrow_the_table(client, qwen_pair, infos):
 
 
 def test_the_table_sorts_and_pages(client, tmp_path):
-    # 12 files of one small vocabulary: 66 compatible pairs, two pages.
+    # 12 files of one small vocabulary, each twice the size of the last: 66 compatible pairs, all worth listing.
     for i in range(12):
         p = write_gguf(tmp_path / f"m{i}.gguf", tokens=vocab(100), kv=None)
         info = inspect_source(str(p))
-        info.parameter_count = 1000 * (i + 1)
+        info.parameter_count = 1000 * 2**i
         register(info, source=f"/models/m{i}.gguf", path=f"/models/m{i}.gguf")
     first = client.get("/api/pairs", {"sort": "-ratio"}).json()
     assert first["count"] == 66 and first["num_pages"] == 2 and len(first["results"]) == 50
     ratios = [r["size_ratio"] for r in first["results"]]
-    assert ratios == sorted(ratios, reverse=True) and ratios[0] == 12.0
+    assert ratios == sorted(ratios, reverse=True) and ratios[0] == 2048.0
     second = client.get("/api/pairs", {"sort": "-ratio", "page": "2"}).json()
     assert len(second["results"]) == 16
     html = client.get("/", {"sort": "-ratio"}).content.decode()

@@ -30,8 +30,9 @@ SORTS = [s for name in COLUMNS for s in (f"-{name}", name)]
 
 
 @pytest.fixture
-def pairs(tmp_path) -> list[Pair]:
+def pairs(tmp_path, settings) -> list[Pair]:
     """12 files of one vocabulary (66 compatible pairs); some with results, ties and NULLs in every column."""
+    settings.SPECREG_LISTED_MIN_RATIO = 1.0  # every pair listed, equal sizes too (registry.catalog.listing)
     for i in range(12):
         p = write_gguf(tmp_path / f"m{i}.gguf", tokens=vocab(100), kv=None)
         info = inspect_source(str(p))

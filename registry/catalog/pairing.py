@@ -21,6 +21,7 @@ from inspector.info import ModelInfo
 from inspector.tokens import MAX_SIZE_DIFFERENCE, candidate_keys
 from registry.catalog.classes import candidate_classes
 from registry.catalog.columns import table_columns
+from registry.catalog.listing import Listing, rank
 from registry.catalog.stored import load_info
 from registry.jsonsafe import json_safe
 from registry.models import BaseClass, BaseModel, ClassCheck, GGUFFile, Pair, PairCheckResult
@@ -237,9 +238,16 @@ def compute_pairs(f: GGUFFile, info: ModelInfo, record_classes: bool = True) -> 
         existing[cast(int, p.draft_base_id if p.target_base_id == base.pk else p.target_base_id)] = p
     partners = partner_files(f, base)
     verdicts = Verdicts(f, info, record_classes)
+    # New pairs get a row only when worth listing (catalog.listing): read the listed pairs of every target here once.
+    listing = Listing([base.pk, *(b for b, (other, _) in partners.items() if base_is_target(other, base))])
     now = timezone.now()
     new, changed, compatible = [], [], []
-    for partner_id in sorted(set(partners) | {b for b, p in existing.items() if f.pk in (p.target_id, p.draft_id)}):
+    mine = {b for b, p in existing.items() if f.pk in (p.target_id, p.draft_id)}
+    # f's own pairs first, then partners smallest first: a target's places go to its smallest drafts.
+    order = sorted(
+        set(partners) | mine, key=lambda b: (b not in mine, rank(partners[b][0] if b in partners else None), b)
+    )
+    for partner_id in order:
         pair = existing.get(partner_id)
         if pair is not None and f.pk in (pair.target_id, pair.draft_id):
             others = [pair.draft if pair.target_id == f.pk else pair.target]  # f changed: the same two files again
@@ -261,6 +269,12 @@ def compute_pairs(f: GGUFFile, info: ModelInfo, record_classes: bool = True) -> 
         result, other = found
         if pair is not None and f.pk not in (pair.target_id, pair.draft_id) and not result.compatible:
             continue  # still incompatible: the pair keeps the files it was checked on
+        if pair is None:
+            target_base, draft_base = (
+                (base, partners[partner_id][0]) if f_is_target else (partners[partner_id][0], base)
+            )
+            if not listing.admit(target_base, draft_base, result.compatible):
+                continue  # compatible or not, it is answered from the classes (listing.unlisted_partners)
         t, d = (f, other) if f_is_target else (other, f)
         fields = pair_fields(result, t, d, now)
         if result.compatible and (pair is None or not pair.compatible):
@@ -274,6 +288,7 @@ def compute_pairs(f: GGUFFile, info: ModelInfo, record_classes: bool = True) -> 
             for k, v in fields.items():
                 setattr(pair, k, v)
             changed.append(pair)
+    listing.drop()
     # A registration running beside this one may have written one of these pairs a moment ago: it is the
     # same pair, so the insert leaves it, and the ids come from one read (ON CONFLICT returns none).
     Pair.objects.bulk_create(new, batch_size=500, ignore_conflicts=True)

@@ -15,10 +15,12 @@ from django.db.models import F, QuerySet
 
 from inspector.remote import search_models
 from inspector.sources import SourceError
+from inspector.speculative import SIDECAR_ARCHS
+from registry.catalog.listing import unlisted_partners
 from registry.catalog.pairing import as_draft, as_target, pair_for
 from registry.hub.importing import Entry, FileOutcome, HubImportError, import_entry, list_repo
 from registry.hub.sources import SourceRegistrationError, register_source
-from registry.models import GGUFFile, Pair
+from registry.models import BaseClass, GGUFFile, Pair
 from registry.results.examples import apply_reported_examples
 
 # "1.5B", "0.5b", "135M", "8x7B" — the size a repo or file name states.
@@ -26,7 +28,6 @@ _SIZE = re.compile(r"(?<![A-Za-z0-9.])(?:\d+x)?(\d+(?:\.\d+)?)([BbMm])(?![A-Za-z
 _PREFERRED_QUANTS = ("q8_0", "q4_k_m", "q6_k", "q5_k_m")
 # How sidecar repositories name themselves (searched for); the file's header decides what it is.
 SIDECAR_WORDS = ("eagle3", "dflash", "dspark")
-SIDECAR_ARCHS = ("eagle3", "dflash")  # general.architecture of EAGLE-3 heads and DFlash/DSpark sidecars
 SIDECAR_METHODS = ("draft-eagle3", "draft-dflash", "draft-dspark")
 
 
@@ -50,6 +51,7 @@ class DraftSearch:
     target: GGUFFile
     registered: list[Pair]
     registered_sidecars: list[Pair] = field(default_factory=list)
+    unlisted: list[BaseClass] = field(default_factory=list)  # compatible base models without a listed pair
     hub: list[HubCandidate] = field(default_factory=list)
     sidecars: list[HubCandidate] = field(default_factory=list)  # on the Hub, checked against the target
     hub_error: str = ""
@@ -265,7 +267,9 @@ def _sidecar_verdict(target: GGUFFile, c: HubCandidate, side: GGUFFile, source: 
 
 def find_drafts(target_text: str, *, hub: bool = True, limit: int = 5, progress=None) -> DraftSearch:
     target = resolve_target(target_text)
-    search = DraftSearch(target, list(compatible_drafts(target)), registered_sidecars(target))
+    search = DraftSearch(
+        target, list(compatible_drafts(target)), registered_sidecars(target), unlisted_partners(target, "draft")
+    )
     if not hub:
         return search
     try:

@@ -28,7 +28,7 @@ from registry.results.predicted import Comparison
 from registry.table.pages import iter_rows, page_of
 from registry.table.query import TableQuery, TableQueryError, facets
 from registry.web.pages import merged_into, model_page, pair_page, tokenizer_view
-from registry.web.serializers import file_ref, model_summary, pair_row
+from registry.web.serializers import file_ref, model_summary, pair_row, unlisted_ref
 
 
 def _json(data: object, status: int = 200) -> JsonResponse:
@@ -144,6 +144,9 @@ def model(request: HttpRequest, pk: int) -> JsonResponse:
             "file": file_detail(page.file),
             "drafts": [pair_row(p) for p in page.drafts],
             "targets": [pair_row(p) for p in page.targets],
+            # Compatible base models with no listed pair (registry.catalog.listing), one file of each to check with.
+            "more_drafts": [unlisted_ref(bc) for bc in page.more_drafts],
+            "more_targets": [unlisted_ref(bc) for bc in page.more_targets],
             "base_model": None
             if page.base is None
             else {

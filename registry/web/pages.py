@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Count, F
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
+from registry.catalog.listing import unlisted_partners
 from registry.catalog.pairing import as_draft, as_target
-from registry.models import BaseModel, GGUFFile, Model, Pair, PairRedirect, VerdictChange
+from registry.models import BaseClass, BaseModel, GGUFFile, Model, Pair, PairRedirect, VerdictChange
 from registry.results.figures import Figure, figures_for
 from registry.results.history import BuildChange, build_changes
 from registry.results.predicted import Comparison, ErrorSummary, compare, error_summary
@@ -37,6 +38,9 @@ class ModelPage:
     targets: list[Pair]  # compatible targets when it is the draft
     ways: list[Way] = None  # type: ignore[assignment]  # ways to speed the file up as a target
     base: BaseSummary | None = None
+    # Compatible base models without a listed pair (catalog.listing): drafts smallest first, targets biggest first.
+    more_drafts: list[BaseClass] = field(default_factory=list)
+    more_targets: list[BaseClass] = field(default_factory=list)
 
 
 @dataclass
@@ -85,7 +89,17 @@ def model_page(pk: int, file_id: str | None) -> ModelPage:
         .defer(*lean)
         .order_by(*order)[:PARTNER_LIMIT]
     )
-    return ModelPage(model, files, chosen, drafts, targets, ways_to_speed_up(chosen), base_summary(model))
+    return ModelPage(
+        model,
+        files,
+        chosen,
+        drafts,
+        targets,
+        ways_to_speed_up(chosen),
+        base_summary(model),
+        unlisted_partners(chosen, "draft"),
+        unlisted_partners(chosen, "target"),
+    )
 
 
 def base_summary(model: Model) -> BaseSummary | None:

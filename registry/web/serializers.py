@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from registry.models import GGUFFile, Model, Pair
+from registry.models import BaseClass, GGUFFile, Model, Pair
 from registry.results.figures import Figure
 
 if TYPE_CHECKING:
@@ -32,6 +32,13 @@ def base_quants(f: GGUFFile | TableFile) -> int | None:
     if not isinstance(m, Model):
         return m.quants
     return m.base.quants if m.base is not None else None
+
+
+def unlisted_ref(bc: BaseClass) -> dict[str, Any]:
+    """A compatible base model without a listed pair, and the file a check of it would use."""
+    return {"base_model": bc.base.name, "parameter_count": bc.base.parameter_count, "quants": bc.base.quants} | {
+        "file": file_ref(bc.file)
+    }
 
 
 def pair_row(p: Pair | TablePair, best: Figure | None = None) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 One script per concern: bench_registry.py measures the table under load; this one measures how registration,
 storage and the compatible-drafts query grow with files. It prints, per batch of registrations:
-ms per file (mean and p95), files, base models, pairs, database size, the compatible-drafts query for a
+ms per file (mean and p95), files, base models, pairs, database size, the compatible-drafts query (listed pairs
+and the base models answered from classes) for a
 target of the family, and the table page (in-process, cache off), then the throughput of 1, 2 and 4
 registering processes, and projects 200,000 files from the batches.
 
@@ -64,6 +65,7 @@ from inspector.info import ModelInfo, inspect_source  # noqa: E402
 from inspector.tokens import TokenTable as Tokens  # noqa: E402
 from inspector.tokens import vocab_key  # noqa: E402
 from registry.catalog import registration, stored  # noqa: E402
+from registry.catalog.listing import unlisted_partners  # noqa: E402
 from registry.hub.drafts import compatible_drafts  # noqa: E402
 from registry.models import BaseModel, GGUFFile, Pair  # noqa: E402
 from tests.bench.vocab_edit import replace_token  # noqa: E402
@@ -146,7 +148,8 @@ def drafts_ms(fam: int, n: int = 20) -> float:
     times = []
     for pk in targets:
         t0 = time.perf_counter()
-        rows = list(compatible_drafts(GGUFFile.objects.get(pk=pk)))
+        target = GGUFFile.objects.select_related("model__base").get(pk=pk)
+        rows = list(compatible_drafts(target)) + unlisted_partners(target, "draft")  # listed, then from classes
         times.append(time.perf_counter() - t0)
         assert rows
     return 1000 * statistics.median(times) if times else float("nan")

@@ -8,7 +8,7 @@ from typing import Any
 
 from inspector.management.base import SpecregCommand, UserError
 from registry.hub.drafts import DraftSearch, DraftSearchError, find_drafts, sidecar_method
-from registry.web.serializers import pair_row
+from registry.web.serializers import pair_row, unlisted_ref
 
 
 def sidecar_rows(search: DraftSearch) -> list[dict[str, Any]]:
@@ -76,6 +76,7 @@ class Command(SpecregCommand):
                     {
                         "target": search.target.source,
                         "registered": [pair_row(p) for p in search.registered],
+                        "unlisted": [unlisted_ref(bc) for bc in search.unlisted],
                         "hub": [
                             {
                                 "repo": c.repo_id,
@@ -99,6 +100,10 @@ class Command(SpecregCommand):
             self.stdout.write(f"Registered compatible drafts: {len(search.registered)}")
             for p in search.registered:
                 self.stdout.write(f"  {p.draft.source}  (size ratio {p.size_ratio or 0:.1f}×)")
+            if search.unlisted:
+                self.stdout.write(f"Also compatible, without a row in the table: {len(search.unlisted)}")
+                for bc in search.unlisted:
+                    self.stdout.write(f"  {bc.file.source}  ({bc.base.name})")
             if not no_hub:
                 self.stdout.write(f"Found on the Hub: {len(search.found)} compatible")
                 for p in search.found:
