@@ -492,6 +492,21 @@ class BenchmarkResult(ResultFigures):
     # How it was measured: "cli" (llama-completion against llama-speculative-simple) or "server" (two
     # llama-servers started with the deployed flags, figures from each response's timings).
     via = models.CharField(max_length=8, default="cli")
+    # Under load (``--via server --clients N``): N requests at once against servers of ``parallel`` slots (-np).
+    # tokens_per_second and baseline_tokens_per_second are then aggregate (all clients' tokens over the round's
+    # wall time), and the speedup is against the plain server at the same concurrency.
+    clients = models.PositiveSmallIntegerField(default=1)
+    parallel = models.PositiveSmallIntegerField(default=1)
+    latency_p50 = models.FloatField(null=True, blank=True)  # seconds per request, speculative server
+    latency_p95 = models.FloatField(null=True, blank=True)
+    baseline_latency_p95 = models.FloatField(null=True, blank=True)  # the plain server's
+    ttft_p50 = models.FloatField(null=True, blank=True)  # seconds to the first streamed token, speculative server
+    # Several clients: the share of outputs that differ from the single-client plain output (batch make-up changes
+    # numerics at temperature 0): information, not a fault; where they part is in ``divergences``.
+    differing_share = models.FloatField(null=True, blank=True)
+    # A prompt was sent twice to one speculative server (more clients than distinct prompts): n-gram methods
+    # then find their own earlier answer, so the figure is labelled "measured with repeats".
+    prompt_repeats = models.BooleanField(default=False)
 
     class Meta:
         db_table = "runner_benchmarkresult"
@@ -687,3 +702,67 @@ class RateCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} @ {self.window}: {self.count}"
+
+
+class StabilityResult(ResultFigures):
+    """A soak (``manage.py soak``): the recommended llama-server setting under a loop of task-set requests for hours,
+    recorded every interval. A measured figure of its own kind (stability), never mixed into speed figures.
+
+    ``tokens_per_second`` is the soak's mean aggregate throughput, ``baseline_tokens_per_second`` the plain server's
+    at the same concurrency just before, ``acceptance`` over the whole soak."""
+
+    RUNNING, STABLE, FAILED, TIMEOUT, UNSTABLE, CANCELLED, INTERRUPTED = (
+        "running",
+        "stable",
+        "failed",
+        "timeout",
+        "unstable",
+        "cancelled",
+        "interrupted",
+    )
+    run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="soaks")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="stability_results")
+    # The team deployment soaked, when one was named (an id, not a key: registry.team sits above this module).
+    deployment_ref = models.PositiveIntegerField(null=True, blank=True, db_index=True)
+    p_min = models.FloatField(null=True, blank=True)
+    options = models.JSONField(default=list, blank=True)
+    clients = models.PositiveSmallIntegerField(default=1)
+    parallel = models.PositiveSmallIntegerField(default=1)
+    planned_s = models.PositiveIntegerField()
+    elapsed_s = models.FloatField(default=0.0)
+    interval_s = models.PositiveIntegerField(default=60)
+    status = models.CharField(max_length=16, default=RUNNING, db_index=True)
+    verdict = models.CharField(max_length=500, blank=True)  # one line: "stable for 8 h at 2 clients: …"
+    command = models.TextField(blank=True)  # the llama-server command soaked
+    # One entry per interval: t (s from start), requests, tokens, tokens_per_second, drafted, accepted,
+    # acceptance, rss_mb, errors, timeouts, compared, differing (one client: outputs against the plain ones).
+    intervals = models.JSONField(default=list)
+    requests = models.PositiveIntegerField(default=0)
+    errors = models.PositiveIntegerField(default=0)
+    timeouts = models.PositiveIntegerField(default=0)
+    rss_start_mb = models.FloatField(null=True, blank=True)
+    rss_end_mb = models.FloatField(null=True, blank=True)
+    acceptance_min = models.FloatField(null=True, blank=True)
+    acceptance_max = models.FloatField(null=True, blank=True)
+    compared = models.PositiveIntegerField(default=0)  # outputs compared with the plain output (one client)
+    differing = models.PositiveIntegerField(default=0)
+    prompt_repeats = models.BooleanField(default=False)  # prompts came round again within the server's life
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.pair} soak ({self.status})"
+
+    @property
+    def setting_label(self) -> str:
+        from inspector.spec_flags import Setting
+
+        return Setting(self.method, self.k, self.p_min, tuple(tuple(o) for o in self.options or ())).label
+
+    @property
+    def memory_growth(self) -> float | None:
+        if not self.rss_start_mb or self.rss_end_mb is None:
+            return None
+        return self.rss_end_mb / self.rss_start_mb - 1

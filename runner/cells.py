@@ -41,10 +41,16 @@ class Cell:
     method: str = "draft-simple"  # llama.cpp's --spec-type
     options: tuple[tuple[str, str], ...] = ()  # the method's other swept options (flag, value)
     via: str = "cli"  # "cli": llama-completion vs llama-speculative-simple; "server": two llama-servers
+    clients: int = 1  # requests sent at once (via server only): runner.load
+    parallel: int = 0  # the servers' slots (-np); 0: as many as clients
 
     @property
     def setting(self) -> Setting:
         return Setting(self.method, self.k, self.p_min, self.options)
+
+    @property
+    def slots(self) -> int:
+        return self.parallel or self.clients
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,7 @@ class Run:
     text: str = ""
     error: str | None = None
     signal: int | None = None  # the signal that killed the process (SIGILL, SIGSEGV, ...), if one did
+    ttft_s: float | None = None  # seconds to the first streamed token (requests under load)
 
 
 def killed_by(rc: int | None) -> int | None:
@@ -82,6 +89,23 @@ class Spread:
     @staticmethod
     def of(values: Sequence[float]) -> Spread | None:
         return Spread(statistics.median(values), min(values), max(values), len(values)) if values else None
+
+
+@dataclass(frozen=True)
+class LoadFigures:
+    """A cell measured with several clients at once: per side the aggregate tokens per second of each round (all
+    clients' tokens over the round's wall time), latencies and time to first token of the speculative side."""
+
+    clients: int
+    parallel: int
+    plain_aggregate: Spread | None
+    spec_aggregate: Spread | None
+    latency_p50: float | None
+    latency_p95: float | None
+    baseline_latency_p95: float | None
+    ttft_p50: float | None
+    differing_share: float | None  # outputs unlike the single-client plain output (information, not a fault)
+    prompt_repeats: bool  # a prompt reached one speculative server twice
 
 
 @dataclass(frozen=True)
@@ -118,6 +142,11 @@ class CellResult:
     # busy-wait for each other), so a busy machine must show in the results
     other_cpu_share: float | None = None
     crash_signal: int | None = None  # a llama.cpp process of this cell was killed by this signal
+    load: LoadFigures | None = None  # several clients at once (runner.load): aggregate speeds, latencies
+
+    @property
+    def clients(self) -> int:
+        return self.cell.clients
 
     @property
     def first_difference(self) -> int | None:

@@ -97,6 +97,11 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
         task_set = parse_task_set(p["task_set"], "task set") if p.get("task_set") else load_task_set()
     except TaskSetError as exc:
         return BenchmarkRun.FAILED, str(exc)
+    if p.get("mode") == "soak":
+        from .soaking import execute_soak
+
+        gpu = ALL_GPU_LAYERS if hw.get("gpus") else None
+        return execute_soak(run, str(target_path), draft_path or None, task_set, hw, build, reporter, server_caps, gpu)
     if p.get("mode") == "predict":
         return _predict_only(run, str(target_path), draft_path or None, task_set, hw, build, reporter)
     first: dict[str, Any] | None = None
@@ -126,6 +131,8 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
         gpu_layers=ALL_GPU_LAYERS if hw.get("gpus") else None,
         timeout_s=float(p.get("timeout_s", 900)),
         settings_by_type=by_type,
+        clients=tuple(p.get("clients") or (1,)),
+        parallel=p.get("parallel"),
     )
 
     def progress(fraction: float, message: str) -> None:

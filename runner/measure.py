@@ -153,6 +153,10 @@ def measure_cell(
             caps = server_caps or llamacpp.capabilities(llamacpp.find_binary(llamacpp.SERVER))
         except (llamacpp.LlamaCppNotFound, llamacpp.LlamaCppError) as exc:
             return summarize(cell, [], "failed", str(exc), time.monotonic() - start)
+        if cell.clients > 1:
+            from .load import measure_under_load
+
+            return measure_under_load(cell, caps, progress=progress, should_cancel=should_cancel)
         return measure_via_server(cell, caps, progress=progress, should_cancel=should_cancel)
     try:
         plain_caps = plain_caps or llamacpp.capabilities(llamacpp.find_binary(llamacpp.COMPLETION))

@@ -31,9 +31,13 @@ DEFAULT_PARAMS: dict[str, Any] = {
     # "benchmark": predict every setting, then measure the best (runner.predicting); "predict": predict only
     "mode": "benchmark",
     "full_sweep": False,  # measure every setting, as before predictions existed (run_benchmark --full-sweep)
+    "clients": [1],  # concurrent clients (via server only): runner.load
+    "parallel": None,  # the servers' slots (-np); None: as many as clients
+    # manage.py soak (runner.soak): how long, how often a record, the setting and, where named, the deployment
+    "soak": None,
 }
 VIAS = ("cli", "server")
-MODES = ("benchmark", "predict")
+MODES = ("benchmark", "predict", "soak")
 
 
 # What local_hardware_class() produces (cpu-2c, gpu-nvidia-h100x2): a queue-name part, never a path.
@@ -99,6 +103,14 @@ def normalize_params(params: dict[str, Any], *, has_draft: bool = True) -> dict[
         raise BenchmarkError(f"mode must be one of {', '.join(MODES)}; got {p['mode']!r}")
     if p["via"] not in VIAS:
         raise BenchmarkError(f"via must be one of {', '.join(VIAS)}; got {p['via']!r}")
+    clients = sorted({int(c) for c in p["clients"] or [1]})
+    if any(c < 1 or c > settings.SPECREG_MAX_CLIENTS for c in clients):
+        raise BenchmarkError(f"clients must be between 1 and {settings.SPECREG_MAX_CLIENTS}; got {p['clients']}")
+    if clients != [1] and p["via"] != "server":
+        raise BenchmarkError("several clients are measured through llama-server: add --via server")
+    parallel = int(p["parallel"]) if p["parallel"] is not None else None
+    if parallel is not None and not 1 <= parallel <= settings.SPECREG_MAX_CLIENTS:
+        raise BenchmarkError(f"parallel (-np) must be between 1 and {settings.SPECREG_MAX_CLIENTS}; got {parallel}")
     task_set = parse_task_set(p["task_set"], "task set") if p["task_set"] else load_task_set()
     types = p["content_types"] or None
     if types:
@@ -122,9 +134,13 @@ def normalize_params(params: dict[str, Any], *, has_draft: bool = True) -> dict[
         "p_min": float(p["p_min"]) if p["p_min"] is not None else None,
         "target_alone": not has_draft,
         "full_sweep": bool(p["full_sweep"]),
+        "clients": clients,
+        "parallel": parallel,
     }
     if out["mode"] == "predict":
         return out  # no benchmark process runs; the prediction's own work is bounded by K <= 64 and the prompts
+    if out["mode"] == "soak":
+        return out  # one server for the soak's duration (runner.soak checks its own parameters)
     n = process_count(out, len(types or task_set.content_types))
     cap = settings.SPECREG_MAX_PROCESSES_PER_RUN
     if n > cap:

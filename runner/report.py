@@ -121,10 +121,20 @@ def markdown_report(
         out += ["Prompt notes:", *[f"- {n}" for n in result.prompt_notes], ""]
     for rec in result.recommendations:
         cells = [
-            c for c in result.cells if c.cell.content_type == rec.content_type and c.cell.temperature == rec.temperature
+            c
+            for c in result.cells
+            if c.cell.content_type == rec.content_type
+            and c.cell.temperature == rec.temperature
+            and c.cell.clients == rec.clients
         ]
+        load = (
+            f", {rec.clients} concurrent clients on {rec.parallel} slots: aggregate speeds, speedup against the plain "
+            "server at the same concurrency"
+            if rec.clients > 1
+            else ""
+        )
         out += [
-            f"## {rec.content_type} (temperature {rec.temperature:g})",
+            f"## {rec.content_type} (temperature {rec.temperature:g}{load})",
             "",
             "| K | temp | plain t/s | speculative t/s | speedup | acceptance | accepted/verification "
             "| identical | status |",
@@ -160,7 +170,8 @@ def markdown_report(
                 "",
             ]
     if deployments:
-        out += ["## Deployment", ""]
+        clients = max((r.clients for r in result.recommendations), default=1)
+        out += ["## Deployment", "", f"For {clients} concurrent client{'s' if clients != 1 else ''}, as measured.", ""]
         for name, dep in deployments.items():
             out += [f"### {name}", "", "```sh", dep.command, "```", "", "```ini", dep.unit.rstrip(), "```", ""]
     return "\n".join(out).rstrip() + "\n"

@@ -13,7 +13,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from registry.models import BenchmarkRun
+from registry.models import BenchmarkRun, StabilityResult
 
 from .models import workers_on
 from .params import BenchmarkError
@@ -60,6 +60,12 @@ def sweep_stale(stale_after_s: int = STALE_AFTER_S, queued_for_s: float | None =
                 error=f"no worker listened on queue {queue} for {queued_for_s / 3600:g} h; start one for this "
                 "hardware class and queue the run again",
             )
+    # A soak whose worker died keeps what it recorded, marked as cut short.
+    StabilityResult.objects.filter(status=StabilityResult.RUNNING, run__status__in=BenchmarkRun.FINISHED).update(
+        status=StabilityResult.INTERRUPTED,
+        verdict="interrupted: its worker stopped before the soak ended; the partial record is kept",
+        finished_at=now,
+    )
     return n
 
 

@@ -49,6 +49,7 @@ class _ServerSize(TypedDict):
     ctx_size: int
     threads: int | None
     gpu_layers: int | None
+    parallel: int
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class Completion:
     wall_s: float = 0.0
     error: str | None = None
     state: str = "ok"  # ok, failed, timeout, cancelled
+    ttft_s: float | None = None  # to the first streamed piece of text (streamed requests only)
 
 
 def free_port() -> int:
@@ -82,9 +84,11 @@ def _deployed_argv(
     ctx_size: int,
     threads: int | None,
     gpu_layers: int | None,
+    parallel: int = 1,
 ) -> list[str]:
     """The command the deployment builder writes (``registry.results.deploy``, the one builder), run by this binary
-    on a loopback port. A GPU cell offloads everything, as the deployed command does."""
+    on a loopback port. A GPU cell offloads everything, as the deployed command does; ``parallel`` slots (-np) of
+    ``ctx_size`` each, as deployed."""
     if setting is not None and uses_draft_file(setting.method) and not draft:
         raise LlamaCppError(f"{setting.method} needs a draft file (-md)")
     dep = deployment(
@@ -97,14 +101,24 @@ def _deployed_argv(
         threads=threads,
         gpu=gpu_layers is not None,
         setting=setting,
+        parallel=parallel,
     )
     return [str(caps.binary), *dep.argv[1:]]
 
 
 def plain_server_argv(
-    caps: Capabilities, target: str, port: int, *, ctx_size: int, threads: int | None, gpu_layers: int | None
+    caps: Capabilities,
+    target: str,
+    port: int,
+    *,
+    ctx_size: int,
+    threads: int | None,
+    gpu_layers: int | None,
+    parallel: int = 1,
 ) -> list[str]:
-    argv = _deployed_argv(caps, target, None, None, port, ctx_size=ctx_size, threads=threads, gpu_layers=gpu_layers)
+    argv = _deployed_argv(
+        caps, target, None, None, port, ctx_size=ctx_size, threads=threads, gpu_layers=gpu_layers, parallel=parallel
+    )
     if caps.has("--spec-type"):
         argv += ["--spec-type", "none"]  # no default (upstream discusses ngram-mod on) may make it speculate
     return argv + _quiet(caps)
@@ -120,19 +134,24 @@ def spec_server_argv(
     ctx_size: int,
     threads: int | None,
     gpu_layers: int | None,
+    parallel: int = 1,
 ) -> list[str]:
-    """The server deployed for ``setting`` (same flags), on a loopback port."""
+    """The server deployed for ``setting`` (same flags, ``-np`` included), on a loopback port."""
     return _deployed_argv(
-        caps, target, draft, setting, port, ctx_size=ctx_size, threads=threads, gpu_layers=gpu_layers
+        caps,
+        target,
+        draft,
+        setting,
+        port,
+        ctx_size=ctx_size,
+        threads=threads,
+        gpu_layers=gpu_layers,
+        parallel=parallel,
     ) + _quiet(caps)
 
 
 def _quiet(caps: Capabilities) -> list[str]:
-    # one slot: requests are sent one at a time, and more slots would split the context
-    out = ["-np", "1"] if caps.has("-np") else []
-    if caps.has("--no-webui"):
-        out.append("--no-webui")
-    return out
+    return ["--no-webui"] if caps.has("--no-webui") else []
 
 
 class Server:
@@ -178,7 +197,18 @@ class Server:
                 return ln[:300]
         return lines[-1][:300] if lines else "no output"
 
-    def complete(self, prompt: str, *, n_predict: int, temperature: float, seed: int, timeout_s: float) -> Completion:
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def complete(
+        self, prompt: str, *, n_predict: int, temperature: float, seed: int, timeout_s: float, stream: bool = False
+    ) -> Completion:
+        """One request; ``stream`` reads the answer piece by piece (server-sent events) to time the first token."""
         body = json.dumps(
             {
                 "prompt": prompt,
@@ -186,7 +216,7 @@ class Server:
                 "temperature": temperature,
                 "seed": seed,
                 "cache_prompt": False,
-                "stream": False,
+                "stream": stream,
             }
         ).encode()
         req = urllib.request.Request(  # noqa: S310 - http:// to the server we started
@@ -195,7 +225,10 @@ class Server:
         t0 = time.monotonic()
         try:
             with _OPENER.open(req, timeout=timeout_s) as r:
-                data = json.loads(r.read(MAX_RESPONSE + 1)[:MAX_RESPONSE])
+                if stream:
+                    data, ttft = _read_stream(r, t0, time.monotonic() + timeout_s)
+                else:
+                    data, ttft = json.loads(r.read(MAX_RESPONSE + 1)[:MAX_RESPONSE]), None
         except TimeoutError:
             return Completion(
                 wall_s=time.monotonic() - t0,
@@ -223,12 +256,68 @@ class Server:
             n_accept=fig.draft_n_accepted or 0,
             llama_s=(fig.predicted_ms + fig.prompt_ms) / 1000,
             wall_s=wall,
+            ttft_s=ttft,
         )
 
     def stop(self) -> None:
         if self.proc is not None:
             procs.stop_service(self.proc)
             self.proc = None
+
+
+def run_of(kind: str, i: int, r: int, c: Completion, server: Server) -> Run:
+    """One request's answer as a run of its cell (draft counts only on the speculative side)."""
+    spec_side = kind == "spec"
+    return Run(
+        kind,
+        i,
+        r,
+        c.state,
+        c.wall_s,
+        c.llama_s,
+        c.tokens_per_s,
+        c.n_tokens,
+        c.n_drafted if spec_side else 0,
+        c.n_accept if spec_side else 0,
+        None,
+        c.text,
+        c.error,
+        signal=server.crash_signal if c.state != "ok" else None,
+        ttft_s=c.ttft_s,
+    )
+
+
+def _read_stream(r, t0: float, deadline: float) -> tuple[dict, float | None]:
+    """The final event of a streamed ``/completion`` (its ``timings``) with ``content`` set to the whole text, and
+    the seconds to the first piece of text. Bounded: at most MAX_RESPONSE bytes and the request's deadline."""
+    pieces: list[str] = []
+    ttft: float | None = None
+    last: dict = {}
+    read = 0
+    while True:
+        if time.monotonic() > deadline:
+            raise TimeoutError
+        line = r.readline(MAX_RESPONSE)
+        if not line:
+            break
+        read += len(line)
+        if read > MAX_RESPONSE:
+            raise ValueError("streamed answer too long")
+        if not line.startswith(b"data: "):
+            continue
+        event = json.loads(line[6:])
+        if not isinstance(event, dict):
+            raise ValueError("an event is not a JSON object")
+        if "error" in event:
+            return event, ttft
+        text = event.get("content") or ""
+        if text and ttft is None:
+            ttft = time.monotonic() - t0
+        pieces.append(str(text))
+        last = event
+        if event.get("stop"):
+            break
+    return {**last, "content": "".join(pieces)}, ttft
 
 
 def measure_via_server(
@@ -240,7 +329,7 @@ def measure_via_server(
     llama-server, so a repeated prompt would draft its own earlier answer."""
     start = time.monotonic()
     ctx = context_size(cell)
-    kw = _ServerSize(ctx_size=ctx, threads=cell.threads, gpu_layers=cell.gpu_layers)
+    kw = _ServerSize(ctx_size=ctx, threads=cell.threads, gpu_layers=cell.gpu_layers, parallel=cell.slots)
     p_port, s_port = free_port(), free_port()
     try:
         plain = Server(plain_server_argv(caps, cell.target, p_port, **kw), p_port)
@@ -286,23 +375,7 @@ def measure_via_server(
                 seed=cell.seed,
                 timeout_s=cell.timeout_s,
             )
-            spec_side = kind == "spec"
-            return Run(
-                kind,
-                i,
-                r,
-                c.state,
-                c.wall_s,
-                c.llama_s,
-                c.tokens_per_s,
-                c.n_tokens,
-                c.n_drafted if spec_side else 0,
-                c.n_accept if spec_side else 0,
-                None,
-                c.text,
-                c.error,
-                signal=server.crash_signal if c.state != "ok" else None,
-            )
+            return run_of(kind, i, r, c, server)
 
         label = f"{cell.setting.label} via server" + (f" {cell.content_type}" if cell.content_type else "")
         return interleave(

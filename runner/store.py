@@ -18,6 +18,20 @@ from .runs import log
 from .sweep import SweepResult
 
 
+def _load_fields(c) -> dict[str, Any]:
+    """A cell measured under several clients: its latencies, identity share and label (runner.load)."""
+    if c.load is None:
+        return {}
+    return {
+        "latency_p50": c.load.latency_p50,
+        "latency_p95": c.load.latency_p95,
+        "baseline_latency_p95": c.load.baseline_latency_p95,
+        "ttft_p50": c.load.ttft_p50,
+        "differing_share": c.load.differing_share,
+        "prompt_repeats": c.load.prompt_repeats,
+    }
+
+
 def store_results(
     run: BenchmarkRun,
     result: SweepResult,
@@ -67,6 +81,9 @@ def store_results(
                 hardware=label,
                 llama_cpp_build=build.label[:32],
                 via=c.cell.via,
+                clients=c.cell.clients,
+                parallel=c.cell.slots,
+                **_load_fields(c),
             )
         )
     process_s = sum(c.process_s for c in result.cells)
@@ -86,14 +103,22 @@ def store_results(
     # The files as a user will have them (models/… from the Hub, or the registered path), not this
     # worker's cache paths, so the command is the one the pair page shows.
     target, draft = model_path(run.measured_target), model_path(run.measured_draft)
+    # The deployment holds for the largest concurrency measured (production serves several clients at once), with
+    # the slots it was measured with (-np): what is deployed is what was measured.
+    clients = max((r.clients for r in result.recommendations), default=1)
+    at_load = [r for r in result.recommendations if r.clients == clients]
     deployments = {
-        r.content_type: deployment(server_caps, target, draft, r.k, gpu=gpu, setting=r.setting)
-        for r in result.recommendations
+        r.content_type: deployment(server_caps, target, draft, r.k, gpu=gpu, setting=r.setting, parallel=r.parallel)
+        for r in at_load
     }
     # One server serves every content type: deploy the setting of the type with the best speed-up.
-    best = max(result.recommendations, key=lambda r: (r.use_draft, r.speedup or 0), default=None)
-    dep = deployments[best.content_type] if best else deployment(server_caps, target, None, None, gpu=gpu)
+    best = max(at_load, key=lambda r: (r.use_draft, r.speedup or 0), default=None)
+    slots = best.parallel if best else run.params.get("parallel") or 1
+    dep = (
+        deployments[best.content_type] if best else deployment(server_caps, target, None, None, gpu=gpu, parallel=slots)
+    )
     summary["deploy_for"] = best.content_type if best else None
+    summary["deploy_clients"] = clients
     report = markdown_report(result, hardware=hw, build=build, deployments=deployments, prediction=prediction)
     with transaction.atomic():
         BenchmarkResult.objects.bulk_create(rows)

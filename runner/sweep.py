@@ -46,6 +46,10 @@ class SweepConfig:
     # A predicted sweep (runner.predicting): per content type, exactly these settings (no extension); a type
     # not named here gets the full plan.
     settings_by_type: dict[str, tuple[Setting, ...]] | None = None
+    # Concurrent clients (via server, runner.load): every setting is swept at the smallest, and the best two of
+    # each content type are measured again at each larger one; slots (-np) equal the clients unless ``parallel``.
+    clients: tuple[int, ...] = (1,)
+    parallel: int | None = None
 
     @property
     def draft_p_mins(self) -> tuple[float | None, ...]:
@@ -64,6 +68,8 @@ class Recommendation:
     method: str | None = None  # of the recommended setting (None: run without speculation)
     p_min: float | None = None
     options: tuple[tuple[str, str], ...] = ()
+    clients: int = 1  # the concurrency it holds for
+    parallel: int = 1  # the slots (-np) it was measured with
 
     @property
     def use_draft(self) -> bool:
@@ -109,8 +115,12 @@ def next_k(speeds: dict[int, float | None], grid: Sequence[int]) -> int | None:
     return above[0] if above else None
 
 
-def recommend(content_type: str, temperature: float, cells: Sequence[CellResult]) -> Recommendation:
-    """The fastest setting (any method) whose speedup is above 1, else: run without speculation (and why)."""
+def recommend(
+    content_type: str, temperature: float, cells: Sequence[CellResult], clients: int = 1, parallel: int | None = None
+) -> Recommendation:
+    """The fastest setting (any method) whose speedup is above 1, else: run without speculation (and why); at
+    ``clients`` concurrent requests (the cells' own)."""
+    slots = parallel or clients
     usable = [c for c in cells if cell_speed(c) is not None]
     if not usable:
         failed = [c for c in cells if c.status != "ok"]
@@ -120,7 +130,7 @@ def recommend(content_type: str, temperature: float, cells: Sequence[CellResult]
             reason = "speculation never ran (nothing was drafted)"
         else:
             reason = "nothing measured"
-        return Recommendation(content_type, temperature, None, None, None, reason)
+        return Recommendation(content_type, temperature, None, None, None, reason, clients=clients, parallel=slots)
     best = max(usable, key=lambda c: c.speedup or 0.0)  # every usable cell has a speedup
     busy = [c for c in cells if (c.other_cpu_share or 0) > BUSY_SHARE]
     caveat = None
@@ -143,6 +153,8 @@ def recommend(content_type: str, temperature: float, cells: Sequence[CellResult]
             s.method,
             s.p_min,
             s.options,
+            clients=clients,
+            parallel=slots,
         )
     return Recommendation(
         content_type,
@@ -152,22 +164,31 @@ def recommend(content_type: str, temperature: float, cells: Sequence[CellResult]
         best.acceptance_rate,
         f"no setting beat the target alone (best: {s.label} at {best.speedup:.2f}x)",
         caveat,
+        clients=clients,
+        parallel=slots,
     )
 
 
 def _prompts(
-    config: SweepConfig, template: ChatTemplate | None, content_type: str
+    config: SweepConfig, template: ChatTemplate | None, content_type: str, at_least: int = 1
 ) -> tuple[tuple[str, ...], list[str]]:
+    """The type's prompts, rendered; ``at_least`` as many as there are clients (distinct prompts per round) where
+    the task set has them."""
     tasks = config.task_set.by_type(content_type)
     if config.prompts_per_type is not None:
-        tasks = tasks[: config.prompts_per_type]
+        tasks = tasks[: max(config.prompts_per_type, at_least)]
     rendered = [render_prompt(t.prompt, template, t.system) for t in tasks]
     notes = sorted({f"{content_type}: {r.note}" for r in rendered if r.note})
     return tuple(r.text for r in rendered), notes
 
 
 def _cell(
-    config: SweepConfig, prompts: tuple[str, ...], content_type: str, temperature: float, setting: Setting
+    config: SweepConfig,
+    prompts: tuple[str, ...],
+    content_type: str,
+    temperature: float,
+    setting: Setting,
+    clients: int = 1,
 ) -> Cell:
     from inspector.spec_flags import uses_draft_file
 
@@ -189,6 +210,8 @@ def _cell(
         method=setting.method,
         options=setting.options,
         via=config.via,
+        clients=clients,
+        parallel=config.parallel or 0,
     )
 
 
@@ -228,18 +251,44 @@ def run_sweep(
     types = config.content_types or config.task_set.content_types
     groups = [(ct, t) for ct in types for t in config.temperatures]
     planned = planned_settings(config)
-    expected = len(groups) * len(planned)
+    base, *more_clients = sorted(set(config.clients)) or [1]
+    expected = len(groups) * (len(planned) + 2 * len(more_clients))
     cells: list[CellResult] = []
     recs: list[Recommendation] = []
     notes: list[str] = []
     status, error = "ok", None
     shown = [0.0]
     crashes = CrashDiagnosis()
+
+    def cell_progress(done: int) -> Progress:
+        """The run's progress while its cell number ``done`` is measured."""
+
+        def sub(fraction: float, message: str) -> None:
+            if progress is not None:
+                # an extension adds a cell to the estimate; never let the bar move back
+                # ``expected`` is read late on purpose: an extension raises it; 1.0 only at the end
+                shown[0] = max(shown[0], min(0.99, (done + fraction) / expected))
+                progress(shown[0], message)
+
+        return sub
+
+    def measure_one(cell: Cell) -> CellResult:
+        result = measure(
+            cell,
+            plain_caps=plain_caps,
+            spec_caps=spec_caps,
+            server_caps=server_caps,
+            progress=cell_progress(len(cells)),
+            should_cancel=should_cancel,
+        )
+        cells.append(result)
+        return result
+
     for content_type, temperature in groups:
-        prompts, group_notes = _prompts(config, template, content_type)
+        prompts, group_notes = _prompts(config, template, content_type, max(config.clients))
         notes += [n for n in group_notes if n not in notes]
         if not prompts:
-            recs.append(recommend(content_type, temperature, []))
+            recs.append(recommend(content_type, temperature, [], base, config.parallel))
             continue
         group: list[CellResult] = []
         chosen = (config.settings_by_type or {}).get(content_type)
@@ -248,24 +297,7 @@ def run_sweep(
         queue = list(chosen if chosen is not None else planned)
         while queue:
             setting = queue.pop(0)
-            done = len(cells)
-
-            def sub(fraction: float, message: str, done: int = done) -> None:
-                if progress is not None:
-                    # an extension adds a cell to the estimate; never let the bar move back
-                    # ``expected`` is read late on purpose: an extension raises it; 1.0 only at the end
-                    shown[0] = max(shown[0], min(0.99, (done + fraction) / expected))  # noqa: B023
-                    progress(shown[0], message)
-
-            result = measure(
-                _cell(config, prompts, content_type, temperature, setting),
-                plain_caps=plain_caps,
-                spec_caps=spec_caps,
-                server_caps=server_caps,
-                progress=sub,
-                should_cancel=should_cancel,
-            )
-            cells.append(result)
+            result = measure_one(_cell(config, prompts, content_type, temperature, setting, base))
             group.append(result)
             if result.status == "cancelled":
                 status, error = "cancelled", "cancelled"
@@ -287,7 +319,23 @@ def run_sweep(
                 if nk is not None:
                     queue.insert(0, Setting(setting.method, nk, setting.p_min, setting.options))
                     expected += 1
-        recs.append(recommend(content_type, temperature, group))
+        recs.append(recommend(content_type, temperature, group, base, config.parallel))
+        if status != "ok":
+            break
+        # Larger concurrency: the best two settings of this type measured again (the best K may shrink there)
+        ranked = sorted((c for c in group if cell_speed(c) is not None), key=lambda c: -(c.speedup or 0.0))
+        top = [c.cell.setting for c in ranked[:2]]
+        for clients in more_clients:
+            at: list[CellResult] = []
+            for setting in top:
+                result = measure_one(_cell(config, prompts, content_type, temperature, setting, clients))
+                at.append(result)
+                if result.status == "cancelled":
+                    status, error = "cancelled", "cancelled"
+                    break
+            recs.append(recommend(content_type, temperature, at, clients, config.parallel))
+            if status != "ok":
+                break
         if status != "ok":
             break
     if status == "ok" and cells and all(c.status != "ok" for c in cells):

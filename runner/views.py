@@ -14,6 +14,8 @@ from registry.models import BenchmarkRun, GGUFFile, HubJob, Pair
 from registry.web.cost_plot import cost_model_svg
 from registry.web.forms import ImportForm
 from registry.web.pages import explained_checks
+from registry.web.plot import soak_svg
+from registry.web.serializers import stability_dict
 
 from . import runs, submit
 from .forms import BenchmarkForm
@@ -65,9 +67,18 @@ def run_state(run: BenchmarkRun) -> dict:
                 "speculation_ran": r.speculation_ran,
                 "error": r.error,
                 "other_cpu_share": r.other_cpu_share,
+                "clients": r.clients,
+                "parallel": r.parallel,
+                "latency_p50": r.latency_p50,
+                "latency_p95": r.latency_p95,
+                "baseline_latency_p95": r.baseline_latency_p95,
+                "ttft_p50": r.ttft_p50,
+                "differing_share": r.differing_share,
+                "prompt_repeats": r.prompt_repeats,
             }
             for r in run.results.all()
         ],
+        "stability": [stability_dict(s) for s in run.soaks.all()],
     }
 
 
@@ -81,6 +92,7 @@ def run(request: HttpRequest, pk: int) -> HttpResponse:
         if guess is not None and guess.speedup is not None and x.speedup:
             error = 100 * (guess.speedup - x.speedup) / x.speedup
         results.append({"r": x, "predicted": guess, "error": error})
+    soaks = list(r.soaks.all())
     return render(
         request,
         "runner/run.html",
@@ -89,6 +101,8 @@ def run(request: HttpRequest, pk: int) -> HttpResponse:
             "results": results,
             "predictions": sorted(predicted.values(), key=lambda x: (x.content_type, -(x.speedup or 0))),
             "may_cancel": may_cancel(request.user, r),
+            "soaks": soaks,
+            "soak_plot": soak_svg(soaks[0].intervals, f"Soak {soaks[0].pk}: {soaks[0].setting_label}") if soaks else "",
         },
     )
 
@@ -128,6 +142,41 @@ def predict(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect(pair)
     messages.success(request, f"Prediction queued on {r.queue}.")
     return redirect(r)
+
+
+def _queue_soak(request: HttpRequest, ref: str, back) -> HttpResponse:
+    """The "Soak test" buttons: queue a soak of ``ref`` and follow it on its run page."""
+    from .soaking import parse_duration, queue_soak
+
+    try:
+        clients = int(request.POST.get("clients") or 1)
+        r = queue_soak(
+            ref, duration_s=parse_duration(request.POST.get("duration") or "1h"), clients=clients, user=request.user
+        )
+    except ValueError:
+        messages.error(request, "clients must be a whole number")
+        return redirect(back)
+    except BenchmarkError as exc:
+        messages.error(request, str(exc))
+        return redirect(back)
+    messages.success(request, f"Soak queued on {r.queue}; it occupies that worker until it ends.")
+    return redirect(r)
+
+
+@login_required
+@require_POST
+def soak(request: HttpRequest, pk: int) -> HttpResponse:
+    pair = get_object_or_404(Pair, pk=pk)
+    return _queue_soak(request, f"pair:{pair.pk}", pair)
+
+
+@login_required
+@require_POST
+def soak_deployment(request: HttpRequest, pk: int) -> HttpResponse:
+    from registry.team.models import Deployment
+
+    dep = get_object_or_404(Deployment, pk=pk)
+    return _queue_soak(request, f"deployment:{dep.pk}", dep)
 
 
 def hardware(request: HttpRequest, name: str) -> HttpResponse:

@@ -14,19 +14,24 @@ from tests.needs import missing
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.llama
-@pytest.mark.parametrize("via", ["cli", "server"])
-def test_bench_methods_quick_runs_every_import_and_measures(tmp_path, smollm2_path, via):
+def _bench(tmp_path: Path, name: str, *args: str) -> subprocess.CompletedProcess:
+    """A benchmark script run from the clone as a user would, with a data folder of its own."""
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL")}
     env["SPECREG_DATA_DIR"] = str(tmp_path / "data")
-    r = subprocess.run(
-        [sys.executable, "tests/bench/bench_methods.py", "--quick", "--via", via],
+    return subprocess.run(
+        [sys.executable, f"tests/bench/{name}.py", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("via", ["cli", "server"])
+def test_bench_methods_quick_runs_every_import_and_measures(tmp_path, smollm2_path, via):
+    r = _bench(tmp_path, "bench_methods", "--quick", "--via", via)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     rows = [line for line in r.stdout.splitlines() if line.startswith("| code |")]
     assert len(rows) == 2 and "draft-simple K=2" in rows[0], r.stdout
@@ -36,16 +41,7 @@ def test_bench_methods_quick_runs_every_import_and_measures(tmp_path, smollm2_pa
 
 @pytest.mark.llama
 def test_bench_predict_quick_sets_predictions_beside_measurements(tmp_path, smollm2_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL")}
-    env["SPECREG_DATA_DIR"] = str(tmp_path / "data")
-    r = subprocess.run(
-        [sys.executable, "tests/bench/bench_predict.py", "--quick"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = _bench(tmp_path, "bench_predict", "--quick")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     rows = [line.split("|") for line in r.stdout.splitlines() if line.startswith("| code |")]
     assert [c[2].strip() for c in rows] == ["draft-simple K=2 p-min=0", "ngram-mod K=16"], r.stdout
@@ -86,3 +82,17 @@ def test_bench_crawl_small_reads_headers_only_once(tmp_path, smollm2_path, qwen0
     ratios = [float(line.rsplit("= ", 1)[1].rstrip("x")) for line in r.stdout.splitlines() if "MB of headers =" in line]
     assert len(ratios) == 1 and 1.0 <= ratios[0] <= 1.05, r.stdout
     assert "6 added" in r.stdout and "6 unchanged" in r.stdout and "files/hour" in r.stdout
+
+
+@pytest.mark.llama
+def test_bench_load_quick_measures_one_and_two_clients(tmp_path, smollm2_path):
+    r = _bench(tmp_path, "bench_load", "--quick")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    rows = [line.split("|") for line in r.stdout.splitlines() if line.startswith("| code |")]
+    assert [(x[2].strip(), x[3].strip()) for x in rows] == [
+        ("draft-simple K=4 p-min=0", "1"),
+        ("draft-simple K=4 p-min=0", "2"),
+        ("ngram-mod K=16 ngram-mod-n-match=24", "1"),
+        ("ngram-mod K=16 ngram-mod-n-match=24", "2"),
+    ], r.stdout
+    assert all(float(x[4]) > 0 and float(x[5]) > 0 and float(x[12]) > 0 for x in rows)  # speeds, server CPU

@@ -8,7 +8,16 @@ from django.utils import timezone
 
 from inspector.info import inspect_source
 from registry.catalog.registration import register
-from registry.models import BenchmarkRun, Crawl, CrawlRepo, HubJob, Pair, PredictedResult
+from registry.models import (
+    BenchmarkResult,
+    BenchmarkRun,
+    Crawl,
+    CrawlRepo,
+    HubJob,
+    Pair,
+    PredictedResult,
+    StabilityResult,
+)
 from registry.results.figures import refresh_predicted
 from registry.team.models import Deployment, Note
 from tests.browser import shot
@@ -53,6 +62,25 @@ def site(qwen05_header_path, qwen15_header_path) -> dict[str, int]:
         CrawlRepo.objects.create(
             crawl=crawl, repo_id=repo, status=status, message=message, added=1 if status == "done" else 0
         )
+    # under load and a soak (issue 22): the pair page's load cells and plot, the soak's run page and records
+    BenchmarkResult.objects.create(
+        run=run, pair=pair, k=4, content_type="code", speedup=0.9, acceptance=0.7, tokens_per_second=40.0,
+        baseline_tokens_per_second=44.0, n_predict=64, repeats=1, n_prompts=2, status="ok", clients=2, parallel=2,
+        latency_p50=1.1, latency_p95=1.4, baseline_latency_p95=1.2, ttft_p50=0.2, differing_share=0.5, via="server",
+    )  # fmt: skip
+    soak = BenchmarkRun.objects.create(
+        pair=pair, queue="bench.cpu-2c", status=BenchmarkRun.DONE,
+        params={"mode": "soak", "soak": {"duration_s": 120, "interval_s": 60, "clients": 1, "method": "draft-simple",
+                                         "k": 4, "basis": "as asked"}},
+    )  # fmt: skip
+    StabilityResult.objects.create(
+        run=soak, pair=pair, k=4, method="draft-simple", planned_s=120, elapsed_s=120, status="stable",
+        verdict="stable for 2 min at 1 client: 0 errors, memory +0%", rss_start_mb=300, rss_end_mb=301,
+        intervals=[{"t": 60.0, "requests": 30, "tokens": 900, "tokens_per_second": 15.0, "acceptance": 0.8,
+                    "rss_mb": 300.0, "errors": 0, "timeouts": 0, "compared": 30, "differing": 0},
+                   {"t": 120.0, "requests": 31, "tokens": 930, "tokens_per_second": 15.5, "acceptance": 0.82,
+                    "rss_mb": 301.0, "errors": 0, "timeouts": 0, "compared": 31, "differing": 1}],
+    )  # fmt: skip
     Note.objects.create(pair=pair, body="K=4 held up.", author_name="sam")
     dep = Deployment.objects.create(
         target=pair.target,
@@ -73,6 +101,7 @@ def site(qwen05_header_path, qwen15_header_path) -> dict[str, int]:
         "deployment": dep.pk,
         "note": Note.objects.get().pk,
         "prediction": predicted.pk,
+        "soak": soak.pk,
     }
 
 
@@ -86,6 +115,7 @@ def pages(ids: dict[str, int], staff: bool) -> list[str]:
         f"/models/{ids['model']}/",
         f"/runs/{ids['run']}/",
         f"/runs/{ids['prediction']}/",
+        f"/runs/{ids['soak']}/",
         "/hardware/cpu-2c/",
         f"/jobs/{ids['job']}/",
         "/crawls/",

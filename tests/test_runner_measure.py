@@ -151,10 +151,9 @@ def test_via_server_measures_the_deployed_servers_and_leaves_none_running(smollm
     from runner.server_measure import plain_server_argv
 
     caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.SERVER))
-    assert plain_server_argv(caps, smollm2, 1, ctx_size=512, threads=None, gpu_layers=None)[-5:-3] == [
-        "--spec-type",
-        "none",
-    ]  # the baseline server never speculates
+    argv = plain_server_argv(caps, smollm2, 1, ctx_size=512, threads=None, gpu_layers=None)
+    assert argv[argv.index("--spec-type") + 1] == "none"  # the baseline server never speculates
+    assert argv[argv.index("-np") + 1] == "1" and argv[argv.index("-c") + 1] == "512"  # one slot, as deployed
     progress = []
     res = measure_cell(
         Cell(smollm2, smollm2, 4, (COUNT,), n_predict=32, repeats=2, via="server"),

@@ -148,3 +148,64 @@ def test_sigterm_cancels_the_running_benchmark_and_leaves_no_process(tmp_path, s
     with sqlite3.connect(data / "specreg.sqlite3") as db:
         status, error = db.execute("SELECT status, error FROM runner_benchmarkrun WHERE id = 1").fetchone()
     assert status == "cancelled" and "worker was stopped" in error
+
+
+def test_sigterm_interrupts_a_soak_and_keeps_its_partial_record(tmp_path, smollm2_path):
+    data = tmp_path / "data"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "TEST_DATABASE_NAME", "SPECREG_QUEUE_PREFIX")
+    }
+    env.update(SPECREG_DATA_DIR=str(data), SPECREG_HARDWARE_CLASS="cpu-serve-test")
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v0"], env=env, check=True, cwd=ROOT)
+    m = str(smollm2_path)
+
+    def cmd(*args: str) -> subprocess.CompletedProcess:
+        r = subprocess.run([*manage, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r
+
+    cmd("run_benchmark", m, m, "--k", "4")  # queued: it records the pair (id 1) ...
+    cmd("run_benchmark", "--cancel", "1")  # ... and is cancelled before any worker takes it
+    queued = cmd("soak", "1", "--method", "draft-simple", "--k", "4", "--duration", "10m", "--interval", "5s")
+    assert "queued soak run 2" in queued.stdout and "occupies that worker" in queued.stdout
+    port = _free_port()
+    serve = subprocess.Popen(
+        [*manage, "serve", "--port", str(port)], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+
+        def recorded() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/runs/2", timeout=5) as r:
+                    state = json.load(r)
+            except OSError:
+                return False
+            return (
+                state["status"] == "running" and bool(state["stability"]) and bool(state["stability"][0]["intervals"])
+            )
+
+        _wait(recorded, 180, "the soak's first interval")
+        serve.send_signal(signal.SIGTERM)
+        start = time.monotonic()
+        serve.wait(timeout=15)
+        stopped_in = time.monotonic() - start
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+        for pid in _marked(data) if "stopped_in" not in locals() else []:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    assert stopped_in < 15
+    assert _cmdlines(_marked(data)) == []
+    with sqlite3.connect(data / "specreg.sqlite3") as db:
+        status, error = db.execute("SELECT status, error FROM runner_benchmarkrun WHERE id = 2").fetchone()
+        soak, verdict, intervals = db.execute(
+            "SELECT status, verdict, intervals FROM registry_stabilityresult WHERE run_id = 2"
+        ).fetchone()
+    assert status == "cancelled" and "worker was stopped" in error
+    assert soak == "interrupted" and "SIGTERM" in verdict and "partial record is kept" in verdict
+    assert json.loads(intervals)[0]["requests"] > 0

@@ -18,6 +18,7 @@ from inspector.llama_rules import LLAMA_CPP_BUILD
 from registry.kb.schema import FORMAT, SCHEMA_VERSION, now_iso
 from registry.kb.sections import ExportContext, load_sections
 from registry.models import BenchmarkRun, GGUFFile, Pair, ReportedResult, TokenTable
+from registry.results.figures import LOAD_FIGURES
 
 FIGURES = (
     "k",
@@ -49,6 +50,9 @@ RESULT_FIELDS = (
     "divergences",
     "other_cpu_share",
     "via",
+    # 1.2: measured under load (runner.load)
+    "clients",
+    *LOAD_FIGURES,
 )
 
 
@@ -75,6 +79,34 @@ PREDICTED_FIELDS = (
     "accepted",
     "tokens",
     "near_ties",
+)
+
+
+# What a soak carries besides the common figures (runner.soaking). deployment_ref is left out: it is the id of a
+# team deployment at the exporting installation, which names nothing elsewhere.
+STABILITY_FIELDS = (
+    "method",
+    "p_min",
+    "options",
+    "clients",
+    "parallel",
+    "planned_s",
+    "elapsed_s",
+    "interval_s",
+    "status",
+    "verdict",
+    "command",
+    "intervals",
+    "requests",
+    "errors",
+    "timeouts",
+    "rss_start_mb",
+    "rss_end_mb",
+    "acceptance_min",
+    "acceptance_max",
+    "compared",
+    "differing",
+    "prompt_repeats",
 )
 
 
@@ -116,6 +148,10 @@ def _run(run: BenchmarkRun, ctx: ExportContext) -> dict[str, Any]:
             {**_figures(r), **{f: getattr(r, f) for f in RESULT_FIELDS}, "method": getattr(r, "method", "") or ""}
         )  # the field lands with issue 11
     predictions = [{**_figures(x), **{f: getattr(x, f) for f in PREDICTED_FIELDS}} for x in run.predictions.all()]
+    stability = [
+        {**_figures(x), **{f: getattr(x, f) for f in STABILITY_FIELDS}, "finished_at": now_iso(x.finished_at)}
+        for x in run.soaks.all()
+    ]
     return {
         **who,
         "target": run.measured_target.source,  # the files it measured (1.1); its pair's in 1.0
@@ -135,6 +171,7 @@ def _run(run: BenchmarkRun, ctx: ExportContext) -> dict[str, Any]:
         "finished_at": now_iso(run.finished_at),
         "results": results,
         "predictions": predictions,
+        "stability": stability,
     }
 
 
@@ -175,7 +212,7 @@ def knowledge_base() -> dict[str, Any]:
         _run(r, ctx)
         for r in BenchmarkRun.objects.filter(status__in=BenchmarkRun.FINISHED)
         .select_related("pair__target", "pair__draft", "target_file", "draft_file", "requested_by")
-        .prefetch_related("results", "predictions")
+        .prefetch_related("results", "predictions", "soaks")
         .defer("pair__target__info", "pair__draft__info", "target_file__info", "draft_file__info", "log")
         .order_by("pk")
     ]
@@ -217,5 +254,6 @@ def export_kb(path: str | os.PathLike) -> dict[str, int]:
     counts = {k: len(kb[k]) for k in ("files", "pairs", "runs", "reported")}
     counts["results"] = sum(len(r["results"]) for r in kb["runs"])
     counts["predictions"] = sum(len(r["predictions"]) for r in kb["runs"])
+    counts["stability"] = sum(len(r["stability"]) for r in kb["runs"])
     counts.update({name: len(items) for name, items in kb["sections"].items()})
     return counts

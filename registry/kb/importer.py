@@ -46,7 +46,15 @@ from registry.catalog.registration import register
 from registry.jsonsafe import json_safe
 from registry.kb import schema
 from registry.kb.sections import ImportContext, load_sections
-from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, Pair, PredictedResult, ReportedResult
+from registry.models import (
+    BenchmarkResult,
+    BenchmarkRun,
+    GGUFFile,
+    Pair,
+    PredictedResult,
+    ReportedResult,
+    StabilityResult,
+)
 from registry.results.figures import refresh_best, refresh_predicted
 
 # Fields of a stored inspection that say how it was read, not what the file holds.
@@ -524,6 +532,15 @@ class _Importer:
         if predicted:
             self.predicted.add(pair.pk)
             self.ctx.count("predicted results added", len(predicted))
+        for x in r.stability:
+            values = x.model_dump(exclude={"created_at"})
+            if values["status"] == StabilityResult.RUNNING:
+                # Only finished runs are exported, so nothing will ever finish it here: marked as runner.runs
+                # marks a soak whose run ended without it.
+                values["status"] = StabilityResult.INTERRUPTED
+            soak = StabilityResult.objects.create(run=run, pair=pair, **values)
+            StabilityResult.objects.filter(pk=soak.pk).update(created_at=x.created_at or r.created_at)
+            self.ctx.count("stability results added")
         self.touched.add(pair.pk)
         self.ctx.count("runs added")
         self.ctx.count("measured results added", len(rows))

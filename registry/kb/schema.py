@@ -3,6 +3,10 @@
 1.1 (pairs of base models): each file names its base model (``base_model``: key, name and the rule that
 grouped it) and each run the two files it measured; 1.0 files, without them, are read as before.
 
+1.2 (load and soaks): a measured result carries its concurrency (``clients``, ``parallel``), latencies and the share
+of outputs that differ under load; a run carries its soaks (``stability``: a StabilityResult and its intervals).
+1.0 and 1.1 files, without them, read as one client and no soaks.
+
 A file may come from anyone, so every list, string and number has a bound here, floats must be
 finite, and unknown fields are ignored (a newer minor version may add some); an unknown major
 version is refused before anything else is read.
@@ -15,14 +19,23 @@ import typing
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, create_model, field_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    create_model,
+    field_validator,
+)
 
 from inspector.info import ModelInfo
 from inspector.speculative import SPEC_TYPES
 
 FORMAT = "specreg-knowledge-base"
 SCHEMA_MAJOR = 1
-SCHEMA_VERSION = f"{SCHEMA_MAJOR}.1"
+SCHEMA_VERSION = f"{SCHEMA_MAJOR}.2"
 
 INT32 = 2**31 - 1  # PositiveIntegerField on PostgreSQL
 INT64 = 2**63 - 1
@@ -32,6 +45,10 @@ MAX_PAIRS = 2_000_000
 MAX_RUNS = 200_000
 MAX_RESULTS_PER_RUN = 20_000
 MAX_REPORTED = 1_000_000
+MAX_SOAKS_PER_RUN = 10  # a soak run keeps one record
+# A soak lasts at most SPECREG_SOAK_MAX_HOURS (24 h by default) at one interval per 5 s or more: 17,280 intervals.
+MAX_INTERVALS = 20_000
+MAX_CLIENTS = 32_767  # PositiveSmallIntegerField
 
 InstallationId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,64}$")]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
@@ -41,6 +58,16 @@ Source = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 # Bounded strings, one alias per bound (type checkers read aliases, not calls in annotations).
 Text16 = Annotated[str, StringConstraints(max_length=16)]
 Text32 = Annotated[str, StringConstraints(max_length=32)]
+
+
+def _spec_type(v: str) -> str:
+    # Pages and recommendations build llama.cpp options from it: only llama.cpp's own --spec-type names.
+    if v not in SPEC_TYPES:
+        raise ValueError(f"method must be one of {', '.join(SPEC_TYPES)}")
+    return v
+
+
+SpecType = Annotated[Text32, AfterValidator(_spec_type)]
 Text64 = Annotated[str, StringConstraints(max_length=64)]
 Text100 = Annotated[str, StringConstraints(max_length=100)]
 Text150 = Annotated[str, StringConstraints(max_length=150)]
@@ -55,6 +82,9 @@ Text1M = Annotated[str, StringConstraints(max_length=1_000_000)]
 
 Count32 = Annotated[int, Field(ge=0, le=INT32)]
 OptFloat = Annotated[float | None, Field(default=None)]
+OptNonNeg = Annotated[float | None, Field(default=None, ge=0)]
+OptFraction = Annotated[float | None, Field(default=None, ge=0, le=1)]
+Clients = Annotated[int, Field(ge=1, le=MAX_CLIENTS)]
 
 
 class Base(BaseModel):
@@ -135,6 +165,15 @@ class ResultIn(Figures):
     divergences: Annotated[list[Any], Field(max_length=10_000)] = []
     other_cpu_share: OptFloat
     via: Literal["cli", "server"] = "cli"  # how the exporting installation measured it
+    # 1.2: under load (runner.load); older files measured one client at a time.
+    clients: Clients = 1
+    parallel: Clients = 1
+    latency_p50: OptNonNeg
+    latency_p95: OptNonNeg
+    baseline_latency_p95: OptNonNeg
+    ttft_p50: OptNonNeg
+    differing_share: OptFraction
+    prompt_repeats: bool = False
 
     @field_validator("method")
     @classmethod
@@ -145,10 +184,55 @@ class ResultIn(Figures):
         return v
 
 
+class IntervalIn(Base):
+    """One interval of a soak (runner.soak.Interval): numbers only, every key present once read."""
+
+    t: Annotated[float, Field(ge=0)]  # seconds from the soak's start to the interval's end
+    requests: Count32 = 0
+    tokens: Count32 = 0
+    tokens_per_second: Annotated[float, Field(ge=0)] = 0.0
+    drafted: Count32 = 0
+    accepted: Count32 = 0
+    acceptance: OptFraction
+    rss_mb: OptNonNeg  # MiB
+    errors: Count32 = 0
+    timeouts: Count32 = 0
+    compared: Count32 = 0
+    differing: Count32 = 0
+
+
+class StabilityIn(Figures):
+    """A soak (1.2), kept with the run that soaked: the setting, its totals, verdict and intervals."""
+
+    method: SpecType = "draft-simple"
+    p_min: OptFloat
+    options: Annotated[list[Annotated[list[Text32], Field(max_length=2)]], Field(max_length=8)] = []
+    clients: Clients = 1
+    parallel: Clients = 1
+    planned_s: Count32
+    elapsed_s: Annotated[float, Field(ge=0)] = 0.0
+    interval_s: Count32 = 60
+    status: Literal["running", "stable", "failed", "timeout", "unstable", "cancelled", "interrupted"]
+    verdict: Text500 = ""
+    command: Text100K = ""
+    intervals: Annotated[list[IntervalIn], Field(max_length=MAX_INTERVALS)] = []
+    requests: Count32 = 0
+    errors: Count32 = 0
+    timeouts: Count32 = 0
+    rss_start_mb: OptNonNeg
+    rss_end_mb: OptNonNeg
+    acceptance_min: OptFraction
+    acceptance_max: OptFraction
+    compared: Count32 = 0
+    differing: Count32 = 0
+    prompt_repeats: bool = False
+    finished_at: AwareDatetime | None = None
+
+
 class PredictionIn(Figures):
     """A predicted figure (kept with the run that predicted it): temperature 0, on the run's hardware class."""
 
-    method: Text32 = "draft-simple"
+    method: SpecType = "draft-simple"
     p_min: OptFloat
     options: Annotated[list[Annotated[list[Text32], Field(max_length=2)]], Field(max_length=8)] = []
     n_predict: Count32
@@ -159,13 +243,6 @@ class PredictionIn(Figures):
     accepted: Count32 = 0
     tokens: Count32 = 0
     near_ties: Count32 = 0
-
-    @field_validator("method")
-    @classmethod
-    def _known_method(cls, v: str) -> str:
-        if v not in SPEC_TYPES:
-            raise ValueError(f"method must be one of {', '.join(SPEC_TYPES)}")
-        return v
 
 
 class RunIn(Base):
@@ -189,6 +266,7 @@ class RunIn(Base):
     finished_at: AwareDatetime | None = None
     results: Annotated[list[ResultIn], Field(max_length=MAX_RESULTS_PER_RUN)] = []
     predictions: Annotated[list[PredictionIn], Field(max_length=MAX_RESULTS_PER_RUN)] = []
+    stability: Annotated[list[StabilityIn], Field(max_length=MAX_SOAKS_PER_RUN)] = []  # 1.2
 
 
 class ReportedIn(Figures):

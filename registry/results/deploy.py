@@ -98,13 +98,27 @@ def deployment(
     threads: int | None = None,
     gpu: bool = False,
     setting: Setting | None = None,
+    parallel: int | None = None,
 ) -> Deployment:
     """``llama-server`` serving ``target``, speculating with ``draft`` at ``k`` (none when ``k`` is None),
-    or as ``setting`` says (any method: a draftless one needs no ``draft``)."""
+    or as ``setting`` says (any method: a draftless one needs no ``draft``).
+
+    ``parallel``: the slots it was measured with (``-np``), each of ``ctx_size`` (``-c`` is their sum, the KV
+    cache not unified: llama.cpp's default with an explicit ``-np``), so that what is deployed is what was
+    measured; None leaves llama-server's automatic slots (nothing measured says otherwise)."""
     if setting is not None and setting.method != "draft-simple":
-        return _method_deployment(
-            caps, target, draft, setting, host=host, port=port, ctx_size=ctx_size, threads=threads, gpu=gpu
+        dep = _method_deployment(
+            caps,
+            target,
+            draft,
+            setting,
+            host=host,
+            port=port,
+            ctx_size=ctx_size * (parallel or 1),
+            threads=threads,
+            gpu=gpu,
         )
+        return _with_slots(caps, dep, parallel)
     if setting is not None:
         k, p_min = setting.k, setting.p_min
     uses = draft is not None and k is not None
@@ -114,7 +128,7 @@ def deployment(
         draft if uses else None,
         k if uses else None,
         p_min=p_min if uses else None,
-        ctx_size=ctx_size,
+        ctx_size=ctx_size * (parallel or 1),
         host=host,
         port=port,
         threads=threads,
@@ -124,7 +138,20 @@ def deployment(
     # page show the same command.
     argv[0] = "llama-server"
     desc = f"llama.cpp server, {'speculative K=' + str(k) if uses else 'no draft'} (configured by specreg)"
-    return Deployment(tuple(argv), shlex.join(argv), systemd_unit(argv, description=desc), uses)
+    return _with_slots(
+        caps, Deployment(tuple(argv), shlex.join(argv), systemd_unit(argv, description=desc), uses), parallel
+    )
+
+
+def _with_slots(caps: Capabilities, dep: Deployment, parallel: int | None) -> Deployment:
+    """``-np N`` added where the build knows it (older builds serve one request at a time anyway)."""
+    if parallel is None or not caps.has("-np"):
+        return dep
+    argv = [*dep.argv, "-np", str(parallel)]
+    desc = next(ln for ln in dep.unit.splitlines() if ln.startswith("Description=")).removeprefix("Description=")
+    if parallel > 1:
+        desc = desc.replace(" (configured", f", {parallel} slots (configured")
+    return Deployment(tuple(argv), shlex.join(argv), systemd_unit(argv, description=desc), dep.uses_draft)
 
 
 def _method_deployment(

@@ -43,6 +43,10 @@ class Figure:
     source_url: str = ""
     # The installation it came from when imported (registry.kb); empty: made here.
     origin: str = ""
+    # Measured under load (runner.load): concurrent clients, and then the servers' slots, latencies (s), time to the
+    # first token, the share of outputs unlike the single-client plain output, and whether prompts repeated.
+    clients: int = 1
+    load: dict[str, Any] | None = None
     obj: Any = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -52,8 +56,23 @@ class Figure:
         return d
 
 
+LOAD_FIGURES = (
+    "parallel",
+    "latency_p50",
+    "latency_p95",
+    "baseline_latency_p95",
+    "ttft_p50",
+    "differing_share",
+    "prompt_repeats",
+)
+
+
 def _figure(kind: str, r: Any) -> Figure:
-    extra = {"citation": r.citation, "source_url": r.source_url} if kind == "reported" else {}
+    extra: dict[str, Any] = {"citation": r.citation, "source_url": r.source_url} if kind == "reported" else {}
+    if kind == "measured":
+        extra["clients"] = r.clients
+        if r.clients > 1 or r.latency_p95 is not None:
+            extra["load"] = {f: getattr(r, f) for f in LOAD_FIGURES}
     return Figure(kind, **{f: getattr(r, f) for f in FIGURES}, origin=r.origin_installation or "", obj=r, **extra)
 
 
@@ -64,9 +83,16 @@ def filtered(
     build: str = "",
     min_speedup: float | None = None,
     method: str = "",
+    clients: int | None = None,
 ) -> models.QuerySet:
     if method:
         qs = qs.filter(method=method)
+    if clients is not None:
+        if any(f.name == "clients" for f in qs.model._meta.concrete_fields):
+            qs = qs.filter(clients=clients)
+        elif clients != 1:
+            # Reported and predicted figures carry no concurrency: they are one client's, so they match 1 only.
+            qs = qs.none()
     if content_type:
         qs = qs.filter(content_type=content_type)
     if hardware:

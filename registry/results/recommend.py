@@ -51,6 +51,7 @@ def recommend(
             f"Best {kind} result: K={b.k}, {b.speedup:.2f}× faster"
             + (f", {b.acceptance:.0%} of drafts accepted" if b.acceptance is not None else "")
             + (f" ({b.content_type})" if b.content_type else "")
+            + (f" at {b.clients} concurrent clients" if b.clients > 1 else "")
             + where
             + "."
         )
@@ -74,7 +75,13 @@ def recommend(
     with_draft = setting is not None and uses_draft_file(setting.method)
     downloads = "\n".join(d for d in (download_command(target), download_command(draft) if with_draft else "") if d)
     measured_by = b.obj if use and kind == "measured" and fast else None
-    if isinstance(measured_by, BenchmarkResult) and measured_by.run.server_command:
+    # The measured slots (-np) go into the command: deployed = measured, at the concurrency the figure holds for.
+    parallel = measured_by.parallel if isinstance(measured_by, BenchmarkResult) else None
+    if (
+        isinstance(measured_by, BenchmarkResult)
+        and measured_by.run.server_command
+        and measured_by.clients == measured_by.run.summary.get("deploy_clients", 1)
+    ):
         # The command the run that measured this best wrote, word for word (the run page shows it too).
         return Recommendation(
             use,
@@ -87,7 +94,7 @@ def recommend(
     caps = pinned_server_capabilities()
     try:
         command = deployment(
-            caps, model_path(target), model_path(draft) if with_draft else None, k, setting=setting
+            caps, model_path(target), model_path(draft) if with_draft else None, k, setting=setting, parallel=parallel
         ).command
     except LlamaCppError as exc:  # a method imported from another installation that this build lacks
         return Recommendation(

@@ -24,6 +24,7 @@ from registry.table.rows import TableFile, TablePair, fetch_rows
 
 PAGE_SIZE = 50
 MAX_PAGE = 1_000_000  # keeps OFFSET within any database's integers
+MAX_CLIENTS = 32767  # BenchmarkResult.clients is a PositiveSmallIntegerField
 VERDICTS = {"compatible": "compatible", "incompatible": "incompatible", "all": "all"}
 SORTS = {name: column for name, (column, _, _) in COLUMNS.items()}  # ?sort= name (or "-name") -> column
 
@@ -41,6 +42,7 @@ class TableQuery:
     build: str = ""
     min_speedup: float | None = None
     method: str = ""  # llama.cpp's --spec-type of the results, e.g. ngram-mod
+    clients: int | None = None  # concurrent clients of measured results (runner.load); None: any
     sort: str = "-speedup"
     page: int = 1  # with a cursor: the number shown; alone: read by OFFSET (old links, typed numbers)
     after: str = ""  # keyset cursors (registry.table.keyset): the page after or before this row
@@ -63,6 +65,12 @@ class TableQuery:
             page = min(MAX_PAGE, max(1, int(params.get("page", "1"))))
         except ValueError:
             page = 1
+        try:
+            clients: int | None = int(text("clients", 8)) or None
+        except ValueError:
+            clients = None
+        if clients is not None and not 1 <= clients <= MAX_CLIENTS:
+            clients = None  # no result has such a concurrency: off, as for the other bad parameters
         sort = text("sort", 20)
         if sort.lstrip("-") not in SORTS:
             sort = "-speedup"
@@ -75,6 +83,7 @@ class TableQuery:
             build=text("build", 32),
             min_speedup=min_speedup,
             method=text("method", 32),
+            clients=clients,
             sort=sort,
             page=page,
             after=text("after", 1000),
@@ -89,12 +98,13 @@ class TableQuery:
             "build": self.build,
             "min_speedup": self.min_speedup,
             "method": self.method,
+            "clients": self.clients,
         }
 
     @property
     def filters_results(self) -> bool:
         """Whether the filters look inside results (then rows show the best *matching* result)."""
-        return bool(self.content_type or self.hardware or self.build or self.method)
+        return bool(self.content_type or self.hardware or self.build or self.method) or self.clients is not None
 
     def params(self, **override: Any) -> dict[str, str]:
         """Query parameters for a link to this table with some values changed (defaults left out).
@@ -271,4 +281,9 @@ def _facets() -> dict[str, list[str]]:
         out["hardware"] |= set(qs.exclude(hardware="").values_list("hardware", flat=True).distinct())
         out["build"] |= set(qs.exclude(llama_cpp_build="").values_list("llama_cpp_build", flat=True).distinct())
         out["method"] |= set(qs.values_list("method", flat=True).distinct())
-    return {k: sorted(v) for k, v in out.items()}
+    facets = {k: sorted(v) for k, v in out.items()}
+    # Concurrencies are measured ones only (reported figures carry none), as text like the other menus, in
+    # numeric order.
+    clients = usable_measured().order_by().values_list("clients", flat=True).distinct()
+    facets["clients"] = [str(c) for c in sorted(set(clients))]
+    return facets

@@ -20,6 +20,8 @@ from registry.team.models import Deployment, Note
 from registry.team.plot import observed_svg
 from registry.team.scrape_queue import queue_scrape
 from registry.team.telemetry import may_see_reasons, observed, series, shown_error, telemetry_state
+from registry.web.pages import stability_results
+from registry.web.plot import soak_svg
 
 SUBJECTS = {"model": Model, "file": GGUFFile, "pair": Pair, "run": BenchmarkRun}
 
@@ -170,6 +172,7 @@ def deployment(request: HttpRequest, pk: int) -> HttpResponse:
     obs = observed(d)
     staff = may_see_reasons(request.user)
     samples = list(d.samples.order_by("-scraped_at", "-pk")[:50])
+    soaks = stability_results(deployment_ref=d.pk)
     for s in samples:
         s.shown_error = shown_error(s.error, staff=staff)  # type: ignore[attr-defined]  # for the template only; staff read why; everyone else "telemetry unavailable"
     return render(
@@ -191,6 +194,8 @@ def deployment(request: HttpRequest, pk: int) -> HttpResponse:
             "may_scrape": deps.may_set_url(request.user),
             "show_url": may_see_paths(request.user),
             "scrape_no_worker": staff and _nobody_scrapes(d),
+            "soaks": soaks,
+            "soak_plot": soak_svg(soaks[0].intervals, f"Soak {soaks[0].pk}: {soaks[0].setting_label}") if soaks else "",
         },
     )
 

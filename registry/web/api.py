@@ -28,7 +28,7 @@ from registry.results.predicted import Comparison
 from registry.table.pages import iter_rows, page_of
 from registry.table.query import TableQuery, TableQueryError, facets
 from registry.web.pages import merged_into, model_page, pair_page, tokenizer_view
-from registry.web.serializers import file_ref, model_summary, pair_row, unlisted_ref
+from registry.web.serializers import file_ref, model_summary, pair_row, stability_dict, unlisted_ref
 
 
 def _json(data: object, status: int = 200) -> JsonResponse:
@@ -110,6 +110,8 @@ def pair(request: HttpRequest, pk: int) -> HttpResponse:
             "reported": [f.to_dict() for f in page.reported],
             "predicted": [predicted_dict(c) for c in page.predicted],
             "build_changes": [c.to_dict() for c in page.history],
+            # Soaks of the pair's setting (manage.py soak), newest first: a measured figure of its own kind.
+            "stability": [stability_dict(s) for s in page.stability],
             "verdict_changes": [
                 {
                     "old_compatible": v.old_compatible,

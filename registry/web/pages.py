@@ -11,12 +11,21 @@ from django.shortcuts import get_object_or_404
 
 from registry.catalog.listing import unlisted_partners
 from registry.catalog.pairing import as_draft, as_target
-from registry.models import BaseClass, BaseModel, GGUFFile, Model, Pair, PairRedirect, VerdictChange
+from registry.models import (
+    BaseClass,
+    BaseModel,
+    GGUFFile,
+    Model,
+    Pair,
+    PairRedirect,
+    StabilityResult,
+    VerdictChange,
+)
 from registry.results.figures import Figure, figures_for
 from registry.results.history import BuildChange, build_changes
 from registry.results.predicted import Comparison, ErrorSummary, compare, error_summary
 from registry.results.recommend import Recommendation, recommend
-from registry.web.plot import speed_acceptance_svg
+from registry.web.plot import clients_svg, soak_svg, speed_acceptance_svg
 
 RULE_TITLES = {
     "architecture": "Architecture (KV cache can be rolled back)",
@@ -178,6 +187,11 @@ class PairPage:
     verdict_changes: list[VerdictChange]  # verdicts recheck_pairs changed, newest first
     predicted: list[Comparison]  # each prediction with the measurement of its setting, if any
     prediction_errors: ErrorSummary | None
+    # Measured under load (several clients at once) and soaks (stability), newest first.
+    load: list[Figure] = field(default_factory=list)
+    load_plot: str = ""
+    stability: list[StabilityResult] = field(default_factory=list)
+    stability_plot: str = ""
 
 
 def explained_checks(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -196,19 +210,31 @@ def pair_page(pk: int) -> PairPage:
     figs = figures_for([pair.pk])[pair.pk]
     measured, reported = figs["measured"], figs["reported"]
     predicted = compare(figs["predicted"], measured)
+    load = [f for f in measured if f.clients > 1]
+    one_client = [f for f in measured if f.clients == 1]
+    stability = stability_results(pair=pair)
     return PairPage(
         pair,
         explained_checks(pair.result),
         measured,
         reported,
-        speed_acceptance_svg(measured, "Measured speedup and acceptance against K"),
+        speed_acceptance_svg(one_client, "Measured speedup and acceptance against K (one client)"),
         speed_acceptance_svg(reported, "Reported speedup and acceptance against K"),
         recommend(pair.target, pair.draft, pair.compatible, measured, reported),
         build_changes(pair.pk),
         list(pair.verdict_changes.all()[:20]),
         predicted,
         error_summary(predicted),
+        load,
+        clients_svg(measured, "Measured speedup against concurrent clients"),
+        stability,
+        soak_svg(stability[0].intervals, f"Soak {stability[0].pk}: {stability[0].setting_label}") if stability else "",
     )
+
+
+def stability_results(**where: Any) -> list[StabilityResult]:
+    """Soak records (a pair's, or a deployment's with ``deployment_ref=``), newest first."""
+    return list(StabilityResult.objects.filter(**where).select_related("run").order_by("-pk")[:20])
 
 
 def files_for_datalist(limit: int = 500, *, local: bool = True) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from registry.models import BaseClass, GGUFFile, Model, Pair
+from registry.models import BaseClass, GGUFFile, Model, Pair, StabilityResult
 from registry.results.figures import Figure
 
 if TYPE_CHECKING:
@@ -98,4 +98,40 @@ def model_summary(m: Model) -> dict[str, Any]:
         "architecture": m.architecture,
         "parameter_count": m.parameter_count,
         "family": m.family.name if m.family else None,
+    }
+
+
+def stability_dict(s: StabilityResult) -> dict[str, Any]:
+    """A soak record as the API gives it (the run's JSON, the pair's)."""
+    return {
+        "id": s.pk,
+        "run": s.run_id,
+        "status": s.status,
+        "verdict": s.verdict,
+        "method": s.method,
+        "k": s.k,
+        "setting": s.setting_label,
+        "clients": s.clients,
+        "parallel": s.parallel,
+        "planned_s": s.planned_s,
+        "elapsed_s": s.elapsed_s,
+        "interval_s": s.interval_s,
+        "requests": s.requests,
+        "errors": s.errors,
+        "timeouts": s.timeouts,
+        "rss_start_mb": s.rss_start_mb,
+        "rss_end_mb": s.rss_end_mb,
+        "memory_growth": s.memory_growth,
+        "acceptance": s.acceptance,
+        "acceptance_range": [s.acceptance_min, s.acceptance_max],
+        "tokens_per_second": s.tokens_per_second,
+        "baseline_tokens_per_second": s.baseline_tokens_per_second,
+        "compared": s.compared,
+        "differing": s.differing,
+        "prompt_repeats": s.prompt_repeats,
+        "deployment": s.deployment_ref,
+        "hardware": s.hardware,
+        "llama_cpp_build": s.llama_cpp_build,
+        "intervals": s.intervals,
+        "finished_at": s.finished_at and s.finished_at.isoformat(),
     }

@@ -79,6 +79,15 @@ class Command(SpecregCommand):
             help="measure with llama.cpp's command-line tools "
             "(cli, default) or through llama-server started with the deployed flags (server)",
         )
+        parser.add_argument(
+            "--clients",
+            type=_ints,
+            help="with --via server: concurrent clients, e.g. 1,2,4 (default 1); every setting is swept at the "
+            "smallest, the best two per content type are measured again at each larger one",
+        )
+        parser.add_argument(
+            "--parallel", type=int, help="with --via server: the servers' slots (-np; default: as many as clients)"
+        )
         parser.add_argument("--hardware", help="queue for another hardware class, e.g. gpu-nvidia-h100")
         parser.add_argument(
             "--wait",
@@ -123,6 +132,8 @@ class Command(SpecregCommand):
             "p_mins": o["p_min"],
             "via": o["via"],
             "full_sweep": True if o["full_sweep"] else None,
+            "clients": o["clients"],
+            "parallel": o["parallel"],
         }
         try:
             target = register_source(o["target"]).file
@@ -231,10 +242,14 @@ def format_results(run: BenchmarkRun) -> str:
             False: f"no (from char {r.divergences[0]['position']})" if r.divergences else "no",
             None: "-",
         }[r.identical]
+        label = r.setting_label
+        if r.clients > 1:  # under load: aggregate speeds; outputs compared with the single-client plain output
+            label += f" ×{r.clients} clients"
+            ident = f"{r.differing_share:.0%} differ (info)" if r.differing_share is not None else "-"
         if not r.speculation_ran:
             ident = "speculation did not run"
         lines.append(
-            f"{r.content_type:<8} {r.temperature:>4.1f} {r.setting_label:<44} "
+            f"{r.content_type:<8} {r.temperature:>4.1f} {label:<44} "
             f"{r.baseline_tokens_per_second or 0:>9.1f} "
             f"{r.tokens_per_second or 0:>9.1f} {spd:>7} {acc:>7} {_predicted(predicted, r):>16} {ident}"
         )

@@ -15,4 +15,7 @@
     setTimeout(poll, 2000);
   }
   setTimeout(poll, 2000);
+  // A soak draws its plot on the server: reload at every interval so it grows while the soak runs.
+  const every = Number(document.getElementById("run-poller").dataset.reloadEvery || 0);
+  if (every > 0) setTimeout(() => window.location.reload(), Math.max(5, every) * 1000 + 1000);
 })();
