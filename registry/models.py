@@ -507,6 +507,12 @@ class BenchmarkResult(ResultFigures):
     # A prompt was sent twice to one speculative server (more clients than distinct prompts): n-gram methods
     # then find their own earlier answer, so the figure is labelled "measured with repeats".
     prompt_repeats = models.BooleanField(default=False)
+    # The speedup of every interleaved pair (a speculative run over the plain run beside it): a gain counts as
+    # measured only when it lies beyond this range, i.e. speedup_min > 1 (runner.sweep.measurable_gain).
+    # None on results measured before it was kept.
+    speedup_min = models.FloatField(null=True, blank=True)
+    speedup_max = models.FloatField(null=True, blank=True)
+    pairs = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "runner_benchmarkresult"

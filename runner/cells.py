@@ -143,6 +143,9 @@ class CellResult:
     other_cpu_share: float | None = None
     crash_signal: int | None = None  # a llama.cpp process of this cell was killed by this signal
     load: LoadFigures | None = None  # several clients at once (runner.load): aggregate speeds, latencies
+    # The speedup of each interleaved pair (a speculative run over the plain run beside it; under load, a round
+    # over the plain round before it): a gain is measurable only when it lies beyond this spread (runner.sweep).
+    pair_speedups: Spread | None = None
 
     @property
     def clients(self) -> int:
@@ -222,6 +225,9 @@ def summarize(
     verifications = sum(r.n_tokens - r.n_accept for r in spec)
     ran = drafted > 0
     speedup = s_spread.median / p_spread.median if ran and p_spread and s_spread and p_spread.median > 0 else None
+    tps = {(r.prompt_index, r.repeat): r.tokens_per_s for r in plain if r.tokens_per_s}
+    # each speculative run against the plain run it was interleaved with (same prompt and repeat)
+    ratios = [r.tokens_per_s / tps[k] for r in spec if r.tokens_per_s and (k := (r.prompt_index, r.repeat)) in tps]
     identical, divergences = None, []
     if cell.temperature == 0 and plain and spec:
         by_key = {(r.prompt_index, r.repeat): r for r in plain}
@@ -250,6 +256,7 @@ def summarize(
         runs=tuple(runs),
         other_cpu_share=other_cpu_share(cpu_before, _cpu_seconds(), elapsed_s) if cpu_before and runs else None,
         crash_signal=crash_signal or next((r.signal for r in runs if r.signal), None),
+        pair_speedups=Spread.of(ratios) if ran else None,
     )
 
 

@@ -147,6 +147,7 @@ def _with_load(result: CellResult, aggregates: dict[str, list[float]], refs: dic
         else None
     )
     repeats = cell.clients > len(cell.prompts)
+    rounds = [sp / pl for pl, sp in zip(aggregates["plain"], aggregates["spec"], strict=False) if pl > 0]
     load = LoadFigures(
         clients=cell.clients,
         parallel=cell.slots,
@@ -167,4 +168,5 @@ def _with_load(result: CellResult, aggregates: dict[str, list[float]], refs: dic
         identical=None,
         divergences=tuple(divergences[:20]),
         load=load,
+        pair_speedups=Spread.of(rounds) if result.speculation_ran else None,
     )

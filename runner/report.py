@@ -100,7 +100,8 @@ def markdown_report(
         "rate; speculative: llama-speculative-simple's decode rate, drafting included), as median with min–max "
         "in brackets; "
         "speedup = speculative median ÷ plain median on the same machine and build, shown as measured even "
-        "below 1. A K is recommended only when its speedup is above 1. At temperature 0 the speculative text "
+        "below 1. A setting is recommended only when its gain is measurable: every speculative run faster than the "
+        "plain run interleaved with it, over at least two pairs. At temperature 0 the speculative text "
         "is compared with the plain text over the plain run's length (speculation may overshoot the token "
         "limit by up to K); a difference is reported with its first character position.",
         "",

@@ -3,8 +3,9 @@ interval, stopped early with a verdict when the server crashes, stops answering,
 
 This module is the loop and its verdict (no database): ``runner.soaking`` queues soaks and stores their records.
 
-- Before the soak a plain server with the same slots answers every prompt once (one client: its outputs are what
-  the soak's outputs are compared with; several clients: one concurrent round gives the plain throughput).
+- Before the soak a plain server with the same slots answers the first REFERENCE_PROMPTS prompts once (one client:
+  its outputs are what the soak's outputs of those prompts are compared with; several clients: one concurrent
+  round gives the plain throughput).
 - ``clients`` threads then send prompts in turn, each waiting for its answer before the next, as a user would. The
   prompts come round again once every one was sent: n-gram methods then find their own earlier answers (their
   pool outlives requests), so such a record is labelled as measured with repeats.
@@ -31,6 +32,9 @@ from .cells import compare_texts
 from .server_measure import Completion, Server, free_port, plain_server_argv, spec_server_argv
 
 POLL_S = 0.25  # how often the loop looks at the server, the clock and the cancel flag
+# One client: the plain outputs recorded before the soak, for the first prompts (every content type in turn), which
+# the soak's outputs of the same prompts are compared with; more would delay a big model's soak by many minutes.
+REFERENCE_PROMPTS = 8
 MIN_REQUESTS_FOR_ERRORS = 10  # the error share is judged once this many requests ended
 
 
@@ -241,11 +245,11 @@ def _close(
 
 
 def _reference(plain: Server, config: SoakConfig, record: SoakRecord, cancelled: Callable[[], bool]) -> dict[int, str]:
-    """One client: every prompt once, its output kept, the plain speed from them; several: one concurrent round."""
+    """One client: the first prompts once, their outputs kept, the plain speed from them; several: one round."""
     refs: dict[int, str] = {}
     if config.clients == 1:
         tokens, seconds = 0, 0.0
-        for i, prompt in enumerate(config.prompts):
+        for i, prompt in enumerate(config.prompts[:REFERENCE_PROMPTS]):
             if cancelled():
                 break
             c = plain.complete(

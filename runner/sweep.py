@@ -115,11 +115,30 @@ def next_k(speeds: dict[int, float | None], grid: Sequence[int]) -> int | None:
     return above[0] if above else None
 
 
+MIN_PAIRS = 2  # one interleaved pair cannot tell a gain from noise
+
+
+def measurable_gain(c: CellResult) -> bool:
+    """Speculation gained beyond the measured spread: every interleaved pair (a speculative run over the plain run
+    beside it, or under load a round over its plain round) was faster, in at least MIN_PAIRS pairs. One repeat
+    cannot tell 1.01x from noise: SmolLM2 with ngram-mod on prose measured 0.92x-1.01x across near-identical
+    settings (issue 20)."""
+    p = c.pair_speedups
+    return p is not None and p.n >= MIN_PAIRS and p.min > 1.0
+
+
+def spread_text(c: CellResult) -> str:
+    p = c.pair_speedups
+    if p is None:
+        return "no interleaved pair"
+    return f"{p.n} interleaved pair{'s' if p.n != 1 else ''} from {p.min:.2f}x to {p.max:.2f}x"
+
+
 def recommend(
     content_type: str, temperature: float, cells: Sequence[CellResult], clients: int = 1, parallel: int | None = None
 ) -> Recommendation:
-    """The fastest setting (any method) whose speedup is above 1, else: run without speculation (and why); at
-    ``clients`` concurrent requests (the cells' own)."""
+    """The fastest setting (any method) whose gain is measurable (above 1 beyond its spread: ``measurable_gain``),
+    else: run without speculation, and why; at ``clients`` concurrent requests (the cells' own)."""
     slots = parallel or clients
     usable = [c for c in cells if cell_speed(c) is not None]
     if not usable:
@@ -140,15 +159,19 @@ def recommend(
             f"other work used up to {100 * worst:.0f}% of the CPU during "
             f"{', '.join(c.cell.setting.label for c in busy)}; re-run on a quiet machine before relying on it"
         )
+    gains = [c for c in usable if (c.speedup or 0.0) > 1.0 and measurable_gain(c)]
+    if gains:
+        best = max(gains, key=lambda c: c.speedup or 0.0)
     s = best.cell.setting
-    if best.speedup is not None and best.speedup > 1.0:
+    if gains:
         return Recommendation(
             content_type,
             temperature,
             s.k,
             best.speedup,
             best.acceptance_rate,
-            f"{s.label} was fastest: {best.speedup:.2f}x the target alone",
+            f"{s.label} was fastest: {best.speedup:.2f}x the target alone"
+            + (f" ({spread_text(best)})" if best.pair_speedups else ""),
             caveat,
             s.method,
             s.p_min,
@@ -156,13 +179,20 @@ def recommend(
             clients=clients,
             parallel=slots,
         )
+    if (best.speedup or 0.0) > 1.0:
+        reason = (
+            f"no measurable gain: {s.label} measured {best.speedup:.2f}x, within its spread ({spread_text(best)}); "
+            "more repeats would tell"
+        )
+    else:
+        reason = f"no setting beat the target alone (best: {s.label} at {best.speedup:.2f}x)"
     return Recommendation(
         content_type,
         temperature,
         None,
         best.speedup,
         best.acceptance_rate,
-        f"no setting beat the target alone (best: {s.label} at {best.speedup:.2f}x)",
+        reason,
         caveat,
         clients=clients,
         parallel=slots,

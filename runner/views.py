@@ -75,6 +75,8 @@ def run_state(run: BenchmarkRun) -> dict:
                 "ttft_p50": r.ttft_p50,
                 "differing_share": r.differing_share,
                 "prompt_repeats": r.prompt_repeats,
+                "speedup_range": [r.speedup_min, r.speedup_max],
+                "pairs": r.pairs,
             }
             for r in run.results.all()
         ],

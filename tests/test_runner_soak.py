@@ -65,7 +65,7 @@ def test_a_60_second_soak_records_its_intervals_and_a_stable_verdict(smollm2_pat
     )
     assert s.requests == sum(iv["requests"] for iv in s.intervals) and s.errors == 0 and s.timeouts == 0
     assert s.acceptance_min >= 0.5 and s.acceptance is not None  # SmolLM2 drafting for itself
-    assert s.compared == s.requests  # one client: every output against the plain one recorded before
+    assert 0 < s.compared <= s.requests  # one client: outputs of the first prompts against the plain ones before
     assert s.baseline_tokens_per_second > 0 and s.rss_start_mb and s.rss_end_mb
     assert s.prompt_repeats  # 60 s outlasts the task set: labelled
     assert f"soak stable: {s.verdict}" in out.getvalue()

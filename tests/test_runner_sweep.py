@@ -13,7 +13,11 @@ from runner.sweep import GRID, NO_DRAFT, SweepConfig, next_k, recommend, run_swe
 from tests.needs import missing
 
 
-def _cell(k: int, speedup: float | None, status: str = "ok", ran: bool = True) -> CellResult:
+def _cell(
+    k: int, speedup: float | None, status: str = "ok", ran: bool = True, pairs: Spread | None = None
+) -> CellResult:
+    if pairs is None and ran and speedup is not None:  # three interleaved pairs close around the median
+        pairs = Spread(speedup, speedup - 0.05, speedup + 0.05, 3)
     return CellResult(
         Cell("t", "d", k, ("p",)),
         status,
@@ -31,6 +35,7 @@ def _cell(k: int, speedup: float | None, status: str = "ok", ran: bool = True) -
         1.0,
         1.0,
         1.0,
+        pair_speedups=pairs,
     )
 
 
@@ -46,6 +51,23 @@ def test_next_k_extends_upward_while_the_largest_k_is_fastest():
 def test_recommend_fastest_k_above_one():
     rec = recommend("code", 0.0, [_cell(4, 1.2), _cell(8, 1.5), _cell(16, 1.4)])
     assert (rec.k, rec.speedup, rec.use_draft) == (8, 1.5, True) and rec.summary == "draft-simple K=8 (1.50x)"
+
+
+def test_a_gain_within_its_spread_is_no_measurable_gain():
+    # ngram-mod on prose measured 0.92x-1.01x across near-identical settings: 1.04x among pairs from 0.95x is noise
+    rec = recommend("prose", 0.0, [_cell(4, 1.04, pairs=Spread(1.04, 0.95, 1.10, 4)), _cell(8, 0.9)])
+    assert rec.k is None and rec.summary == NO_DRAFT
+    assert rec.reason == (
+        "no measurable gain: draft-simple K=4 measured 1.04x, within its spread (4 interleaved pairs from 0.95x "
+        "to 1.10x); more repeats would tell"
+    )
+    # one pair cannot tell a gain from noise, however large
+    assert recommend("code", 0.0, [_cell(4, 1.8, pairs=Spread(1.8, 1.8, 1.8, 1))]).k is None
+    # the fastest measurable gain wins over a faster one within its spread
+    rec = recommend(
+        "code", 0.0, [_cell(4, 1.5, pairs=Spread(1.5, 0.9, 2.0, 3)), _cell(8, 1.2, pairs=Spread(1.2, 1.1, 1.3, 3))]
+    )
+    assert rec.k == 8 and "3 interleaved pairs from 1.10x to 1.30x" in rec.reason
 
 
 def test_recommend_no_draft_when_nothing_wins():

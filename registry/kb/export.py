@@ -53,6 +53,9 @@ RESULT_FIELDS = (
     # 1.2: measured under load (runner.load)
     "clients",
     *LOAD_FIGURES,
+    "speedup_min",
+    "speedup_max",
+    "pairs",
 )
 
 

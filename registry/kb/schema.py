@@ -174,6 +174,10 @@ class ResultIn(Figures):
     ttft_p50: OptNonNeg
     differing_share: OptFraction
     prompt_repeats: bool = False
+    # 1.2: the speedup's range over the interleaved pairs (a gain is measured only beyond it)
+    speedup_min: OptNonNeg
+    speedup_max: OptNonNeg
+    pairs: Count32 | None = None
 
     @field_validator("method")
     @classmethod

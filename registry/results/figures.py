@@ -47,6 +47,8 @@ class Figure:
     # first token, the share of outputs unlike the single-client plain output, and whether prompts repeated.
     clients: int = 1
     load: dict[str, Any] | None = None
+    # Measured: the speedup's range over the interleaved pairs, {"min", "max", "pairs"} (a gain counts beyond it).
+    pair_speedups: dict[str, Any] | None = None
     obj: Any = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -73,6 +75,8 @@ def _figure(kind: str, r: Any) -> Figure:
         extra["clients"] = r.clients
         if r.clients > 1 or r.latency_p95 is not None:
             extra["load"] = {f: getattr(r, f) for f in LOAD_FIGURES}
+        if r.speedup_min is not None:
+            extra["pair_speedups"] = {"min": r.speedup_min, "max": r.speedup_max, "pairs": r.pairs}
     return Figure(kind, **{f: getattr(r, f) for f in FIGURES}, origin=r.origin_installation or "", obj=r, **extra)
 
 

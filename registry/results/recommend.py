@@ -36,11 +36,18 @@ def _untested_setting(target: GGUFFile, draft: GGUFFile) -> Setting:
     return Setting(method if method in DRAFT_MODEL_METHODS else "draft-simple", STARTING_K)
 
 
+def beyond_spread(f: Figure) -> bool:
+    """A measured gain counts only beyond the spread of its interleaved pairs (``speedup_min`` above 1); results
+    measured before that range was kept, and reported ones, count as they are."""
+    low = getattr(f.obj, "speedup_min", None) if f.kind == "measured" else None
+    return low is None or low > 1.0
+
+
 def recommend(
     target: GGUFFile, draft: GGUFFile, compatible: bool, measured: list[Figure], reported: list[Figure]
 ) -> Recommendation:
     figures, kind = (measured, "measured") if measured else (reported, "reported")
-    fast = [f for f in figures if f.speedup is not None and f.speedup > 1]
+    fast = [f for f in figures if f.speedup is not None and f.speedup > 1 and beyond_spread(f)]
     if not compatible:
         use, k, basis = False, None, "The draft is not compatible with this target: run the target alone."
     elif fast:
@@ -57,6 +64,14 @@ def recommend(
         )
         if kind == "reported":
             basis += " Reported, not measured here: benchmark the pair on your hardware before relying on it."
+    elif within := [f for f in figures if f.speedup is not None and f.speedup > 1]:
+        use, k = False, None
+        w = max(within, key=lambda f: f.speedup or 0.0)
+        basis = (
+            f"No measurable gain: the best {kind} result, K={w.k} at {w.speedup:.2f}×, lies within its spread "
+            f"({w.obj.speedup_min:.2f}–{w.obj.speedup_max:.2f}× over {w.obj.pairs} interleaved pairs): run without "
+            "a draft, or benchmark again with more repeats."
+        )
     elif figures:
         use, k = False, None
         basis = (
