@@ -7,13 +7,15 @@ mode, kept in ~/.cache/specreg/costs/):
 the target's time to decode a batch of b tokens with every token's logits (what a verify step costs), and
 the draft model's time per decoded batch. A speculative step then costs
 
-    verify(d + 1)                        the target checks id_last and the d drafted tokens
+    verify(d + 1) + sample * (d + 1)     the target checks id_last and the d drafted tokens, sampling each position
   + draft(1) * (1 + d) + draft(d + 1)    draft-simple: one decode per drafted token, then the verify batch
+  + draft_sample * d                     and its top-k 10 sampler per drafted token
                                          (n-gram methods draft from tables: no model time)
 
-against plain decoding's verify(1) per token. What it leaves out, and the benchmark measures: sampling and
-bookkeeping per step, the context growing during the run (the cost model is taken at one depth), and the
-machine's other load.
+against plain decoding's verify(1) + sample per token. Sampling is the fixed cost a round pays per position
+beyond the decodes (the whole chain runs over the vocabulary: ~0.2-1 ms, a visible share for small models).
+What it leaves out, and the benchmark measures: other bookkeeping per step (cache trims, batch building), the
+context growing during the run (the cost model is taken at one depth), and the machine's other load.
 """
 
 from __future__ import annotations
@@ -51,11 +53,18 @@ PredictionCancelled = replay.ReplayCancelled  # the run was cancelled: the tool 
 
 @dataclass(frozen=True)
 class CostModel:
-    """Median seconds to decode a batch of b tokens (index b - 1), every token's logits computed."""
+    """Median seconds to decode a batch of b tokens (index b - 1), every token's logits computed, and to sample
+    one position: with the run's own chain (``sample``) and with draft-simple's top-k 10 chain (``draft_sample``)."""
 
     model: str
     depth: int
     seconds: tuple[float, ...]
+    sample: float = 0.0
+    draft_sample: float = 0.0
+
+    def token(self) -> float:
+        """Plain decoding's cost per token: a batch of one and its sampling."""
+        return self.batch(1) + self.sample
 
     def batch(self, b: int) -> float:
         """Time for a batch of ``b``; beyond the measured sizes the last step's slope continues."""
@@ -99,14 +108,20 @@ def measure_cost(
 
 def _cost_model(model: Path | str, data: dict[str, Any]) -> CostModel:
     """The tool's timing JSON (fresh or cached) as a CostModel."""
-    return CostModel(str(model), int(data["depth"]), tuple(float(s) for s in data["seconds"]))
+    return CostModel(
+        str(model),
+        int(data["depth"]),
+        tuple(float(s) for s in data["seconds"]),
+        float(data.get("sample_s", 0.0)),
+        float(data.get("draft_sample_s", 0.0)),
+    )
 
 
 def step_seconds(setting: Setting, drafted: int, target: CostModel, draft: CostModel | None) -> float:
     """One verification's predicted time (see the module's docstring)."""
-    t = target.batch(drafted + 1)
+    t = target.batch(drafted + 1) + target.sample * (drafted + 1)
     if uses_draft_file(setting.method) and draft is not None:
-        t += draft.batch(1) * (1 + drafted) + draft.batch(drafted + 1)
+        t += draft.batch(1) * (1 + drafted) + draft.batch(drafted + 1) + draft.draft_sample * drafted
     return t
 
 
@@ -289,7 +304,7 @@ def predict(
             row.near_ties += ties
             weighted = r.steps if isinstance(r, forced.Expected) else [(1.0, d) for d, _ in r.steps]
             row.spec_seconds += sum(w * step_seconds(s, d, costs["target"], costs.get("draft")) for w, d in weighted)
-            row.plain_seconds += r.n_predict * costs["target"].batch(1)
+            row.plain_seconds += r.n_predict * costs["target"].token()
         log(f"{ctype}/{task.id}: {len(settings)} settings replayed")
     return PredictionRun(list(rows.values()), costs, seconds)
 

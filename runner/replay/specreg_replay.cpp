@@ -224,8 +224,37 @@ static int timing(common_params & params, const std::string & out_path) {
         std::sort(t.begin(), t.end());
         seconds.push_back(t[t.size() / 2]);
     }
+    // Sampling, which a step pays besides its decodes: the target samples every verified position with the run's
+    // own chain (speculative-simple.cpp: common_sampler_sample_and_accept_n), plain decoding one per token, and
+    // draft-simple samples every drafted token with a top-k 10 chain (common/speculative.cpp, the draft's sampler).
+    // Timed on one real position's logits; the chain's cost is the vocabulary's size, not the values.
+    batch.clear();
+    batch.add((llama_token) (depth % n_vocab), depth, 0, true);
+    if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch.get()) != 0) {
+        return fail("decoding a batch failed");
+    }
+    common_params_sampling draft_params = params.sampling;
+    draft_params.top_k = 10;
+    draft_params.samplers.assign(1, COMMON_SAMPLER_TYPE_TOP_K);
+    auto sample_seconds = [&](common_params_sampling sp) {
+        common_sampler_ptr smpl(common_sampler_init(model, sp));
+        std::vector<double> t;
+        for (int r = 0; r <= 4 * reps; ++r) {  // the first call warms up and is not counted
+            const int64_t t0 = ggml_time_us();
+            common_sampler_sample(smpl.get(), ctx, 0);
+            const int64_t t1 = ggml_time_us();
+            if (r > 0) {
+                t.push_back((t1 - t0) / 1e6);
+            }
+        }
+        std::sort(t.begin(), t.end());
+        return t[t.size() / 2];
+    };
+    const double sample_s = sample_seconds(params.sampling);
+    const double draft_sample_s = sample_seconds(draft_params);
     std::ofstream os(out_path);
-    os << "{\"depth\": " << depth << ", \"batch\": [";
+    os << "{\"sample_s\": " << sample_s << ", \"draft_sample_s\": " << draft_sample_s;
+    os << ", \"depth\": " << depth << ", \"batch\": [";
     for (int b = 1; b <= max_b; ++b) {
         os << (b > 1 ? "," : "") << b;
     }
