@@ -8,13 +8,16 @@ them (it depends on the registry, never the other way round).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
 from registry.sort_keys import sort_key_indexes
+
+if TYPE_CHECKING:
+    from inspector.spec_flags import Setting
 
 
 class TokenTable(models.Model):
@@ -352,6 +355,14 @@ class ResultFigures(models.Model):
         abstract = True
 
 
+def speculation_setting(r: BenchmarkResult | PredictedResult | StabilityResult) -> Setting:
+    """The setting a measured, predicted or soaked figure is of (method, K, p-min and the method's other options),
+    as the runner's sweep names and deploys it."""
+    from inspector.spec_flags import Setting
+
+    return Setting(r.method, r.k, r.p_min, tuple(tuple(o) for o in r.options or ()))
+
+
 class ReportedResult(ResultFigures, Provenance):
     """Figures copied from elsewhere (a paper, a blog, a client's notes), never measured here."""
 
@@ -525,9 +536,7 @@ class BenchmarkResult(ResultFigures):
     @property
     def setting_label(self) -> str:
         """The setting as the sweep names it: method, K, p-min and the method's other options."""
-        from inspector.spec_flags import Setting
-
-        return Setting(self.method, self.k, self.p_min, tuple(tuple(o) for o in self.options or ())).label
+        return speculation_setting(self).label
 
 
 class PredictedResult(ResultFigures):
@@ -560,9 +569,8 @@ class PredictedResult(ResultFigures):
 
     @property
     def setting_label(self) -> str:
-        from inspector.spec_flags import Setting
-
-        return Setting(self.method, self.k, self.p_min, tuple(tuple(o) for o in self.options or ())).label
+        """The setting as the sweep names it: method, K, p-min and the method's other options."""
+        return speculation_setting(self).label
 
 
 class HubJob(models.Model):
@@ -763,9 +771,8 @@ class StabilityResult(ResultFigures):
 
     @property
     def setting_label(self) -> str:
-        from inspector.spec_flags import Setting
-
-        return Setting(self.method, self.k, self.p_min, tuple(tuple(o) for o in self.options or ())).label
+        """The setting as the sweep names it: method, K, p-min and the method's other options."""
+        return speculation_setting(self).label
 
     @property
     def memory_growth(self) -> float | None:

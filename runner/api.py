@@ -18,6 +18,9 @@ from registry.web.api_views import JSON, NOT_FOUND, error
 from .params import BenchmarkError
 from .submit import queue_prediction
 
+# What a POST that queues a run answers (the run is then followed at /api/runs/ID).
+QUEUED = {202: OpenApiResponse(OpenApiTypes.OBJECT, description="the queued run"), 400: JSON, 401: JSON, 404: NOT_FOUND}
+
 
 def _invalid(data: serializers.Serializer) -> HttpResponse:
     """A request body that fails its serializer: its first field and why, in one line (400)."""
@@ -53,12 +56,7 @@ class PredictView(APIView):
         operation_id="pair_predict_create",
         tags=["pairs"],
         request=PredictIn,
-        responses={
-            202: OpenApiResponse(OpenApiTypes.OBJECT, description="the queued run"),
-            400: JSON,
-            401: JSON,
-            404: NOT_FOUND,
-        },  # fmt: skip
+        responses=QUEUED,
         summary="Predict every setting's acceptance and speedup on a hardware class (temperature 0), queued",
     )
     def post(self, request: Request, pk: int) -> HttpResponse:
@@ -89,12 +87,7 @@ class SoakView(APIView):
         operation_id="pair_soak_create",
         tags=["pairs"],
         request=SoakIn,
-        responses={
-            202: OpenApiResponse(OpenApiTypes.OBJECT, description="the queued run"),
-            400: JSON,
-            401: JSON,
-            404: NOT_FOUND,
-        },  # fmt: skip
+        responses=QUEUED,
         summary="Soak the pair's best measured llama-server setting under a loop of requests, queued",
     )
     def post(self, request: Request, pk: int) -> HttpResponse:

@@ -93,11 +93,10 @@ class Spread:
 
 @dataclass(frozen=True)
 class LoadFigures:
-    """A cell measured with several clients at once: per side the aggregate tokens per second of each round (all
-    clients' tokens over the round's wall time), latencies and time to first token of the speculative side."""
+    """A cell measured with several clients at once (its ``cell.clients``, on ``cell.slots`` slots): per side the
+    aggregate tokens per second of each round (all clients' tokens over the round's wall time), latencies and time
+    to first token of the speculative side."""
 
-    clients: int
-    parallel: int
     plain_aggregate: Spread | None
     spec_aggregate: Spread | None
     latency_p50: float | None
@@ -146,10 +145,6 @@ class CellResult:
     # The speedup of each interleaved pair (a speculative run over the plain run beside it; under load, a round
     # over the plain round before it): a gain is measurable only when it lies beyond this spread (runner.sweep).
     pair_speedups: Spread | None = None
-
-    @property
-    def clients(self) -> int:
-        return self.cell.clients
 
     @property
     def first_difference(self) -> int | None:

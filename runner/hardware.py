@@ -106,3 +106,9 @@ def measurement_class(info: dict[str, Any]) -> str:
     cls = info.get("hardware_class") or hardware_class(info)
     isa = info.get("llama_isa")
     return f"{cls}/{isa}" if isa else cls
+
+
+def figure_label(info: dict[str, Any]) -> str:
+    """How a figure names the machine it was measured on: the CPU model and the measurement class (the
+    ``hardware`` column of measured, predicted and stability results)."""
+    return f"{info.get('cpu_model', '')} ({measurement_class(info)})"[:200]

@@ -149,8 +149,6 @@ def _with_load(result: CellResult, aggregates: dict[str, list[float]], refs: dic
     repeats = cell.clients > len(cell.prompts)
     rounds = [sp / pl for pl, sp in zip(aggregates["plain"], aggregates["spec"], strict=False) if pl > 0]
     load = LoadFigures(
-        clients=cell.clients,
-        parallel=cell.slots,
         plain_aggregate=p_agg,
         spec_aggregate=s_agg,
         latency_p50=percentile(spec_lat, 50),

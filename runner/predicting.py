@@ -18,7 +18,7 @@ from registry.models import BenchmarkRun, PredictedResult
 from registry.results.figures import refresh_predicted
 
 from . import llamacpp
-from .hardware import measurement_class
+from .hardware import figure_label, measurement_class
 from .methods import settings_for
 from .predict import NOT_YET, PREDICTABLE, Prediction, PredictionRun, predict
 from .prompts import TaskSet
@@ -98,7 +98,7 @@ def store_predictions(
 ) -> None:
     """Every prediction as a PredictedResult of the run's pair; the pair's table column follows."""
     p = run.params
-    label = f"{hw.get('cpu_model', '')} ({measurement_class(hw)})"[:200]
+    label = figure_label(hw)
     rows = [
         PredictedResult(
             run=run,

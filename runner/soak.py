@@ -21,6 +21,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -87,8 +88,6 @@ class SoakRecord:
     """What a soak has recorded so far; ``status`` "running" until it ends."""
 
     command: str
-    clients: int
-    parallel: int
     status: str = "running"  # running, stable, failed, timeout, unstable, cancelled, interrupted
     verdict: str = ""
     elapsed_s: float = 0.0
@@ -176,8 +175,8 @@ def servers(caps: Capabilities, config: SoakConfig) -> tuple[Server, Server]:
 class _Clients:
     """``clients`` threads sending prompts in turn until stopped; every answer is kept as an event."""
 
-    def __init__(self, server: Server, config: SoakConfig, refs: dict[int, str]) -> None:
-        self.server, self.config, self.refs = server, config, refs
+    def __init__(self, server: Server, config: SoakConfig) -> None:
+        self.server, self.config = server, config
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.events: list[tuple[Completion, int]] = []  # (answer, prompt index); drained by the loop
@@ -198,14 +197,7 @@ class _Clients:
                 n = next(self.counter)
                 self.sent = n + 1
             i = n % len(self.config.prompts)
-            c = self.server.complete(
-                self.config.prompts[i],
-                n_predict=self.config.n_predict,
-                temperature=0.0,
-                seed=self.config.seed,
-                timeout_s=self.config.request_timeout_s,
-                stream=False,
-            )
+            c = _ask(self.server, self.config, i)
             if self.stop.is_set() and c.state != "ok":
                 return  # the soak ended under it: not an error of the server's
             with self.lock:
@@ -222,6 +214,17 @@ class _Clients:
         self.stop.set()
         for t in self.threads:
             t.join(timeout=5)
+
+
+def _ask(server: Server, config: SoakConfig, i: int) -> Completion:
+    """Prompt ``i`` once, as the soak sends it (temperature 0, the soak's own time limit per request)."""
+    return server.complete(
+        config.prompts[i],
+        n_predict=config.n_predict,
+        temperature=0.0,
+        seed=config.seed,
+        timeout_s=config.request_timeout_s,
+    )
 
 
 def _close(
@@ -249,42 +252,19 @@ def _reference(plain: Server, config: SoakConfig, record: SoakRecord, cancelled:
     refs: dict[int, str] = {}
     if config.clients == 1:
         tokens, seconds = 0, 0.0
-        for i, prompt in enumerate(config.prompts[:REFERENCE_PROMPTS]):
+        for i in range(min(REFERENCE_PROMPTS, len(config.prompts))):
             if cancelled():
                 break
-            c = plain.complete(
-                prompt,
-                n_predict=config.n_predict,
-                temperature=0.0,
-                seed=config.seed,
-                timeout_s=config.request_timeout_s,
-            )
+            c = _ask(plain, config, i)
             if c.state != "ok":
                 raise SoakError(f"the plain server failed before the soak: {c.error}")
             refs[i] = c.text
             tokens, seconds = tokens + c.n_tokens, seconds + c.wall_s
         record.baseline_tokens_per_second = tokens / seconds if seconds > 0 else None
         return refs
-    answers: list[Completion] = []
-    threads = [
-        threading.Thread(
-            target=lambda i=i: answers.append(
-                plain.complete(
-                    config.prompts[i % len(config.prompts)],
-                    n_predict=config.n_predict,
-                    temperature=0.0,
-                    seed=config.seed,
-                    timeout_s=config.request_timeout_s,
-                )
-            )
-        )
-        for i in range(config.clients)
-    ]
     t0 = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(max_workers=config.clients) as pool:
+        answers = list(pool.map(lambda i: _ask(plain, config, i % len(config.prompts)), range(config.clients)))
     wall = time.monotonic() - t0
     bad = next((c for c in answers if c.state != "ok"), None)
     if bad is not None:
@@ -305,7 +285,7 @@ def run_soak(
     if not config.prompts:
         raise SoakError("no prompts to send")
     plain, spec = servers(caps, config)
-    record = SoakRecord(command=" ".join(spec.argv), clients=config.clients, parallel=config.slots)
+    record = SoakRecord(command=" ".join(spec.argv))
     cancelled = should_cancel or (lambda: False)
 
     def stopping() -> bool:
@@ -328,10 +308,18 @@ def run_soak(
         problem = spec.start(should_cancel=should_cancel)
         if problem:
             raise SoakError(f"llama-server with {config.setting.label}: {problem}")
-        clients = _Clients(spec, config, refs)
+        clients = _Clients(spec, config)
         start = time.monotonic()
         clients.last_answer = start
         boundary = start + config.interval_s
+
+        def close(elapsed: float) -> Interval:
+            """The interval since the last one closed (its answers drained), and the record's running totals."""
+            last_t = record.intervals[-1].t if record.intervals else 0.0
+            record.elapsed_s = elapsed
+            record.prompt_repeats = clients.sent > len(config.prompts)
+            return _close(clients.drain(), elapsed, elapsed - last_t, spec.pid, refs)
+
         clients.start()
         try:
             while True:
@@ -341,19 +329,13 @@ def run_soak(
                 end = elapsed >= config.duration_s
                 if not spec.alive or stopping() or now - clients.last_answer > config.request_timeout_s:
                     status, verdict = _early(record, spec, config, elapsed, now - clients.last_answer, stopping())
-                    last_t = record.intervals[-1].t if record.intervals else 0.0
-                    partial = _close(clients.drain(), elapsed, elapsed - last_t, spec.pid, refs)
+                    partial = close(elapsed)
                     if partial.requests or not spec.alive:
                         record.intervals.append(partial)
-                    record.elapsed_s = elapsed
-                    record.prompt_repeats = clients.sent > len(config.prompts)
                     return finish(status, verdict)
                 if now < boundary and not end:
                     continue
-                last_t = record.intervals[-1].t if record.intervals else 0.0
-                record.intervals.append(_close(clients.drain(), elapsed, elapsed - last_t, spec.pid, refs))
-                record.elapsed_s = elapsed
-                record.prompt_repeats = clients.sent > len(config.prompts)
+                record.intervals.append(close(elapsed))
                 boundary += config.interval_s
                 if progress:
                     iv = record.intervals[-1]

@@ -18,10 +18,10 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from inspector.spec_flags import Setting, uses_draft_file
-from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, Pair, StabilityResult
+from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, Pair, StabilityResult, speculation_setting
 from registry.results.figures import usable_measured
 
-from .hardware import measurement_class
+from .hardware import figure_label
 from .heartbeat import Reporter
 from .params import BenchmarkError
 from .prompts import TaskSet, read_chat_template, render_prompt
@@ -65,10 +65,6 @@ def _best_measured(pair: Pair) -> BenchmarkResult | None:
     )
 
 
-def _setting_of(r: BenchmarkResult) -> Setting:
-    return Setting(r.method, r.k, r.p_min, tuple(tuple(o) for o in r.options or ()))
-
-
 def soak_target(ref: str, *, method: str | None = None, k: int | None = None) -> SoakTarget:
     """``12`` or ``pair:12`` (a pair's recommended setting) or ``deployment:3`` (a team deployment's)."""
     kind, _, ident = str(ref).strip().rpartition(":")
@@ -84,13 +80,13 @@ def soak_target(ref: str, *, method: str | None = None, k: int | None = None) ->
         if dep.pair is None:
             raise BenchmarkError(f"deployment {ident} names no pair of registered files to soak")
         chosen = method or dep.method
-        kk = k or dep.k or (8 if chosen != "none" else 0)
         if chosen == "none":
             raise BenchmarkError(f"deployment {ident} does not speculate: nothing to soak but the target alone")
+        kk = k or dep.k or 8
         r = None
         if dep.run is not None:
             r = dep.run.results.filter(method=chosen, k=kk, status="ok").order_by("-speedup").first()
-        setting = _setting_of(r) if r is not None else Setting(chosen, kk)
+        setting = speculation_setting(r) if r is not None else Setting(chosen, kk)
         draft = dep.draft or dep.target
         return SoakTarget(
             dep.pair, dep.target, draft, setting, r.parallel if r else None, dep.pk, f"deployment {dep.pk}'s setting"
@@ -111,7 +107,7 @@ def soak_target(ref: str, *, method: str | None = None, k: int | None = None) ->
         pair,
         best.run.measured_target,
         best.run.measured_draft,
-        _setting_of(best),
+        speculation_setting(best),
         best.parallel,
         None,
         f"the best measured setting (run {best.run_id}, {best.speedup:.2f}x)",
@@ -240,7 +236,7 @@ def execute_soak(
         planned_s=int(config.duration_s),
         interval_s=int(config.interval_s),
         content_type="",
-        hardware=f"{hw.get('cpu_model', '')} ({measurement_class(hw)})"[:200],
+        hardware=figure_label(hw),
         llama_cpp_build=build.label[:32],
     )
 

@@ -12,7 +12,7 @@ from registry.results.deploy import deployment, model_path
 from registry.results.figures import refresh_best
 
 from . import llamacpp
-from .hardware import measurement_class
+from .hardware import figure_label
 from .report import markdown_report
 from .runs import log
 from .sweep import SweepResult
@@ -42,7 +42,7 @@ def store_results(
     prediction: dict | None = None,
 ) -> None:
     """Save every cell as a measured result, the recommendations and the deployment artifacts."""
-    label = f"{hw.get('cpu_model', '')} ({measurement_class(hw)})"[:200]
+    label = figure_label(hw)
     rows = []
     for c in result.cells:
         failed_runs = [r for r in c.runs if r.error]

@@ -14,7 +14,7 @@ from registry.models import BenchmarkRun, GGUFFile, HubJob, Pair
 from registry.web.cost_plot import cost_model_svg
 from registry.web.forms import ImportForm
 from registry.web.pages import explained_checks
-from registry.web.plot import soak_svg
+from registry.web.plot import latest_soak_svg
 from registry.web.serializers import stability_dict
 
 from . import runs, submit
@@ -104,7 +104,7 @@ def run(request: HttpRequest, pk: int) -> HttpResponse:
             "predictions": sorted(predicted.values(), key=lambda x: (x.content_type, -(x.speedup or 0))),
             "may_cancel": may_cancel(request.user, r),
             "soaks": soaks,
-            "soak_plot": soak_svg(soaks[0].intervals, f"Soak {soaks[0].pk}: {soaks[0].setting_label}") if soaks else "",
+            "soak_plot": latest_soak_svg(soaks),
         },
     )
 

@@ -61,7 +61,7 @@ def test_two_clients_at_once_give_aggregate_speeds_latencies_and_the_identity_sh
     )
     assert res.status == "ok", res.error
     load = res.load
-    assert load is not None and (load.clients, load.parallel) == (2, 2) and not load.prompt_repeats
+    assert load is not None and (res.cell.clients, res.cell.slots) == (2, 2) and not load.prompt_repeats
     # A B per round, two requests each, distinct prompts in every round
     assert [(r.kind, r.prompt_index) for r in res.runs] == [
         ("plain", 0), ("plain", 1), ("spec", 0), ("spec", 1), ("plain", 2), ("plain", 3), ("spec", 2), ("spec", 3),

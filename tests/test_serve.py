@@ -66,7 +66,8 @@ def _wait(predicate, timeout: float, what: str):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def test_sigterm_cancels_the_running_benchmark_and_leaves_no_process(tmp_path, smollm2_path):
+def _installation(tmp_path: Path) -> tuple[Path, dict[str, str], list[str]]:
+    """A migrated installation of its own (SQLite, filesystem broker), its environment and manage.py's argv."""
     data = tmp_path / "data"
     env = {
         k: v
@@ -76,6 +77,11 @@ def test_sigterm_cancels_the_running_benchmark_and_leaves_no_process(tmp_path, s
     env.update(SPECREG_DATA_DIR=str(data), SPECREG_HARDWARE_CLASS="cpu-serve-test")
     manage = [sys.executable, str(ROOT / "manage.py")]
     subprocess.run([*manage, "migrate", "-v0"], env=env, check=True, cwd=ROOT)
+    return data, env, manage
+
+
+def test_sigterm_cancels_the_running_benchmark_and_leaves_no_process(tmp_path, smollm2_path):
+    data, env, manage = _installation(tmp_path)
     # Long enough to still be running when the stop comes: a plain run of 2,048 tokens, 5 repeats.
     queued = subprocess.run(
         [
@@ -151,15 +157,7 @@ def test_sigterm_cancels_the_running_benchmark_and_leaves_no_process(tmp_path, s
 
 
 def test_sigterm_interrupts_a_soak_and_keeps_its_partial_record(tmp_path, smollm2_path):
-    data = tmp_path / "data"
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "TEST_DATABASE_NAME", "SPECREG_QUEUE_PREFIX")
-    }
-    env.update(SPECREG_DATA_DIR=str(data), SPECREG_HARDWARE_CLASS="cpu-serve-test")
-    manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "-v0"], env=env, check=True, cwd=ROOT)
+    data, env, manage = _installation(tmp_path)
     m = str(smollm2_path)
 
     def cmd(*args: str) -> subprocess.CompletedProcess:

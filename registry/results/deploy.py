@@ -107,18 +107,18 @@ def deployment(
     cache not unified: llama.cpp's default with an explicit ``-np``), so that what is deployed is what was
     measured; None leaves llama-server's automatic slots (nothing measured says otherwise)."""
     if setting is not None and setting.method != "draft-simple":
-        dep = _method_deployment(
+        return _method_deployment(
             caps,
             target,
             draft,
             setting,
             host=host,
             port=port,
-            ctx_size=ctx_size * (parallel or 1),
+            ctx_size=ctx_size,
             threads=threads,
             gpu=gpu,
+            parallel=parallel,
         )
-        return _with_slots(caps, dep, parallel)
     if setting is not None:
         k, p_min = setting.k, setting.p_min
     uses = draft is not None and k is not None
@@ -134,24 +134,20 @@ def deployment(
         threads=threads,
         gpu_layers=ALL_GPU_LAYERS if gpu else None,
     )
-    # Named as on a user's PATH, not by the measuring worker's path, so the pair page and the run
-    # page show the same command.
+    return _finish(caps, argv, f"speculative K={k}" if uses else "no draft", uses, parallel)
+
+
+def _finish(caps: Capabilities, argv: list[str], what: str, uses: bool, parallel: int | None) -> Deployment:
+    """The command as deployed: named as on a user's PATH, not by the measuring worker's path (so the pair page and
+    the run page show the same command), with ``-np N`` where the build knows it (older builds serve one request at
+    a time anyway), and its systemd unit."""
     argv[0] = "llama-server"
-    desc = f"llama.cpp server, {'speculative K=' + str(k) if uses else 'no draft'} (configured by specreg)"
-    return _with_slots(
-        caps, Deployment(tuple(argv), shlex.join(argv), systemd_unit(argv, description=desc), uses), parallel
-    )
-
-
-def _with_slots(caps: Capabilities, dep: Deployment, parallel: int | None) -> Deployment:
-    """``-np N`` added where the build knows it (older builds serve one request at a time anyway)."""
-    if parallel is None or not caps.has("-np"):
-        return dep
-    argv = [*dep.argv, "-np", str(parallel)]
-    desc = next(ln for ln in dep.unit.splitlines() if ln.startswith("Description=")).removeprefix("Description=")
-    if parallel > 1:
-        desc = desc.replace(" (configured", f", {parallel} slots (configured")
-    return Deployment(tuple(argv), shlex.join(argv), systemd_unit(argv, description=desc), dep.uses_draft)
+    slots = ""
+    if parallel is not None and caps.has("-np"):
+        argv += ["-np", str(parallel)]
+        slots = f", {parallel} slots" if parallel > 1 else ""
+    desc = f"llama.cpp server, {what}{slots} (configured by specreg)"
+    return Deployment(tuple(argv), shlex.join(argv), systemd_unit(argv, description=desc), uses)
 
 
 def _method_deployment(
@@ -165,6 +161,7 @@ def _method_deployment(
     ctx_size: int,
     threads: int | None,
     gpu: bool,
+    parallel: int | None,
 ) -> Deployment:
     """A server speculating with a method other than a plain draft model: its --spec-type and options as
     this build's --help names them (a sidecar still comes with -md)."""
@@ -174,7 +171,7 @@ def _method_deployment(
         target,
         None,
         None,
-        ctx_size=ctx_size,
+        ctx_size=ctx_size * (parallel or 1),
         host=host,
         port=port,
         threads=threads,
@@ -185,6 +182,4 @@ def _method_deployment(
         if gpu and caps.draft_gpu_layers_flag:
             argv += [caps.draft_gpu_layers_flag, str(ALL_GPU_LAYERS)]
     argv += spec_flags(caps, setting)
-    argv[0] = "llama-server"
-    desc = f"llama.cpp server, {setting.label} (configured by specreg)"
-    return Deployment(tuple(argv), shlex.join(argv), systemd_unit(argv, description=desc), True)
+    return _finish(caps, argv, setting.label, True, parallel)

@@ -21,7 +21,7 @@ from registry.team.plot import observed_svg
 from registry.team.scrape_queue import queue_scrape
 from registry.team.telemetry import may_see_reasons, observed, series, shown_error, telemetry_state
 from registry.web.pages import stability_results
-from registry.web.plot import soak_svg
+from registry.web.plot import latest_soak_svg
 
 SUBJECTS = {"model": Model, "file": GGUFFile, "pair": Pair, "run": BenchmarkRun}
 
@@ -195,7 +195,7 @@ def deployment(request: HttpRequest, pk: int) -> HttpResponse:
             "show_url": may_see_paths(request.user),
             "scrape_no_worker": staff and _nobody_scrapes(d),
             "soaks": soaks,
-            "soak_plot": soak_svg(soaks[0].intervals, f"Soak {soaks[0].pk}: {soaks[0].setting_label}") if soaks else "",
+            "soak_plot": latest_soak_svg(soaks),
         },
     )
 

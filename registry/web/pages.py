@@ -25,7 +25,7 @@ from registry.results.figures import Figure, figures_for
 from registry.results.history import BuildChange, build_changes
 from registry.results.predicted import Comparison, ErrorSummary, compare, error_summary
 from registry.results.recommend import Recommendation, recommend
-from registry.web.plot import clients_svg, soak_svg, speed_acceptance_svg
+from registry.web.plot import clients_svg, latest_soak_svg, speed_acceptance_svg
 
 RULE_TITLES = {
     "architecture": "Architecture (KV cache can be rolled back)",
@@ -228,7 +228,7 @@ def pair_page(pk: int) -> PairPage:
         load,
         clients_svg(measured, "Measured speedup against concurrent clients"),
         stability,
-        soak_svg(stability[0].intervals, f"Soak {stability[0].pk}: {stability[0].setting_label}") if stability else "",
+        latest_soak_svg(stability),
     )
 
 

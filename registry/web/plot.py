@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from registry.models import StabilityResult
 from registry.results.figures import Figure
 from registry.web.svg import Frame, pts
 
@@ -48,17 +50,53 @@ def _x_axis(ticks: list[tuple[float, str]], title: str) -> str:
 
 
 def speed_acceptance_svg(figs: list[Figure], title: str) -> SafeString:
-    """Every text in the picture is escaped here, so the result may be inserted as is."""
+    """Speedup and acceptance against K, one line per content type."""
     series = _series([f for f in figs if f.speedup is not None or f.acceptance is not None])
+    return _lines_svg(series, title, "K (draft tokens per step)", lambda k: f"K={k}", legend_chars=24)
+
+
+def clients_svg(figs: list[Figure], title: str) -> SafeString:
+    """Speedup and acceptance against concurrent clients, one line per content type and setting (measured under
+    load)."""
+    series: dict[str, dict[int, Figure]] = defaultdict(dict)
+    for f in figs:
+        if f.speedup is None:
+            continue
+        key = f"{f.content_type or 'unspecified'} {f.obj.setting_label if f.obj is not None else f'K={f.k}'}"
+        cur = series[key].get(f.clients)
+        if cur is None or (f.speedup or 0) > (cur.speedup or 0):
+            series[key][f.clients] = f
+    # only settings measured under load
+    under_load = {k: v for k, v in sorted(series.items()) if any(c > 1 for c in v)}
+    return _lines_svg(
+        under_load,
+        title,
+        "concurrent clients (speedup against the plain server at the same concurrency)",
+        lambda c: f"{c} client{'s' if c != 1 else ''}",
+        legend_chars=32,
+    )
+
+
+def _lines_svg(
+    series: dict[str, dict[int, Figure]],
+    title: str,
+    axis: str,
+    point: Callable[[int], str],
+    *,
+    legend_chars: int,
+) -> SafeString:
+    """Speedup (solid, left axis) and acceptance (dashed, right axis) of named series of figures against the points
+    of a categorical x axis (K, clients). Every text in the picture is escaped here, so the result may be inserted
+    as is."""
     if not series:
         return mark_safe("")
-    ks = sorted({k for points in series.values() for k in points})
+    xs = sorted({k for points in series.values() for k in points})
     top_speed = max([1.2] + [f.speedup * 1.1 for points in series.values() for f in points.values() if f.speedup])
     fr = FRAME
     pw = fr.pw
 
     def x(k: int) -> float:
-        return LEFT + (pw / 2 if len(ks) == 1 else pw * ks.index(k) / (len(ks) - 1))
+        return LEFT + (pw / 2 if len(xs) == 1 else pw * xs.index(k) / (len(xs) - 1))
 
     def y_speed(v: float) -> float:
         return fr.y_scaled(v, top_speed)
@@ -72,12 +110,12 @@ def speed_acceptance_svg(figs: list[Figure], title: str) -> SafeString:
         right_title="acceptance (dashed)",
     )
     parts.append(_no_gain(top_speed))
-    parts.append(_x_axis([(x(k), str(k)) for k in ks], "K (draft tokens per step)"))
-    for i, (ctype, points) in enumerate(series.items()):
+    parts.append(_x_axis([(x(k), str(k)) for k in xs], axis))
+    for i, (name, points) in enumerate(series.items()):
         colour = COLOURS[i % len(COLOURS)]
-        ordered = [points[k] for k in ks if k in points]
-        speed = [(x(f.k), y_speed(f.speedup)) for f in ordered if f.speedup is not None]
-        acc = [(x(f.k), y_acc(f.acceptance)) for f in ordered if f.acceptance is not None]
+        ordered = [(k, points[k]) for k in xs if k in points]
+        speed = [(x(k), y_speed(f.speedup)) for k, f in ordered if f.speedup is not None]
+        acc = [(x(k), y_acc(f.acceptance)) for k, f in ordered if f.acceptance is not None]
         if len(speed) > 1:
             parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{pts(speed)}"/>')
         if len(acc) > 1:
@@ -85,81 +123,23 @@ def speed_acceptance_svg(figs: list[Figure], title: str) -> SafeString:
                 f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" stroke-dasharray="6 4" '
                 f'points="{pts(acc)}"/>'
             )
-        for f in ordered:
+        for k, f in ordered:
             label = escape(
-                f"{ctype}, K={f.k}: "
+                f"{name}, {point(k)}: "
                 + (f"{f.speedup:.2f}×" if f.speedup is not None else "no speed")
                 + (f", {f.acceptance:.0%} accepted" if f.acceptance is not None else "")
             )
             if f.speedup is not None:
                 parts.append(
-                    f'<circle cx="{x(f.k):.1f}" cy="{y_speed(f.speedup):.1f}" r="4" fill="{colour}">'
+                    f'<circle cx="{x(k):.1f}" cy="{y_speed(f.speedup):.1f}" r="4" fill="{colour}">'
                     f"<title>{label}</title></circle>"
                 )
             if f.acceptance is not None:
                 parts.append(
-                    f'<rect x="{x(f.k) - 3:.1f}" y="{y_acc(f.acceptance) - 3:.1f}" width="6" height="6" '
+                    f'<rect x="{x(k) - 3:.1f}" y="{y_acc(f.acceptance) - 3:.1f}" width="6" height="6" '
                     f'fill="#fff" stroke="{colour}"><title>{label}</title></rect>'
                 )
-    parts.append(fr.legend([(COLOURS[i % len(COLOURS)], ctype[:24]) for i, ctype in enumerate(series)]))
-    parts.append("</svg>")
-    return mark_safe("".join(parts))  # noqa: S308 - every interpolated text above went through escape()
-
-
-def clients_svg(figs: list[Figure], title: str) -> SafeString:
-    """Speedup against concurrent clients, one line per content type and setting (measured under load)."""
-    series: dict[str, dict[int, Figure]] = defaultdict(dict)
-    for f in figs:
-        if f.speedup is None:
-            continue
-        key = f"{f.content_type or 'unspecified'} {f.obj.setting_label if f.obj is not None else f'K={f.k}'}"
-        cur = series[key].get(f.clients)
-        if cur is None or (f.speedup or 0) > (cur.speedup or 0):
-            series[key][f.clients] = f
-    series = {k: v for k, v in sorted(series.items()) if any(c > 1 for c in v)}  # only settings measured under load
-    if not series:
-        return mark_safe("")
-    counts = sorted({c for points in series.values() for c in points})
-    top_speed = max([1.2] + [f.speedup * 1.1 for points in series.values() for f in points.values() if f.speedup])
-    fr = FRAME
-
-    def x(c: int) -> float:
-        return LEFT + (fr.pw / 2 if len(counts) == 1 else fr.pw * counts.index(c) / (len(counts) - 1))
-
-    parts = fr.start(
-        title,
-        top_value=top_speed,
-        tick=lambda v: f"{v:.1f}×",
-        left_title="speedup (solid)",
-        right_title="acceptance (dashed)",
-    )
-    parts.append(_no_gain(top_speed))
-    parts.append(
-        _x_axis(
-            [(x(c), str(c)) for c in counts],
-            "concurrent clients (speedup against the plain server at the same concurrency)",
-        )
-    )
-    for i, (key, points) in enumerate(series.items()):
-        colour = COLOURS[i % len(COLOURS)]
-        line = [(x(c), fr.y_scaled(points[c].speedup or 0.0, top_speed)) for c in counts if c in points]
-        acc = [(x(c), fr.y_fraction(a)) for c in counts if c in points and (a := points[c].acceptance) is not None]
-        if len(line) > 1:
-            parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{pts(line)}"/>')
-        if len(acc) > 1:
-            parts.append(
-                f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" stroke-dasharray="6 4" '
-                f'points="{pts(acc)}"/>'
-            )
-        for c in counts:
-            if c in points:
-                f = points[c]
-                label = escape(f"{key}, {c} client{'s' if c != 1 else ''}: {f.speedup:.2f}×")
-                parts.append(
-                    f'<circle cx="{x(c):.1f}" cy="{fr.y_scaled(f.speedup or 0.0, top_speed):.1f}" r="4" '
-                    f'fill="{colour}"><title>{label}</title></circle>'
-                )
-    parts.append(fr.legend([(COLOURS[i % len(COLOURS)], key[:32]) for i, key in enumerate(series)]))
+    parts.append(fr.legend([(COLOURS[i % len(COLOURS)], name[:legend_chars]) for i, name in enumerate(series)]))
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 - every interpolated text above went through escape()
 
@@ -211,3 +191,11 @@ def soak_svg(intervals: list[dict], title: str) -> SafeString:
     parts.append(fr.legend([(colour, "tokens/s"), (COLOURS[1], "acceptance"), ("#dc2626", "interval with failures")]))
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 - every interpolated text above went through escape()
+
+
+def latest_soak_svg(soaks: list[StabilityResult]) -> SafeString:
+    """The newest of these soaks (newest first) over time, as a pair, deployment or run page shows it."""
+    if not soaks:
+        return mark_safe("")
+    s = soaks[0]
+    return soak_svg(s.intervals, f"Soak {s.pk}: {s.setting_label}")
