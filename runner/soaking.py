@@ -19,7 +19,8 @@ from django.utils import timezone
 
 from inspector.spec_flags import Setting, uses_draft_file
 from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, Pair, StabilityResult, speculation_setting
-from registry.results.figures import usable_measured
+from registry.results.figures import figures_for
+from registry.results.recommend import best_gain
 
 from .hardware import figure_label
 from .heartbeat import Reporter
@@ -55,14 +56,9 @@ class SoakTarget:
 
 
 def _best_measured(pair: Pair) -> BenchmarkResult | None:
-    """The measured setting the pair page recommends: the fastest above 1x (the same rule as its command)."""
-    return (
-        usable_measured()
-        .filter(pair=pair, speedup__gt=1.0, speculation_ran=True)
-        .select_related("run")
-        .order_by("-speedup", "pk")
-        .first()
-    )
+    """The measured setting the pair page recommends: its fastest gain that counts (registry.results.recommend)."""
+    best = best_gain(figures_for([pair.pk])[pair.pk]["measured"])
+    return best.obj if best is not None else None
 
 
 def soak_target(ref: str, *, method: str | None = None, k: int | None = None) -> SoakTarget:

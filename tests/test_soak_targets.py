@@ -100,3 +100,14 @@ def test_long_soaks_are_for_staff(pair, settings):
         queue_soak(str(pair.pk), duration_s=9 * 3600, user=bob, send=False)
     sam = User.objects.create_user("sam", password="pw-sam-123456", is_staff=True)
     assert queue_soak(str(pair.pk), duration_s=9 * 3600, user=sam, send=False).params["soak"]["duration_s"] == 9 * 3600
+
+
+def test_a_soak_takes_the_gain_the_pair_page_recommends_not_one_within_its_spread(pair, settings):
+    settings.SPECREG_QUEUE_PREFIX = "nobody."
+    noisy = measured(pair, 8, 1.5)
+    BenchmarkResult.objects.filter(pk=noisy.pk).update(speedup_min=0.9, speedup_max=2.0, pairs=3)
+    measured(pair, 4, 1.2)  # kept before the spread was: counts as it is
+    s = queue_soak(str(pair.pk), duration_s=120, send=False).params["soak"]
+    assert s["k"] == 4
+    rec = Client().get(f"/api/pairs/{pair.pk}").json()["recommendation"]
+    assert rec["k"] == 4

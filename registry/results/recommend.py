@@ -43,15 +43,20 @@ def beyond_spread(f: Figure) -> bool:
     return low is None or low > 1.0
 
 
+def best_gain(figures: list[Figure]) -> Figure | None:
+    """The fastest figure with a gain that counts (above 1 and beyond its spread): what a pair recommends and soaks."""
+    fast = [f for f in figures if f.speedup is not None and f.speedup > 1 and beyond_spread(f)]
+    return max(fast, key=lambda f: f.speedup or 0.0) if fast else None
+
+
 def recommend(
     target: GGUFFile, draft: GGUFFile, compatible: bool, measured: list[Figure], reported: list[Figure]
 ) -> Recommendation:
     figures, kind = (measured, "measured") if measured else (reported, "reported")
-    fast = [f for f in figures if f.speedup is not None and f.speedup > 1 and beyond_spread(f)]
+    b = best_gain(figures)
     if not compatible:
         use, k, basis = False, None, "The draft is not compatible with this target: run the target alone."
-    elif fast:
-        b = max(fast, key=lambda f: f.speedup or 0.0)  # every one in fast has a speedup
+    elif b is not None:
         use, k = True, b.k
         where = f" on {b.hardware}" if b.hardware else ""
         basis = (
@@ -86,10 +91,10 @@ def recommend(
             f"Not benchmarked yet: K={STARTING_K} is a starting point, not a measurement. "
             "Benchmark the pair; speculation can be slower than the target alone (it was on 2 CPU cores)."
         )
-    setting = (_setting(b) if fast else _untested_setting(target, draft)) if use else None
+    setting = (_setting(b) if b is not None else _untested_setting(target, draft)) if use else None
     with_draft = setting is not None and uses_draft_file(setting.method)
     downloads = "\n".join(d for d in (download_command(target), download_command(draft) if with_draft else "") if d)
-    measured_by = b.obj if use and kind == "measured" and fast else None
+    measured_by = b.obj if use and kind == "measured" and b is not None else None
     # The measured slots (-np) go into the command: deployed = measured, at the concurrency the figure holds for.
     parallel = measured_by.parallel if isinstance(measured_by, BenchmarkResult) else None
     if (
