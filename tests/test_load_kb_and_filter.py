@@ -18,21 +18,17 @@ from registry.kb import schema
 from registry.kb.export import export_kb
 from registry.kb.importer import KBError, import_kb
 from registry.models import (
-    BaseModel,
     BenchmarkResult,
     BenchmarkRun,
-    Family,
     GGUFFile,
-    Model,
     Pair,
     ReportedResult,
     StabilityResult,
-    TokenizerClass,
-    TokenTable,
 )
 from registry.results.figures import refresh_best
 from registry.table.query import TableQuery
 from tests.ggufgen import vocab, write_gguf
+from tests.test_registry_kb import empty_installation
 
 # db_service: CI runs these again on PostgreSQL.
 pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
@@ -206,13 +202,6 @@ def test_the_clients_filter_travels_in_links_and_the_menu(pairs, client):
     assert '<select name="clients">' in html and "<option selected>4</option>" in html
     assert "clients=4" in html  # the CSV link keeps the filter
     assert "1 pair" in html
-
-
-def empty_installation(settings, name: str) -> None:
-    """This test database becomes another, empty installation."""
-    for m in (BenchmarkRun, ReportedResult, Pair, GGUFFile, Model, BaseModel, Family, TokenizerClass, TokenTable):
-        m.objects.all().delete()
-    settings.SPECREG_INSTALLATION_ID = name
 
 
 def test_load_figures_and_soaks_survive_an_export_and_import(pairs, tmp_path, settings, client):
