@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from registry.models import Pair
 from registry.web.api_views import JSON, NOT_FOUND, error
 
+from . import kept
 from .params import BenchmarkError
 from .submit import queue_prediction
 
@@ -28,7 +29,7 @@ def _invalid(data: serializers.Serializer) -> HttpResponse:
     return error(f"{first[0]}: {' '.join(str(e) for e in first[1])}", 400)
 
 
-def _queued(run) -> JsonResponse:
+def _queued(run, **more: str) -> JsonResponse:
     return JsonResponse(
         {
             "run": run.pk,
@@ -36,6 +37,7 @@ def _queued(run) -> JsonResponse:
             "queue": run.queue,
             "url": run.get_absolute_url(),
             "api": reverse("api_run", args=[run.pk]),
+            **more,
         },  # fmt: skip
         status=202,
     )
@@ -70,7 +72,7 @@ class PredictView(APIView):
             run = queue_prediction(pair, user=request.user, hardware=hardware, **params)
         except BenchmarkError as exc:
             return error(str(exc), 400)
-        return _queued(run)
+        return _queued(run, transcripts=kept.transcripts_note(run))
 
 
 class SoakIn(serializers.Serializer):

@@ -3,13 +3,18 @@
 Acceptance is not estimated but replayed: the target's greedy transcript of each task, then llama.cpp's own
 speculative loop against it (runner.replay) gives every verification's drafted and accepted counts exactly.
 Speed comes from a cost model of this machine, measured once per model file and build (runner.replay's timing
-mode, kept in ~/.cache/specreg/costs/):
+mode, kept by runner.kept):
 the target's time to decode a batch of b tokens with every token's logits (what a verify step costs), and
 the draft model's time per decoded batch. A speculative step then costs
 
-    verify(d + 1) + sample * (d + 1)     the target checks id_last and the d drafted tokens, sampling each position
-  + draft(1) * (1 + d) + draft(d + 1)    draft-simple: one decode per drafted token, then the verify batch
-  + draft_sample * d                     and its top-k 10 sampler per drafted token
+    verify(d + 1) + sample * (d + 1)     the target checks id_last and the d drafted tokens, sampling each
+                                         position [ss:223-228, common_sampler_sample_and_accept_n]
+  + draft(1) * (1 + d - full)            draft-simple: id_last, then each drafted token but the one that fills
+                                         the draft (full: d reached K) [sp:383, 439-446]
+  + draft_last(d + 1)                    the target's batch fed to the draft, only its last token's logits
+                                         [sp:304-312]
+  + draft_sample * (d + 1 - full)        its top-k 10 sampler per proposal, the one p-min refused included
+                                         [sp:406, 421]
                                          (n-gram methods draft from tables: no model time)
 
 against plain decoding's verify(1) + sample per token. Sampling is the fixed cost a round pays per position
@@ -32,7 +37,7 @@ from typing import Any
 from inspector.spec_flags import Setting, uses_draft_file
 from inspector.speculative import NGRAM_METHODS
 
-from . import forced, llamacpp, replay
+from . import forced, kept, llamacpp, replay
 from .hardware import ram_bytes
 from .prompts import TaskSet, read_chat_template, render_prompt
 
@@ -44,7 +49,12 @@ PREDICTABLE = ("draft-simple", *NGRAM_METHODS)
 TEMPERATURE_0_ONLY = (
     "temperature 0 only: the n-gram methods' drafts are replayed by exact match, which a sampled target does not make"
 )
-NOT_YET = "not predictable yet: it drafts from the target's hidden states, which the pinned build cannot replay"
+# llama.cpp's loop hands these heads the hidden states of the target's own verify decode
+# (common_speculative_process after llama_process [ss:232-236]): the one step a replay skips.
+NOT_YET = (
+    "not predictable yet: it drafts from the target's hidden states, which llama.cpp's loop takes from the "
+    "target's own decoding, the step a replay skips"
+)
 MEMORY_SHARE = 0.9  # the models' weights (memory-mapped) must fit in this share of the machine's memory
 
 
@@ -53,26 +63,36 @@ PredictionCancelled = replay.ReplayCancelled  # the run was cancelled: the tool 
 
 @dataclass(frozen=True)
 class CostModel:
-    """Median seconds to decode a batch of b tokens (index b - 1), every token's logits computed, and to sample
-    one position: with the run's own chain (``sample``) and with draft-simple's top-k 10 chain (``draft_sample``)."""
+    """Median seconds to decode a batch of b tokens (index b - 1) with every token's logits computed (``seconds``)
+    and with only the last token's (``seconds_last``), and to sample one position: with the run's own chain
+    (``sample``) and with draft-simple's top-k 10 chain (``draft_sample``)."""
 
     model: str
     depth: int
     seconds: tuple[float, ...]
     sample: float = 0.0
     draft_sample: float = 0.0
+    seconds_last: tuple[float, ...] = ()
 
     def token(self) -> float:
         """Plain decoding's cost per token: a batch of one and its sampling."""
         return self.batch(1) + self.sample
 
     def batch(self, b: int) -> float:
-        """Time for a batch of ``b``; beyond the measured sizes the last step's slope continues."""
-        if b <= len(self.seconds):
-            return self.seconds[b - 1]
-        last = self.seconds[-1]
-        slope = last - self.seconds[-2] if len(self.seconds) > 1 else last
-        return last + slope * (b - len(self.seconds))
+        """Time for a batch of ``b``, every token's logits; beyond the measured sizes the last slope continues."""
+        return _extend(self.seconds, b)
+
+    def batch_last(self, b: int) -> float:
+        """Time for a batch of ``b`` with only the last token's logits (a draft taking in the target's batch)."""
+        return _extend(self.seconds_last or self.seconds, b)
+
+
+def _extend(seconds: tuple[float, ...], b: int) -> float:
+    if b <= len(seconds):
+        return seconds[b - 1]
+    last = seconds[-1]
+    slope = last - seconds[-2] if len(seconds) > 1 else last
+    return last + slope * (b - len(seconds))
 
 
 def measure_cost(
@@ -85,25 +105,29 @@ def measure_cost(
     timeout_s: float = replay.TIMEOUT_S,
 ) -> CostModel:
     """The model's cost model on this machine, measured once per model file, build, threads and batch range and
-    kept in ~/.cache/specreg/costs/ (a machine's speed does not change between predictions; a new build or
-    another thread count measures again)."""
+    kept (runner.kept: on this machine and in the database, where the hardware page shows it). A machine's speed
+    does not change between predictions; a new build or another thread count measures again."""
     caps = llamacpp.capabilities(llamacpp.find_binary(replay.SPEC_TOOL))
     ctx = max(gen.ctx_size or 0, COST_DEPTH + max_batch + 64)
     gen = replace(gen, temperature=0.0, ctx_size=ctx, n_predict=1)
     options = llamacpp.generation_argv(caps, gen, "x")
     timing = f"{COST_DEPTH},{max_batch},{reps}"
-    cached = replay.cache_path("costs", model, [*options, timing])
-    try:
-        return _cost_model(model, json.loads(cached.read_text()))
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # none yet, or damaged: measured again
+    meta = {"threads": gen.threads, "depth": COST_DEPTH}
+    found = kept.find(kept.COSTS, model, [*options, timing], **meta)
+    if found is not None:
+        try:
+            return _cost_model(model, found)
+        except (ValueError, KeyError, TypeError):
+            pass  # damaged: measured again
+    started = time.monotonic()
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "timing.json"
         argv = [str(replay.tool()), "timing", str(out), "-m", str(model), *options]
         replay.run_tool(argv, timeout_s, {**os.environ, "SPECREG_TIMING": timing}, should_cancel)
         data = json.loads(out.read_text())
-    replay.write_whole(cached, json.dumps(data))
-    return _cost_model(model, data)
+    cost = _cost_model(model, data)
+    kept.keep(kept.COSTS, model, [*options, timing], data, seconds=time.monotonic() - started, **meta)
+    return cost
 
 
 def _cost_model(model: Path | str, data: dict[str, Any]) -> CostModel:
@@ -114,14 +138,20 @@ def _cost_model(model: Path | str, data: dict[str, Any]) -> CostModel:
         tuple(float(s) for s in data["seconds"]),
         float(data.get("sample_s", 0.0)),
         float(data.get("draft_sample_s", 0.0)),
+        tuple(float(s) for s in data.get("seconds_last", ())),
     )
 
 
 def step_seconds(setting: Setting, drafted: int, target: CostModel, draft: CostModel | None) -> float:
-    """One verification's predicted time (see the module's docstring)."""
+    """One verification's predicted time (see the module's docstring). A draft of K tokens is full: its last
+    proposal is neither decoded nor followed by another sample. A shorter one stopped at p-min, whose refused
+    proposal was sampled after decoding the token before it (or at the remaining budget, near the end of a run,
+    which this counts as a p-min stop: one draft decode per run)."""
     t = target.batch(drafted + 1) + target.sample * (drafted + 1)
     if uses_draft_file(setting.method) and draft is not None:
-        t += draft.batch(1) * (1 + drafted) + draft.batch(drafted + 1) + draft.draft_sample * drafted
+        full = 1 if setting.k and drafted >= setting.k else 0
+        t += draft.batch(1) * (1 + drafted - full) + draft.batch_last(drafted + 1)
+        t += draft.draft_sample * (drafted + 1 - full)
     return t
 
 
@@ -260,6 +290,7 @@ def predict(
             target,
             prompt,
             replace(task_gen, n_predict=transcript_n),
+            task=f"{tasks.name}/{ctype}/{task.id}",
             should_cancel=should_cancel,
             timeout_s=timeout_s,
         )

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,6 +177,7 @@ def transcript(
     prompt: str,
     gen: llamacpp.GenParams,
     *,
+    task: str = "",
     timeout_s: float = TIMEOUT_S,
     should_cancel: Callable[[], bool] | None = None,
 ) -> Transcript:
@@ -183,41 +185,34 @@ def transcript(
     -n by their largest draft), with the margin of each token over the next best. Above temperature 0 the
     output is sampled (the options' seed) and each token carries the distribution it was sampled from.
 
-    Kept per target file, llama.cpp build and options (prompt, length, threads, context) in
-    ~/.cache/specreg/transcripts/: the target runs once, and every draft, method and later prediction reuses it."""
+    Kept (runner.kept) per model file's sha256, build, hardware class and options (prompt, length, threads,
+    context): the target runs once, and every draft, method, later prediction and worker of the class reuses
+    it. ``task`` names the prompt in the record ("default/code/c1")."""
+    from . import kept  # the database's models: imported here, as the install step builds the tool without Django
+
     caps = _spec_caps()
     options = llamacpp.generation_argv(caps, gen, prompt)
-    cached = cache_path("transcripts", target, options)
-    if cached.is_file():
+    meta = {"task": task[:200], "n_predict": gen.n_predict, "temperature": gen.temperature}
+    data = kept.find(kept.TRANSCRIPTS, target, options, **meta)
+    if data is not None:
         try:
-            return Transcript.from_json(json.loads(cached.read_text()))
-        except (OSError, ValueError, KeyError, TypeError):
-            cached.unlink(missing_ok=True)  # a damaged entry is made again
+            return Transcript.from_json(data)
+        except (ValueError, KeyError, TypeError):
+            pass  # a damaged record is made again (and replaced)
+    started = time.monotonic()
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "transcript.json"
         run_tool([str(tool()), "transcript", str(out), "-m", str(target), *options], timeout_s, None, should_cancel)
         script = Transcript.from_json(json.loads(out.read_text()))
-    write_whole(cached, script.to_json())
+    kept.keep(
+        kept.TRANSCRIPTS,
+        target,
+        options,
+        json.loads(script.to_json()),
+        seconds=time.monotonic() - started,
+        **meta,
+    )
     return script
-
-
-def cache_path(kind: str, model: Path | str, options: list[str]) -> Path:
-    """Where a result of the tool for ``model`` under ``options`` is kept (``kind``: transcripts, costs): keyed by
-    the model file (path, size and modification time: hashing gigabytes per prediction would cost more than the
-    result), the build, the tool and the options."""
-    st = Path(model).stat()
-    ident = [str(Path(model).resolve()), st.st_size, st.st_mtime_ns, llama_build.installed_version() or "unknown"]
-    tool_hash = hashlib.sha256(SOURCE.read_bytes()).hexdigest()
-    key = hashlib.sha256(json.dumps([ident, tool_hash, options]).encode()).hexdigest()[:32]
-    return llama_build.cache_dir() / kind / f"{key}.json"
-
-
-def write_whole(path: Path, text: str) -> None:
-    """Write a cache entry whole or not at all (another process may read it meanwhile)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def replay(

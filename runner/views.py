@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Max
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -17,9 +20,9 @@ from registry.web.pages import explained_checks
 from registry.web.plot import latest_soak_svg
 from registry.web.serializers import stability_dict
 
-from . import runs, submit
+from . import kept, runs, submit
 from .forms import BenchmarkForm
-from .models import workers_on
+from .models import CostMeasurement, KeptTranscript, workers_on
 from .params import BenchmarkError
 from .predicting import predictions_by_setting
 
@@ -142,7 +145,7 @@ def predict(request: HttpRequest, pk: int) -> HttpResponse:
     except BenchmarkError as exc:
         messages.error(request, str(exc))
         return redirect(pair)
-    messages.success(request, f"Prediction queued on {r.queue}.")
+    messages.success(request, f"Prediction queued on {r.queue}. {kept.transcripts_note(r)}")
     return redirect(r)
 
 
@@ -182,36 +185,41 @@ def soak_deployment(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def hardware(request: HttpRequest, name: str) -> HttpResponse:
-    """A hardware class: the cost models its prediction runs measured (verify time against batch size), newest per
-    model file, with the runs they came from."""
-    runs = [
-        r
-        for r in BenchmarkRun.objects.filter(hardware_class=name, status=BenchmarkRun.DONE)
-        .filter(summary__has_key="prediction")
-        .select_related("pair__target", "pair__draft")
-        .order_by("-pk")[:HARDWARE_RUNS]
-        if isinstance(r.summary.get("prediction"), dict) and r.summary["prediction"].get("cost_model")
-    ]
-    if not runs and not BenchmarkRun.objects.filter(hardware_class=name).exists():
-        raise Http404("no run has used this hardware class")
-    latest: dict[str, dict] = {}
-    for r in runs:  # newest first: the first cost model of each model file is its latest
-        for c in r.summary["prediction"]["cost_model"].values():
-            latest.setdefault(c["model"], {**c, "run": r, "measured_as": r.hardware.get("llama_isa", "")})
-    series = {m: c["seconds"] for m, c in latest.items()}
+    """A hardware class: the cost models measured on its machines (verify time against batch size), newest per
+    model file and machine, and the transcripts kept for it (runner.kept records both, whoever predicted)."""
+    on_class = kept.on_class(name)
+    rows = CostMeasurement.objects.filter(on_class).order_by("-created_at", "-pk")[:HARDWARE_COSTS]
+    if not rows and not BenchmarkRun.objects.filter(hardware_class=name).exists():
+        raise Http404("nothing has been measured on this hardware class")
+    latest: dict[tuple[str, str], CostMeasurement] = {}
+    for c in rows:  # newest first: the first of each model file and machine is its latest
+        latest.setdefault((c.model_sha256, c.host), c)
+    hosts = {c.host for c in latest.values()}
+    costs: list[dict[str, Any]] = []
+    for c in latest.values():
+        secs = [float(x) for x in (c.data.get("seconds") or [])]
+        label = c.model_name if len(hosts) == 1 else f"{c.model_name} on {c.host}"
+        costs.append({"label": label, "row": c, "seconds": secs, "depth": c.depth})
+    costs.sort(key=lambda c: c["label"])
+    transcripts = (
+        KeptTranscript.objects.filter(on_class)
+        .values("model_name", "hardware_class", "build")
+        .annotate(n=Count("pk"), last=Max("created_at"))
+        .order_by("model_name", "hardware_class")
+    )
     return render(
         request,
         "runner/hardware.html",
         {
             "name": name,
-            "costs": sorted(latest.values(), key=lambda c: c["model"]),
-            "plot": cost_model_svg(series, f"Verify cost on {name}"),
-            "runs": runs,
+            "costs": costs,
+            "plot": cost_model_svg({c["label"]: c["seconds"] for c in costs}, f"Verify cost on {name}"),
+            "transcripts": list(transcripts),
         },
     )
 
 
-HARDWARE_RUNS = 50  # the newest prediction runs a hardware page reads
+HARDWARE_COSTS = 200  # the newest cost models a hardware page reads
 
 
 def may_cancel(user, run: BenchmarkRun) -> bool:

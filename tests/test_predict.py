@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.models import model_path
+from tests.models import MODELS, model_path
 
 pytestmark = pytest.mark.llama
 
@@ -64,6 +65,13 @@ def test_predict_prints_one_json_object_with_every_setting_and_the_best(tmp_path
     # batches of 1..K+1 tokens for the largest draft length asked (n-gram methods sweep their own, longer)
     assert len(target_cost) >= 5 and all(s > 0 for s in target_cost)
     assert out["not_predictable"][0]["method"] == "draft-eagle3"
+    # What the command measured is recorded where the hardware page and other workers find it.
+    with sqlite3.connect(tmp_path / "data" / "specreg.sqlite3") as db:
+        costs = db.execute("SELECT model_sha256, hardware_class, data FROM runner_costmeasurement").fetchall()
+        tasks_kept = {t for (t,) in db.execute("SELECT task FROM runner_kepttranscript")}
+    assert costs and costs[0][0] == MODELS["smollm2"].sha256 and costs[0][1].startswith("cpu-")
+    assert json.loads(costs[0][2])["seconds"][: len(target_cost)] == pytest.approx(target_cost, abs=1e-6)
+    assert tasks_kept == {"repeat/code/copy", "repeat/prose/story"}
 
 
 def test_an_incompatible_pair_gets_its_failed_rule_and_no_prediction(tmp_path, smollm2_path):

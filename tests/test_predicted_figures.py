@@ -15,6 +15,7 @@ from registry.catalog.pairing import pair_for
 from registry.catalog.registration import register
 from registry.models import BenchmarkResult, BenchmarkRun, Pair, PredictedResult
 from registry.results.figures import refresh_best, refresh_predicted
+from runner.models import CostMeasurement, KeptTranscript
 
 # db_service: CI runs these again on PostgreSQL.
 pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
@@ -183,26 +184,38 @@ def test_predict_needs_a_signed_in_user_and_queues_a_prediction_run(client, pair
     own_run = BenchmarkRun.objects.get(pk=body["run"])
     assert body["api"] == f"/api/runs/{own_run.pk}" and own_run.params["target_alone"] is True
     assert "draft-simple" not in own_run.params["methods"] and own_run.params["ks"] == [2, 4]
+    assert body["transcripts"].startswith("No transcript of smollm2.gguf is kept for cpu-")
+    KeptTranscript.objects.create(
+        key="t1", model_sha256="0" * 64, model_name="smollm2.gguf", model_size=1, build="11434.0.0",
+        hardware_class=f"{own_run.hardware_class}/avx512", task="default/code/c1", n_predict=100, data={},
+    )  # fmt: skip
+    again = c.post(f"/api/pairs/{own.pk}/predict", {}, content_type="application/json").json()
+    assert again["transcripts"].startswith(f"1 transcript of smollm2.gguf kept for {own_run.hardware_class}")
     bad = c.post(f"/api/pairs/{own.pk}/predict", {"ks": [0]}, content_type="application/json")
     assert bad.status_code == 400 and "ks" in bad.json()["error"]
     page = c.get(f"/runs/{run.pk}/").content.decode()
     assert "Prediction #" in page
 
 
-def test_the_hardware_page_plots_the_newest_cost_model_per_model_file(client, pairs):
+def test_the_hardware_page_plots_the_newest_cost_model_per_model_file_and_machine(client, pairs):
     qwen, _ = pairs
-    for secs in ([0.030, 0.050, 0.070], [0.040, 0.060, 0.080]):
-        BenchmarkRun.objects.create(
-            pair=qwen,
-            queue="bench.cpu-2c",
-            hardware_class="cpu-2c",
-            status="done",
-            hardware={"llama_isa": "avx2"},
-            params={"mode": "predict"},
-            summary={"prediction": {"cost_model": {"target": {"model": "q15.gguf", "depth": 256, "seconds": secs}}}},
-        )
+    BenchmarkRun.objects.create(pair=qwen, queue="bench.cpu-2c", hardware_class="cpu-2c", status="done")
+    for n, (host, secs) in enumerate([("a", [0.030, 0.050, 0.070]), ("a", [0.040, 0.060, 0.080]), ("b", [0.1, 0.2])]):
+        CostMeasurement.objects.create(
+            key=f"k{n}", model_sha256="f" * 64, model_name="q15.gguf", model_size=1, build="11434.0.0",
+            hardware_class="cpu-2c/avx2", host=host, threads=2, depth=256,
+            data={"depth": 256, "seconds": secs, "sample_s": 0.00013},
+        )  # fmt: skip
     html = client.get("/hardware/cpu-2c/").content.decode()
-    assert "<svg" in html and "q15.gguf, batch 3: 80.0 ms" in html  # the newer run's figures
-    assert "batch 3: 70.0 ms" not in html and "avx2" in html
+    assert "<svg" in html and "q15.gguf on a, batch 3: 80.0 ms" in html  # machine a's newer figures
+    assert "batch 3: 70.0 ms" not in html and "q15.gguf on b, batch 2: 200.0 ms" in html  # each machine its own
+    assert "avx2" in html and "130 µs" in html
+    KeptTranscript.objects.create(
+        key="t1", model_sha256="f" * 64, model_name="q15.gguf", model_size=1, build="11434.0.0",
+        hardware_class="cpu-2c/avx2", task="default/code/c1", n_predict=100, data={},
+    )  # fmt: skip
+    table = client.get("/hardware/cpu-2c/").content.decode().split('id="transcript-table"')[1]
+    assert "q15.gguf" in table and '<td class="num">1</td>' in table
+    assert client.get("/hardware/cpu-8c/").status_code == 404  # nothing measured there
     assert client.get("/hardware/gpu-nobody/").status_code == 404
     assert client.get("/hardware/..%2Fetc/").status_code == 404

@@ -4,16 +4,20 @@ run of the same setting (temperature 0)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from inspector.spec_flags import Setting
-from runner import forced, llamacpp, parse, replay
-from tests.models import model_path
+from runner import forced, llama_build, llamacpp, parse, replay
+from runner.models import KeptTranscript
+from tests.models import MODELS, model_path
 
-pytestmark = pytest.mark.llama
+pytestmark = [pytest.mark.llama, pytest.mark.django_db]  # transcripts are kept in the database
 
 # A prompt whose continuation repeats what came before: n-gram methods find drafts in it.
 CODE = "for i in range(10):\n    total += values[i] * weights[i]\n    count += 1\n"
@@ -90,6 +94,34 @@ def test_a_transcript_is_made_once_and_reused_until_the_options_change(smollm2_p
     assert replay.transcript(smollm2_path, PROMPT + " (reuse)", gen) == first  # from the cache, the target idle
     with pytest.raises(AssertionError, match="ran again"):  # another length is another transcript
         replay.transcript(smollm2_path, PROMPT + " (reuse)", llamacpp.GenParams(n_predict=13, threads=2))
+
+
+def test_a_kept_transcript_is_the_files_by_sha256_and_another_worker_reuses_it_from_the_database(
+    smollm2_path, monkeypatch, tmp_path
+):
+    gen = llamacpp.GenParams(n_predict=6, threads=2)
+    prompt = PROMPT + " (shared)"
+    first = replay.transcript(smollm2_path, prompt, gen, task="repeat/code/copy")
+    row = KeptTranscript.objects.get(task="repeat/code/copy")
+    assert row.model_sha256 == MODELS["smollm2"].sha256 and row.model_name == Path(smollm2_path).name
+    assert row.data["tokens"] == first.tokens and row.n_predict == 6 and row.seconds > 0
+    assert row.hardware_class.startswith("cpu-") and row.build == llama_build.installed_version()
+    # Another worker holds the same file at another path and has no copy of its own: the record answers.
+    elsewhere = tmp_path / "renamed.gguf"
+    try:
+        os.link(smollm2_path, elsewhere)
+    except OSError:
+        shutil.copyfile(smollm2_path, elsewhere)
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("the target ran again")
+
+    monkeypatch.setattr(replay, "run_tool", no_run)
+    assert replay.transcript(elsewhere, prompt, gen) == first
+    KeptTranscript.objects.all().delete()
+    assert replay.transcript(elsewhere, prompt, gen) == first  # and it kept its own copy meanwhile
+    with pytest.raises(AssertionError, match="ran again"):  # another prompt is another transcript
+        replay.transcript(elsewhere, prompt + "!", gen)
 
 
 PROSE = "Write a short story about a lighthouse keeper who finds a letter in a bottle."

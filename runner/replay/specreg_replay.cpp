@@ -20,8 +20,9 @@
 //   specreg-replay timing OUT.json [llama.cpp options: -m MODEL -c N -t T ...]   (env SPECREG_TIMING=DEPTH,MAXB,REPS)
 //       The cost model's measurements: with DEPTH tokens already in the context, the median time to decode a
 //       batch of b = 1..MAXB tokens *with logits for every token* (as a verify step needs them; llama-bench
-//       computes only the last token's, which understates the output layer with a large vocabulary). Writes
-//       {"depth", "batch": [...], "seconds": [...]}.
+//       computes only the last token's, which understates the output layer with a large vocabulary), and with
+//       only the last token's logits (what a draft model pays to take in the target's batch). Writes
+//       {"depth", "batch": [...], "seconds": [...], "seconds_last": [...], "sample_s", "draft_sample_s"}.
 //
 //   specreg-replay forced TRANSCRIPT.json OUT.json [llama.cpp options: -m DRAFT -c N ...]   (env SPECREG_FORCED=MAXK,PMIN)
 //       The fast path for draft models: one teacher-forced pass of the draft over prompt + transcript. Up to
@@ -202,17 +203,19 @@ static int timing(common_params & params, const std::string & out_path) {
     if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch.get()) != 0) {
         return fail("decoding the context failed");
     }
-    std::vector<double> seconds;
-    for (int b = 1; b <= max_b; ++b) {
+    // every_output: a verify batch [ss:223-228] computes every token's logits; a draft model fed the target's
+    // batch (draft-simple's process() [sp:304-312]) computes only the last token's, which skips the output layer
+    // for the others (a quarter of a small model's work with a 152k vocabulary).
+    auto batch_seconds = [&](int b, bool every_output, double & out) {
         std::vector<double> t;
         for (int r = 0; r <= reps; ++r) {  // the first repeat warms up and is not counted
             batch.clear();
             for (int i = 0; i < b; ++i) {
-                batch.add((llama_token) (((depth + i) * 104729) % n_vocab), depth + i, 0, true);
+                batch.add((llama_token) (((depth + i) * 104729) % n_vocab), depth + i, 0, every_output || i == b - 1);
             }
             const int64_t t0 = ggml_time_us();
             if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch.get()) != 0) {
-                return fail("decoding a batch failed");
+                return false;
             }
             llama_get_logits_ith(ctx, -1);  // the logits are ready: the decode is complete
             const int64_t t1 = ggml_time_us();
@@ -222,7 +225,17 @@ static int timing(common_params & params, const std::string & out_path) {
             }
         }
         std::sort(t.begin(), t.end());
-        seconds.push_back(t[t.size() / 2]);
+        out = t[t.size() / 2];
+        return true;
+    };
+    std::vector<double> seconds, seconds_last;
+    for (int b = 1; b <= max_b; ++b) {
+        double every = 0, last = 0;
+        if (!batch_seconds(b, true, every) || (b > 1 && !batch_seconds(b, false, last))) {
+            return fail("decoding a batch failed");
+        }
+        seconds.push_back(every);
+        seconds_last.push_back(b > 1 ? last : every);  // a batch of one has one output either way
     }
     // Sampling, which a step pays besides its decodes: the target samples every verified position with the run's
     // own chain (speculative-simple.cpp: common_sampler_sample_and_accept_n), plain decoding one per token, and
@@ -261,6 +274,10 @@ static int timing(common_params & params, const std::string & out_path) {
     os << "], \"seconds\": [";
     for (size_t i = 0; i < seconds.size(); ++i) {
         os << (i ? "," : "") << seconds[i];
+    }
+    os << "], \"seconds_last\": [";
+    for (size_t i = 0; i < seconds_last.size(); ++i) {
+        os << (i ? "," : "") << seconds_last[i];
     }
     os << "]}\n";
     return os.good() ? 0 : fail("the timings could not be written");

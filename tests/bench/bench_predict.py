@@ -46,8 +46,9 @@ from runner.sweep import SweepConfig, run_sweep  # noqa: E402
 from tests.models import model_path  # noqa: E402
 
 HEADER = (
-    "| type | setting | predicted acc | measured acc | predicted speed-up | measured speed-up | error | same text |\n"
-    "|---|---|---:|---:|---:|---:|---:|---|"
+    "| type | setting | predicted acc | measured acc | predicted speed-up | measured speed-up | measured range | error "
+    "| same text |\n"
+    "|---|---|---:|---:|---:|---:|---:|---:|---|"
 )
 
 
@@ -59,12 +60,18 @@ def times(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
 
 
-def spread(c: CellResult) -> float:
-    """The measured speedup's relative spread: fastest against slowest pairing of the repeats' medians."""
+def measured_range(c: CellResult) -> tuple[float, float] | None:
+    """The slowest and fastest speedup the repeats allow: slowest speculative against fastest plain run, and the
+    other way round (interleaved runs: a machine's drift moves both)."""
     if not c.plain or not c.spec or not c.speedup:
-        return 0.0
-    hi, lo = c.spec.max / c.plain.min, c.spec.min / c.plain.max
-    return (hi - lo) / 2 / c.speedup
+        return None
+    return c.spec.min / c.plain.max, c.spec.max / c.plain.min
+
+
+def spread(c: CellResult) -> float:
+    """The measured speedup's relative spread: half the measured range over the speedup."""
+    r = measured_range(c)
+    return 0.0 if r is None or not c.speedup else (r[1] - r[0]) / 2 / c.speedup
 
 
 def compare(label: str, target: Path, draft: Path, settings: list[Setting], types: list[str], args) -> dict:
@@ -114,9 +121,11 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
         same = c.identical is not False or late or args.temperature > 0  # sampled texts part by nature
         rows.append((c, p, err, same))
         text = "yes" if c.identical is not False else f"late@{at}" if late else f"no@{at}"
+        rng = measured_range(c)
+        shown = "-" if rng is None else f"{rng[0]:.2f}-{rng[1]:.2f}x"
         print(
             f"| {c.cell.content_type} | {c.cell.setting.label} | {pct(p.acceptance)} | {pct(c.acceptance_rate)} | "
-            f"{times(p.speedup)} | {times(c.speedup)} | {'-' if err is None else f'{err:+.0f}%'} | {text} |"
+            f"{times(p.speedup)} | {times(c.speedup)} | {shown} | {'-' if err is None else f'{err:+.0f}%'} | {text} |"
         )
     agree = [(c, p, e) for c, p, e, same in rows if same]
     acc = [abs(100 * (p.acceptance - c.acceptance_rate)) for c, p, _ in agree
@@ -128,6 +137,17 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
     if spd:
         print(f"speedup error over {len(spd)} agreeing settings: mean {mean(spd):.1f}%, worst {max(spd):.1f}%")
     print(f"settings whose texts parted early (left out of the errors): {sum(not r[3] for r in rows)} of {len(rows)}")
+    # An error smaller than the measurement's own spread cannot be told from noise; one beyond it is the model's.
+    beyond = []
+    for c, p, _e in agree:
+        rng = measured_range(c)
+        if rng is not None and p.speedup is not None and not rng[0] <= p.speedup <= rng[1]:
+            edge = rng[0] if p.speedup < rng[0] else rng[1]
+            beyond.append(100 * (p.speedup - edge) / edge)
+    print(
+        f"predictions outside the measured range: {len(beyond)} of {len(agree)}"
+        + (f", by {min(beyond):+.0f}% to {max(beyond):+.0f}% of its nearer end" if beyond else "")
+    )
     every = [abs(e) for _, _, e, _ in rows if e is not None]
     if every and len(every) > len(spd):
         print(f"speedup error over all {len(every)} settings: mean {mean(every):.1f}%, worst {max(every):.1f}%")
@@ -150,7 +170,7 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
         f"{measure_s / max(predict_s, 1e-9):.1f}x faster from nothing, "
         f"{measure_s / max(after, 1e-9):.1f}x once the transcript exists"
     )
-    return {"acc": acc, "spd": spd, "predict_s": predict_s, "measure_s": measure_s}
+    return {"acc": acc, "spd": spd, "predict_s": predict_s, "measure_s": measure_s, "beyond": beyond, "n": len(agree)}
 
 
 def exact_check(target: Path, draft: Path, settings: list[Setting], tasks, types: list[str], args, prun) -> None:
@@ -215,6 +235,11 @@ def main() -> None:
         print(f"acceptance error: mean {mean(acc):.1f} points (target 3), worst {max(acc):.1f} (target 5)")
     if spd:
         print(f"speedup error: mean {mean(spd):.1f}% (target 10%), worst {max(spd):.1f}% (target 15%)")
+    beyond = [x for r in runs for x in r["beyond"]]
+    print(
+        f"predictions outside the measured range: {len(beyond)} of {sum(r['n'] for r in runs)}"
+        + (f" (by {min(beyond):+.0f}% to {max(beyond):+.0f}%)" if beyond else "")
+    )
     p, m = sum(r["predict_s"] for r in runs), sum(r["measure_s"] for r in runs)
     print(f"prediction {p:.0f} s against measurement {m:.0f} s ({m / max(p, 1e-9):.1f}x)")
 
