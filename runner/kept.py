@@ -35,6 +35,13 @@ from .models import CostMeasurement, KeptTranscript
 TRANSCRIPTS, COSTS = "transcripts", "costs"
 TOOL_SOURCE = Path(__file__).with_name("replay") / "specreg_replay.cpp"  # a changed tool makes everything again
 logger = logging.getLogger(__name__)
+_warned: set[str] = set()  # a database that cannot be reached is said once per process, not once per transcript
+
+
+def _warn_once(what: str, exc: DatabaseError) -> None:
+    if what not in _warned:
+        _warned.add(what)
+        logger.warning("%s (%s): prediction keeps its results on this machine only", what, exc)
 
 
 @dataclass(frozen=True)
@@ -122,7 +129,7 @@ def find(kind: str, model: Path | str, options: list[str], **meta: Any) -> dict[
     try:
         row = _table(kind).objects.filter(key=record_key(kind, model, options)).only("data").first()
     except DatabaseError as exc:
-        logger.warning("kept %s: the database could not be read (%s); using this machine's copies only", kind, exc)
+        _warn_once("the database could not be read", exc)
         return None
     if row is None or not isinstance(row.data, dict):
         return None
@@ -177,7 +184,7 @@ def _record(
         elif not table.objects.filter(key=key).exists():
             table.objects.get_or_create(key=key, defaults=fields)  # a race with another worker keeps one
     except DatabaseError as exc:
-        logger.warning("kept %s: the database could not be written (%s); kept on this machine only", kind, exc)
+        _warn_once("the database could not be written", exc)
 
 
 def on_class(name: str) -> Q:

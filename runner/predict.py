@@ -20,7 +20,11 @@ the draft model's time per decoded batch. A speculative step then costs
 against plain decoding's verify(1) + sample per token. Sampling is the fixed cost a round pays per position
 beyond the decodes (the whole chain runs over the vocabulary: ~0.2-1 ms, a visible share for small models).
 What it leaves out, and the benchmark measures: other bookkeeping per step (cache trims, batch building), the
-context growing during the run (the cost model is taken at one depth), and the machine's other load.
+context growing during the run (the cost model is taken at one depth), the two models' decodes slowing each
+other when they alternate (a Qwen2.5 1.5B + 0.5B round measured 6% slower than its parts timed apart, on 2
+cores), and the machine's speed at the moment of the benchmark: on a shared 2-core VM a batch of one (bound by
+memory bandwidth) measured 24 to 32 ms within an hour while larger batches moved less, so a cost model taken at
+one moment can be 10-15% off a benchmark taken at another.
 """
 
 from __future__ import annotations
@@ -100,7 +104,7 @@ def measure_cost(
     gen: llamacpp.GenParams,
     max_batch: int,
     *,
-    reps: int = 5,
+    reps: int = 7,
     should_cancel: Callable[[], bool] | None = None,
     timeout_s: float = replay.TIMEOUT_S,
 ) -> CostModel:

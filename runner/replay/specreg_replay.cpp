@@ -206,36 +206,58 @@ static int timing(common_params & params, const std::string & out_path) {
     // every_output: a verify batch [ss:223-228] computes every token's logits; a draft model fed the target's
     // batch (draft-simple's process() [sp:304-312]) computes only the last token's, which skips the output layer
     // for the others (a quarter of a small model's work with a 152k vocabulary).
-    auto batch_seconds = [&](int b, bool every_output, double & out) {
-        std::vector<double> t;
-        for (int r = 0; r <= reps; ++r) {  // the first repeat warms up and is not counted
-            batch.clear();
-            for (int i = 0; i < b; ++i) {
-                batch.add((llama_token) (((depth + i) * 104729) % n_vocab), depth + i, 0, every_output || i == b - 1);
+    auto decode_seconds = [&](int b, bool every_output, double & out) {
+        batch.clear();
+        for (int i = 0; i < b; ++i) {
+            batch.add((llama_token) (((depth + i) * 104729) % n_vocab), depth + i, 0, every_output || i == b - 1);
+        }
+        const int64_t t0 = ggml_time_us();
+        if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch.get()) != 0) {
+            return false;
+        }
+        llama_get_logits_ith(ctx, -1);  // the logits are ready: the decode is complete
+        const int64_t t1 = ggml_time_us();
+        llama_memory_seq_rm(llama_get_memory(ctx), 0, depth, -1);
+        out = (t1 - t0) / 1e6;
+        return true;
+    };
+    // One untimed pass over every size first: the first seconds after a model is mapped in are slow (pages still
+    // faulting in), which once put 25% on the batch of one alone. Then each size is timed in a run of its own, as
+    // plain decoding repeats its batch of one (timed round robin, after other sizes, a batch of one measured 15%
+    // slower than plain decoding runs).
+    double unused = 0;
+    for (int b = 1; b <= max_b; ++b) {
+        if (!decode_seconds(b, true, unused) || (b > 1 && !decode_seconds(b, false, unused))) {
+            return fail("decoding a batch failed");
+        }
+    }
+    std::vector<std::vector<double>> every_t(max_b), last_t(max_b);
+    for (int b = 1; b <= max_b; ++b) {
+        for (int pass = 0; pass < 2; ++pass) {
+            const bool every = pass == 0;
+            if (!every && b == 1) {
+                last_t[0] = every_t[0];  // a batch of one has one output either way
+                continue;
             }
-            const int64_t t0 = ggml_time_us();
-            if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch.get()) != 0) {
-                return false;
-            }
-            llama_get_logits_ith(ctx, -1);  // the logits are ready: the decode is complete
-            const int64_t t1 = ggml_time_us();
-            llama_memory_seq_rm(llama_get_memory(ctx), 0, depth, -1);
-            if (r > 0) {
-                t.push_back((t1 - t0) / 1e6);
+            for (int r = 0; r <= reps; ++r) {  // the first of each run warms up and is not counted
+                double t = 0;
+                if (!decode_seconds(b, every, t)) {
+                    return fail("decoding a batch failed");
+                }
+                if (r > 0) {
+                    (every ? every_t : last_t)[b - 1].push_back(t);
+                }
             }
         }
+    }
+    auto median = [](std::vector<double> t) {
         std::sort(t.begin(), t.end());
-        out = t[t.size() / 2];
-        return true;
+        return t[t.size() / 2];
     };
     std::vector<double> seconds, seconds_last;
     for (int b = 1; b <= max_b; ++b) {
-        double every = 0, last = 0;
-        if (!batch_seconds(b, true, every) || (b > 1 && !batch_seconds(b, false, last))) {
-            return fail("decoding a batch failed");
-        }
-        seconds.push_back(every);
-        seconds_last.push_back(b > 1 ? last : every);  // a batch of one has one output either way
+        seconds.push_back(median(every_t[b - 1]));
+        seconds_last.push_back(median(last_t[b - 1]));
     }
     // Sampling, which a step pays besides its decodes: the target samples every verified position with the run's
     // own chain (speculative-simple.cpp: common_sampler_sample_and_accept_n), plain decoding one per token, and
