@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -18,16 +17,13 @@ from inspector.hub_names import hub_token, shard_names
 from inspector.remote import parse_hf_spec
 from inspector.sources import SourceError, is_remote
 
+from . import llama_build
+
 Progress = Callable[[int, int | None], None]  # bytes done, bytes total
 
 
 class DownloadError(Exception):
     """A model file could not be made available locally; one line."""
-
-
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _dir_size(path: Path) -> int:
@@ -100,7 +96,7 @@ def local_paths(source: str, size: int | None = None, sha256: str = "", progress
             raise DownloadError(f"{shard}: download failed ({first})") from None
         out.append(path)
     if sha256 and re.fullmatch(r"[0-9a-f]{64}", sha256) and len(out) == 1:
-        actual = _sha256(out[0])
+        actual = llama_build.sha256_file(out[0])
         if actual != sha256:
             out[0].unlink(missing_ok=True)
             raise DownloadError(f"{source}: sha256 {actual[:12]}… does not match the Hub's {sha256[:12]}…; removed")

@@ -74,12 +74,9 @@ def file_sha256(model: Path | str) -> str:
             return digest
     except OSError:
         pass
-    h = hashlib.sha256()
-    with Path(model).open("rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    write_whole(memo, h.hexdigest())
-    return h.hexdigest()
+    digest = llama_build.sha256_file(model)
+    write_whole(memo, digest)
+    return digest
 
 
 def _tool_hash() -> str:

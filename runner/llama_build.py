@@ -292,12 +292,10 @@ def installed_version() -> str | None:
 # --- build and install ----------------------------------------------------------------------------
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+def sha256_file(path: Path | str) -> str:
+    """A file's sha256 (the pinned source's, a download's, a model's for runner.kept)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def pinned_sdist(log=print) -> Path:
@@ -307,7 +305,7 @@ def pinned_sdist(log=print) -> Path:
     wheel whose version (ours carries the instruction set) differs from the requested one."""
     folder = cache_dir() / "sdist"
     path = folder / SDIST_NAME
-    if path.is_file() and _sha256(path) == SDIST_SHA256:
+    if path.is_file() and sha256_file(path) == SDIST_SHA256:
         return path
     folder.mkdir(parents=True, exist_ok=True)
     log(f"downloading the {PINNED} source (37 MB)")
@@ -327,7 +325,7 @@ def pinned_sdist(log=print) -> Path:
     res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if res.returncode != 0 or not path.is_file():
         raise BuildError(f"downloading {PINNED} failed: {' | '.join(res.stdout.strip().splitlines()[-2:])[-300:]}")
-    if (digest := _sha256(path)) != SDIST_SHA256:
+    if (digest := sha256_file(path)) != SDIST_SHA256:
         path.unlink()
         raise BuildError(f"{SDIST_NAME} has sha256 {digest}, not the pinned {SDIST_SHA256}: refused")
     return path
