@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import uuid
 from dataclasses import replace
 from pathlib import Path
 
@@ -100,7 +101,7 @@ def test_a_kept_transcript_is_the_files_by_sha256_and_another_worker_reuses_it_f
     smollm2_path, monkeypatch, tmp_path
 ):
     gen = llamacpp.GenParams(n_predict=6, threads=2)
-    prompt = PROMPT + " (shared)"
+    prompt = f"{PROMPT} (shared {uuid.uuid4().hex[:8]})"  # new to this machine's own copies too: made now
     first = replay.transcript(smollm2_path, prompt, gen, task="repeat/code/copy")
     row = KeptTranscript.objects.get(task="repeat/code/copy")
     assert row.model_sha256 == MODELS["smollm2"].sha256 and row.model_name == Path(smollm2_path).name
