@@ -7,6 +7,7 @@ them (it depends on the registry, never the other way round).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
@@ -15,6 +16,8 @@ from django.db import models
 from django.urls import reverse
 
 from registry.sort_keys import sort_key_indexes
+
+SHA256 = re.compile(r"[0-9a-f]{64}")  # a lowercase hex sha256, as the Hub's LFS metadata gives it
 
 if TYPE_CHECKING:
     from inspector.spec_flags import Setting
@@ -217,6 +220,12 @@ class GGUFFile(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("model", args=[self.model_id]) + f"?file={self.pk}"
+
+    @property
+    def content_sha256(self) -> str:
+        """The file's sha256 where the etag is one (a single Hub file's LFS hash), else "" (a local file's etag
+        is its size and mtime, a split file's its shards' hashes joined)."""
+        return self.etag if SHA256.fullmatch(self.etag) else ""
 
     @property
     def filename(self) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +15,7 @@ from tqdm.auto import tqdm
 from inspector.hub_names import hub_token, shard_names
 from inspector.remote import parse_hf_spec
 from inspector.sources import SourceError, is_remote
+from registry.models import SHA256
 
 from . import llama_build
 
@@ -95,7 +95,7 @@ def local_paths(source: str, size: int | None = None, sha256: str = "", progress
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise DownloadError(f"{shard}: download failed ({first})") from None
         out.append(path)
-    if sha256 and re.fullmatch(r"[0-9a-f]{64}", sha256) and len(out) == 1:
+    if SHA256.fullmatch(sha256) and len(out) == 1:
         actual = llama_build.sha256_file(out[0])
         if actual != sha256:
             out[0].unlink(missing_ok=True)

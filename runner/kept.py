@@ -28,12 +28,11 @@ from django.db.models import Q
 
 from registry.models import BenchmarkRun
 
-from . import llama_build
+from . import llama_build, replay
 from .hardware import detect, measurement_class
-from .models import CostMeasurement, KeptTranscript
+from .models import CostMeasurement, KeptResult, KeptTranscript
 
 TRANSCRIPTS, COSTS = "transcripts", "costs"
-TOOL_SOURCE = Path(__file__).with_name("replay") / "specreg_replay.cpp"  # a changed tool makes everything again
 logger = logging.getLogger(__name__)
 _warned: set[str] = set()  # a database that cannot be reached is said once per process, not once per transcript
 
@@ -79,8 +78,10 @@ def file_sha256(model: Path | str) -> str:
     return digest
 
 
+@cache
 def _tool_hash() -> str:
-    return hashlib.sha256(TOOL_SOURCE.read_bytes()).hexdigest()
+    """The replay tool's source: a changed tool makes everything again."""
+    return hashlib.sha256(replay.SOURCE.read_bytes()).hexdigest()
 
 
 def local_path(kind: str, model: Path | str, options: list[str]) -> Path:
@@ -90,11 +91,11 @@ def local_path(kind: str, model: Path | str, options: list[str]) -> Path:
     return llama_build.cache_dir() / kind / f"{key}.json"
 
 
-def record_key(kind: str, model: Path | str, options: list[str]) -> str:
+def record_key(kind: str, sha256: str, options: list[str]) -> str:
     """The database's key: the file's content, the build, where (hardware class or machine), tool and options."""
     m = this_machine()
     where = m.hardware_class if kind == TRANSCRIPTS else m.host
-    ident = [kind, file_sha256(model), m.build, where, _tool_hash(), options]
+    ident = [kind, sha256, m.build, where, _tool_hash(), options]
     return hashlib.sha256(json.dumps(ident).encode()).hexdigest()
 
 
@@ -106,7 +107,7 @@ def write_whole(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def _table(kind: str) -> type[KeptTranscript] | type[CostMeasurement]:
+def _table(kind: str) -> type[KeptResult]:
     return KeptTranscript if kind == TRANSCRIPTS else CostMeasurement
 
 
@@ -124,7 +125,7 @@ def find(kind: str, model: Path | str, options: list[str], **meta: Any) -> dict[
             _record(kind, model, options, data, None, meta, replace=False)
             return data
     try:
-        row = _table(kind).objects.filter(key=record_key(kind, model, options)).only("data").first()
+        row = _table(kind).objects.filter(key=record_key(kind, file_sha256(model), options)).only("data").first()
     except DatabaseError as exc:
         _warn_once("the database could not be read", exc)
         return None
@@ -161,8 +162,9 @@ def _record(
 ) -> None:
     m = this_machine()
     path = Path(model)
+    sha256 = file_sha256(model)
     fields = {
-        "model_sha256": file_sha256(model),
+        "model_sha256": sha256,
         "model_name": path.name[:255],
         "model_size": path.stat().st_size,
         "build": m.build[:64],
@@ -174,12 +176,13 @@ def _record(
     if kind == COSTS:
         fields["host"] = m.host[:255]
     table = _table(kind)
-    key = record_key(kind, model, options)
+    key = record_key(kind, sha256, options)
     try:
         if replace:
             table.objects.update_or_create(key=key, defaults=fields)
         elif not table.objects.filter(key=key).exists():
-            table.objects.get_or_create(key=key, defaults=fields)  # a race with another worker keeps one
+            # a race with another worker keeps one: the second insert is dropped, not an error
+            table.objects.bulk_create([table(key=key, **fields)], ignore_conflicts=True)
     except DatabaseError as exc:
         _warn_once("the database could not be written", exc)
 
@@ -194,10 +197,10 @@ def transcripts_note(run: BenchmarkRun) -> str:
     sentence for the page's message and the API's answer. A transcript is matched by the file's sha256 where
     the registry knows it (a Hub file's LFS hash), else by its name and size."""
     f = run.measured_target
-    name = Path(f.path).name
+    name = f.filename
     same = Q(model_name=name, model_size=f.size) if f.size else Q(model_name=name)
-    if len(f.etag) == 64 and all(c in "0123456789abcdef" for c in f.etag):
-        same |= Q(model_sha256=f.etag)
+    if f.content_sha256:
+        same |= Q(model_sha256=f.content_sha256)
     n = KeptTranscript.objects.filter(same, on_class(run.hardware_class)).count()
     if n:
         return (

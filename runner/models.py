@@ -32,14 +32,9 @@ def workers_on(queue: str) -> list[WorkerPresence]:
     return [w for w in alive if queue in w.queues]
 
 
-class KeptTranscript(models.Model):
-    """The target's output for one prompt (greedy at temperature 0, else sampled with its distributions), made by
-    the replay tool and kept so that the target runs once per prompt, options, build and hardware class: every
-    draft, method and later prediction on any worker of that class reuses it (runner.kept).
-
-    Keyed by the model file's sha256, not its path: a file downloaded again, renamed or held by another worker
-    is the same model. The hardware class is part of the key because kernels built for another instruction set
-    can break a near-tie the other way."""
+class KeptResult(models.Model):
+    """What runner.kept records of the replay tool's work: keyed (``key``) by the model file's sha256, the build,
+    the tool, the options and where it holds; the model file named for people; the tool's JSON (``data``)."""
 
     key = models.CharField(max_length=64, unique=True)
     model_sha256 = models.CharField(max_length=64, db_index=True)
@@ -47,35 +42,44 @@ class KeptTranscript(models.Model):
     model_size = models.BigIntegerField()
     build = models.CharField(max_length=64)
     hardware_class = models.CharField(max_length=64, db_index=True)  # the measurement class: cpu-2c/avx512
+    data = models.JSONField()
+    seconds = models.FloatField(null=True)  # how long making it took: what reusing it saves
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = models.Manager()  # declared here so that runner.kept can treat both kinds alike
+
+    class Meta:
+        abstract = True
+
+
+class KeptTranscript(KeptResult):
+    """The target's output for one prompt (greedy at temperature 0, else sampled with its distributions), made by
+    the replay tool and kept so that the target runs once per prompt, options, build and hardware class: every
+    draft, method and later prediction on any worker of that class reuses it (runner.kept). ``data`` holds the
+    prompt and generated tokens, margins (and distributions above temperature 0).
+
+    Keyed by the model file's sha256, not its path: a file downloaded again, renamed or held by another worker
+    is the same model. The hardware class is part of the key because kernels built for another instruction set
+    can break a near-tie the other way."""
+
     task = models.CharField(max_length=200, blank=True)  # "default/code/c1": which task of which set, for people
     n_predict = models.IntegerField()
     temperature = models.FloatField(default=0.0)
-    data = models.JSONField()  # prompt and generated tokens, margins (and distributions above temperature 0)
-    seconds = models.FloatField(null=True)  # how long the target took: what reusing it saves
-    created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
         return f"{self.model_name} {self.task or self.key[:12]} ({self.hardware_class})"
 
 
-class CostMeasurement(models.Model):
+class CostMeasurement(KeptResult):
     """A model file's cost model on one machine (runner.predict.measure_cost): the time to decode a batch of
-    1, 2, … tokens with every token's logits at a context depth, and to sample one position. Kept per machine,
-    not per hardware class: two machines of one class have measured 35 and 14 tokens/s for the same model, so
-    one machine's cost model never predicts for another; the hardware page shows every machine's."""
+    1, 2, … tokens with every token's logits at a context depth, and to sample one position (``data``: the
+    tool's timing JSON). Kept per machine, not per hardware class: two machines of one class have measured 35
+    and 14 tokens/s for the same model, so one machine's cost model never predicts for another; the hardware
+    page shows every machine's."""
 
-    key = models.CharField(max_length=64, unique=True)
-    model_sha256 = models.CharField(max_length=64, db_index=True)
-    model_name = models.CharField(max_length=255)
-    model_size = models.BigIntegerField()
-    build = models.CharField(max_length=64)
-    hardware_class = models.CharField(max_length=64, db_index=True)  # the measurement class: cpu-2c/avx512
     host = models.CharField(max_length=255)
     threads = models.IntegerField(null=True)
     depth = models.IntegerField()
-    data = models.JSONField()  # the replay tool's timing JSON: depth, batch, seconds, sample_s, draft_sample_s
-    seconds = models.FloatField(null=True)  # how long measuring took
-    created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
         return f"{self.model_name} on {self.host} ({self.hardware_class})"

@@ -54,11 +54,14 @@ class Transcript:
     # above temperature 0, per generated token: the distribution it was sampled from, [id, p, id, p, ...]
     cands: list[list[float]] | None = None
 
-    def to_json(self) -> str:
+    def to_dict(self) -> dict[str, object]:
         data: dict[str, object] = {"prompt": self.prompt, "tokens": self.tokens, "margins": self.margins}
         if self.cands is not None:
             data["cands"] = self.cands
-        return json.dumps(data)
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
 
     @classmethod
     def from_json(cls, data: dict) -> Transcript:
@@ -208,7 +211,7 @@ def transcript(
         kept.TRANSCRIPTS,
         target,
         options,
-        json.loads(script.to_json()),
+        script.to_dict(),
         seconds=time.monotonic() - started,
         **meta,
     )
