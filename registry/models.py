@@ -68,6 +68,9 @@ class BaseModel(models.Model):
     architecture = models.CharField(max_length=64, blank=True)
     parameter_count = models.BigIntegerField(default=0)
     quants = models.PositiveIntegerField(default=0)  # its registered files, kept by registration for the table
+    # The owner the Hub card's base_model names ("Qwen" for Qwen/Qwen2.5-Coder-0.5B-Instruct): files uploaded by
+    # that owner are the ones a pair shows first (registry.catalog.combinations), whoever else claims the model.
+    publisher = models.CharField(max_length=100, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -110,6 +113,9 @@ class BaseClass(models.Model):
     base = models.ForeignKey(BaseModel, on_delete=models.CASCADE, related_name="classes")
     tokenizer_class = models.ForeignKey(TokenizerClass, on_delete=models.CASCADE, related_name="bases")
     file = models.ForeignKey("GGUFFile", on_delete=models.CASCADE, related_name="+")
+    # How many of the base model's files have this class: N of M quants is read from these counts, never stored
+    # per pair (the smallest drafts are listed by thousands of targets; a new quant would rewrite every row).
+    files = models.PositiveIntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tokenizer_class", "base"], name="baseclass_class_base_unique")]
@@ -253,11 +259,15 @@ class Pair(models.Model):
     draft_base = models.ForeignKey(
         BaseModel, null=True, blank=True, on_delete=models.CASCADE, related_name="pairs_as_draft"
     )
-    compatible = models.BooleanField()
+    compatible = models.BooleanField()  # at least one (target class, draft class) combination works
     llama_cpp_compatible = models.BooleanField()  # llama.cpp's own rules only (ignores architecture)
     failed_rule = models.CharField(max_length=32, blank=True)
     rules_from = models.CharField(max_length=32)  # llama.cpp build the rules follow
     checked_at = models.DateTimeField()
+    # Over every combination of the two base models' tokenizer classes: all compatible, some, or none
+    # (registry.catalog.combinations). It changes only when a side gains a class, never with a new quant.
+    VERDICT_ALL, VERDICT_PARTIAL, VERDICT_NONE = "all", "partial", "none"
+    verdict = models.CharField(max_length=8, default=VERDICT_ALL, db_index=True)
     size_ratio = models.FloatField(null=True, blank=True)  # target parameters / draft parameters
     # The model names, copied so the table sorts by them without joining 100,000 rows first.
     target_name = models.CharField(max_length=300, blank=True)

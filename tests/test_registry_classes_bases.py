@@ -77,7 +77,7 @@ def test_the_hub_card_groups_two_uploaders_quants_into_one_base_model(fake_hub, 
     import_hf("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF")
     import_hf("someone/coder-small-GGUF")
     b = BaseModel.objects.get()
-    assert b.rule == "hub" and b.key == "qwen2.5-coder-0.5b-instruct" and b.name == "Qwen2.5-Coder-0.5B-Instruct"
+    assert b.rule == "hub" and b.key == "qwen2.5-coder-0.5b-instruct@qwen2" and b.name == "Qwen2.5-Coder-0.5B-Instruct"
     assert Model.objects.filter(base=b).values("repo").distinct().count() == 2
     assert GGUFFile.objects.filter(model__base=b).count() == 3
     assert b.parameter_count > 0
@@ -102,7 +102,7 @@ def test_the_header_names_the_base_model_where_the_card_does_not(qwen05_header_p
         "bob/y-GGUF",
     }
     # The card's name and the header's name meet on one key.
-    assert small_base.key == "qwen2.5-coder-0.5b-instruct"
+    assert small_base.key == "qwen2.5-coder-0.5b-instruct@qwen2"
 
 
 def test_without_card_or_size_label_the_repository_is_the_base_model(tmp_path):
@@ -111,9 +111,9 @@ def test_without_card_or_size_label_the_repository_is_the_base_model(tmp_path):
     reg(synth(tmp_path, "b"), "b", repo="org/a-GGUF")  # another model in the same repository
     reg(synth(tmp_path, "c"), "c", repo="org/c-GGUF")
     assert sorted(BaseModel.objects.values_list("key", "rule", "name")) == [
-        ("repo:org/a-gguf/a", "repo", "a"),
-        ("repo:org/a-gguf/b", "repo", "b"),
-        ("repo:org/c-gguf/c", "repo", "c"),
+        ("repo:org/a-gguf/a@llama", "repo", "a"),
+        ("repo:org/a-gguf/b@llama", "repo", "b"),
+        ("repo:org/c-gguf/c@llama", "repo", "c"),
     ]
     assert GGUFFile.objects.filter(model__base__name="a").count() == 2
 
@@ -220,7 +220,7 @@ def test_a_file_that_changes_base_model_moves_its_quant_count(tmp_path):
         base_models=["Org/Model-7B"],
     )
     assert again.status == "updated" and again.file.model.base.rule == "hub"
-    assert dict(BaseModel.objects.values_list("key", "quants")) == {old.key: 0, "model-7b": 1}
+    assert dict(BaseModel.objects.values_list("key", "quants")) == {old.key: 0, "model-7b@llama": 1}
 
 
 def test_deleting_files_in_the_admin_counts_their_base_models_quants_again(tmp_path):

@@ -21,8 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from inspector.info import ModelInfo
 from registry.catalog.naming import model_name
-from registry.models import BaseModel, GGUFFile
+from registry.models import BaseClass, BaseModel, GGUFFile
 
 _SEPARATORS = re.compile(r"[\s_]+")
 # How a checkpoint was quantised before conversion is not another model: Qwen's own GGUF of
@@ -68,21 +69,75 @@ def base_key(info: dict[str, Any], repo: str, path: str, hub_base_models: list[s
 
 
 def recount_quants(base_ids: Iterable[int | None]) -> None:
-    """Count these base models' files again (after files moved between base models or were deleted); registration
-    adds one per new file itself."""
+    """Count these base models' files again, in all and per tokenizer class (after files moved between base models,
+    changed tokenizer or were deleted); registration adds one per new file itself. A class the model no longer has
+    loses its row; a row whose file left names the model's first remaining file of that class."""
     for pk in {b for b in base_ids if b is not None}:
         BaseModel.objects.filter(pk=pk).update(quants=GGUFFile.objects.filter(model__base_id=pk).count())
+        files = GGUFFile.objects.filter(model__base_id=pk, tokenizer_class__isnull=False).order_by("pk")
+        first: dict[int, int] = {}
+        counts: dict[int, int] = {}
+        for file_id, class_id in files.values_list("pk", "tokenizer_class_id"):
+            first.setdefault(class_id, file_id)
+            counts[class_id] = counts.get(class_id, 0) + 1
+        for row in BaseClass.objects.filter(base_id=pk):
+            if row.tokenizer_class_id not in counts:
+                row.delete()
+                continue
+            owned = GGUFFile.objects.filter(pk=row.file_id, model__base_id=pk).exists()
+            row.files = counts[row.tokenizer_class_id]
+            row.file_id = row.file_id if owned else first[row.tokenizer_class_id]
+            row.save(update_fields=["files", "file"])
+
+
+def publisher_of(hub_base_models: list[str] | None) -> str:
+    """The owner the card's one base_model names (``Qwen`` for ``Qwen/Qwen2.5-Coder-0.5B-Instruct``), or ""."""
+    bases = [b for b in (hub_base_models or []) if isinstance(b, str) and b.strip()]
+    return bases[0].split("/", 1)[0].strip()[:100] if len(bases) == 1 and "/" in bases[0] else ""
+
+
+def with_architecture(key: str, architecture: str) -> str:
+    """A base model holds one model: its key carries the architecture, so a Mamba-2 or Qwen3-Next file that
+    shares a name (a header, a card's claim) with an attention-only model never joins it."""
+    suffix = f"@{architecture.lower()}" if architecture else ""
+    return key[: 300 - len(suffix)] + suffix
 
 
 def base_for(info: dict[str, Any], repo: str, path: str, hub_base_models: list[str] | None = None) -> BaseModel:
-    """The file's base model, created on first sight; its size is its largest file's (quants agree anyway)."""
+    """The file's base model (one architecture), created on first sight."""
     k = base_key(info, repo, path, hub_base_models)
-    params = int(info.get("parameter_count") or 0)
     arch = str(info.get("architecture") or "")[:64]
-    base, created = BaseModel.objects.get_or_create(
-        key=k.key, defaults={"name": k.name, "rule": k.rule, "architecture": arch, "parameter_count": params}
+    params = int(info.get("parameter_count") or 0)  # the first file's; base_parameters keeps it robust
+    publisher = publisher_of(hub_base_models) if k.rule == BaseModel.RULE_HUB else ""
+    base, _ = BaseModel.objects.get_or_create(
+        key=with_architecture(k.key, arch),
+        defaults={
+            "name": k.name,
+            "rule": k.rule,
+            "architecture": arch,
+            "parameter_count": params,
+            "publisher": publisher,
+        },
     )
-    if not created and params > base.parameter_count:
-        BaseModel.objects.filter(pk=base.pk, parameter_count__lt=params).update(parameter_count=params)
-        base.parameter_count = params
+    if publisher and not base.publisher:
+        # Named by a card only now (the model came first from a header). The owner comes from the card's
+        # base_model, not from the uploader, so a claim by anyone names the same publisher.
+        BaseModel.objects.filter(pk=base.pk, publisher="").update(publisher=publisher)
+        base.publisher = publisher
     return base
+
+
+def base_parameters(base: BaseModel, info: ModelInfo, f: GGUFFile) -> None:
+    """Keep the base model's size a robust figure: the lower median over its files that hold their tensors' data
+    (all its files where none does). A header-only file (``data_complete`` False) states any count it likes, and
+    one far from the others is outvoted: neither moves the size, which decides which model is the target and
+    which rows are listed. The common quant, agreeing with it, costs nothing."""
+    if info.parameter_count == base.parameter_count:
+        return
+    rows = GGUFFile.objects.filter(model__base=base).values_list("parameter_count", "info__data_complete")[:2001]
+    every = [(c, complete is not False) for c, complete in rows if c > 0]
+    counts = sorted(c for c, whole in every if whole) or sorted(c for c, _ in every)
+    if counts:
+        median = counts[(len(counts) - 1) // 2]
+        BaseModel.objects.filter(pk=base.pk).update(parameter_count=median)
+        base.parameter_count = median

@@ -21,6 +21,7 @@ from inspector.info import ModelInfo
 from inspector.tokens import MAX_SIZE_DIFFERENCE, candidate_keys
 from registry.catalog.classes import candidate_classes
 from registry.catalog.columns import table_columns
+from registry.catalog.combinations import SETTLED_FIELDS, pair_combinations, settle
 from registry.catalog.listing import Listing, rank
 from registry.catalog.stored import load_info
 from registry.jsonsafe import json_safe
@@ -74,7 +75,7 @@ def base_is_target(a: BaseModel, b: BaseModel) -> bool:
     return (a.parameter_count, a.key) >= (b.parameter_count, b.key)
 
 
-VERDICT_FIELDS = ["compatible", "llama_cpp_compatible", "failed_rule", "rules_from", "checked_at"]
+VERDICT_FIELDS = ["compatible", "verdict", "llama_cpp_compatible", "failed_rule", "rules_from", "checked_at"]
 
 
 class HasVerdict(Protocol):
@@ -88,6 +89,8 @@ def verdict_fields(result: HasVerdict, now: datetime) -> dict[str, Any]:
     """The Pair row's verdict columns for a check result (registration and recheck_pairs both write these)."""
     return {
         "compatible": result.compatible,
+        # refined over every class combination by combinations.settle; one combination known so far
+        "verdict": Pair.VERDICT_ALL if result.compatible else Pair.VERDICT_NONE,
         "llama_cpp_compatible": result.llama_cpp_compatible,
         "failed_rule": result.failed_rule or "",
         "rules_from": result.rules_from,
@@ -200,6 +203,14 @@ _PAIR_READ = (
     "target_base_id",
     "draft_base_id",
     "compatible",
+    "llama_cpp_compatible",
+    "failed_rule",
+    "rules_from",
+    "verdict",
+    "target_name",
+    "draft_name",
+    "search_text",
+    "size_ratio",
     "target__tokenizer_class_id",
     "draft__tokenizer_class_id",
 )
@@ -217,16 +228,17 @@ def compute_pairs(f: GGUFFile, info: ModelInfo, record_classes: bool = True) -> 
     base = f.model.base
     if base is None:
         return 0, 0, []
+    new_class = True
     if f.tokenizer_class_id is not None:
-        seen = BaseClass.objects.filter(base=base, tokenizer_class_id=f.tokenizer_class_id).exists()
+        # Registration wrote the (base model, class) row with the file (registry.catalog.registration): it names
+        # another file when the class was already the model's.
+        seen = BaseClass.objects.filter(base=base, tokenizer_class_id=f.tokenizer_class_id).exclude(file=f).exists()
         if seen and not Pair.objects.filter(Q(target=f) | Q(draft=f)).exists():
             # Another quant with a tokenizer its model already had: the registration that brought that
             # class checked it against every partner (and partners that came later checked themselves), and no
             # pair was checked on this file, so nothing can change. The common case costs two indexed reads.
             return 0, 0, []
-        BaseClass.objects.bulk_create(
-            [BaseClass(base=base, tokenizer_class_id=f.tokenizer_class_id, file=f)], ignore_conflicts=True
-        )
+        new_class = not seen
     pairs = (
         Pair.objects.filter(Q(target_base=base) | Q(draft_base=base))
         .exclude(target_base=F("draft_base"))
@@ -242,6 +254,7 @@ def compute_pairs(f: GGUFFile, info: ModelInfo, record_classes: bool = True) -> 
     listing = Listing([base.pk, *(b for b, (other, _) in partners.items() if base_is_target(other, base))])
     now = timezone.now()
     new, changed, compatible = [], [], []
+    touched: list[Pair] = []  # pairs whose combinations gained f's class: their verdict and files are settled below
     mine = {b for b, p in existing.items() if f.pk in (p.target_id, p.draft_id)}
     # f's own pairs first, then partners smallest first: a target's places go to its smallest drafts.
     order = sorted(
@@ -256,7 +269,7 @@ def compute_pairs(f: GGUFFile, info: ModelInfo, record_classes: bool = True) -> 
             or (pair.target if pair.target_base_id == base.pk else pair.draft).tokenizer_class_id
             == f.tokenizer_class_id
         ):
-            continue  # another quant of a pair already decided: it cannot change the verdict
+            continue  # the pair's own files are still its files: only its combinations changed (settled below)
         else:
             others = partners[partner_id][1]
         if pair is not None:
@@ -268,7 +281,8 @@ def compute_pairs(f: GGUFFile, info: ModelInfo, record_classes: bool = True) -> 
             continue
         result, other = found
         if pair is not None and f.pk not in (pair.target_id, pair.draft_id) and not result.compatible:
-            continue  # still incompatible: the pair keeps the files it was checked on
+            touched.append(pair)  # still incompatible on the files it shows: its combinations changed
+            continue
         if pair is None:
             target_base, draft_base = (
                 (base, partners[partner_id][0]) if f_is_target else (partners[partner_id][0], base)
@@ -304,8 +318,19 @@ def compute_pairs(f: GGUFFile, info: ModelInfo, record_classes: bool = True) -> 
         new = [p for p in new if p.pk is not None]
     if changed:
         Pair.objects.bulk_update(changed, ["target", "draft", *fields], batch_size=500)
+    # Every combination of the two sides' classes decides the verdict (all, partial, none) and which files the row
+    # shows: by the sides' standing, never by what came last (registry.catalog.combinations).
+    if new_class:
+        # Every pair of this base model has one more combination per class of its partner, partners outside the
+        # new class's candidate window included (those combinations fail on the class columns alone).
+        touched = list(existing.values())
+    done = {p.pk for p in [*new, *changed]}
+    settled = settle([*new, *changed, *(p for p in touched if p.pk not in done)], record=record_classes)
+    if settled:
+        Pair.objects.bulk_update(settled, SETTLED_FIELDS, batch_size=500)
+    if changed or settled:
         # An answer stored before is out of date; the pair page computes the whole check from now on.
-        PairCheckResult.objects.filter(pair__in=changed).delete()
+        PairCheckResult.objects.filter(pair__in=[*changed, *settled]).delete()
     return len(new), len(changed), compatible
 
 
@@ -328,4 +353,9 @@ def pair_for(target: GGUFFile, draft: GGUFFile) -> Pair:
         )
         if created:
             PairCheckResult.objects.create(pair=pair, result=json_safe(result.to_dict()))
+            # The verdict over every class combination; the files asked for stay the pair's files.
+            for pc in pair_combinations([pair]):
+                if pc.combos and pc.verdict != pair.verdict:
+                    Pair.objects.filter(pk=pair.pk).update(verdict=pc.verdict)
+                    pair.verdict = pc.verdict
     return pair

@@ -18,10 +18,11 @@ from django.utils import timezone
 from inspector.compat import check_pair
 from inspector.info import ModelInfo
 from registry.cache_keys import bump_generation
+from registry.catalog.combinations import SETTLED_FIELDS, settle
 from registry.catalog.pairing import VERDICT_FIELDS, verdict_fields
 from registry.catalog.stored import load_info
 from registry.jsonsafe import json_safe
-from registry.models import GGUFFile, Pair, PairCheckResult, VerdictChange
+from registry.models import BaseClass, ClassCheck, GGUFFile, Pair, PairCheckResult, VerdictChange
 
 BATCH = 500
 _INFO_CACHE = 64  # pairs come ordered by target, so a target's info serves all its drafts
@@ -32,6 +33,7 @@ class Recheck:
     checked: int
     changes: list[VerdictChange]
     rules_from: str
+    classes_changed: int = 0  # pairs of tokenizer classes whose verdict changed
 
 
 def _verdict(compatible: bool, failed_rule: str) -> str:
@@ -80,6 +82,7 @@ def recheck_pairs(dry_run: bool = False, progress: Callable[[int], None] | None 
         return hit
 
     checked, changes, rules_from = 0, [], ""
+    classes_changed = recheck_classes(info, dry_run)
     for batch in _pairs():
         now = timezone.now()
         updated, results, batch_changes = [], [], []
@@ -112,8 +115,32 @@ def recheck_pairs(dry_run: bool = False, progress: Callable[[int], None] | None 
                 PairCheckResult.objects.filter(pair__in=updated).delete()
                 PairCheckResult.objects.bulk_create(results)
                 VerdictChange.objects.bulk_create(batch_changes)
+                # Every class combination of the pair again (the class checks were rechecked above): its verdict
+                # over all of them and the files it shows.
+                settled = settle(updated)
+                if settled:
+                    Pair.objects.bulk_update(settled, SETTLED_FIELDS)
+                    PairCheckResult.objects.filter(pair__in=settled).delete()
         if progress:
             progress(checked)
-    if not dry_run and checked:
+    if not dry_run and (checked or classes_changed):
         bump_generation()  # the table's verdict column and filters are out of date
-    return Recheck(checked, changes, rules_from)
+    return Recheck(checked, changes, rules_from, classes_changed)
+
+
+def recheck_classes(info: Callable[[int], ModelInfo], dry_run: bool) -> int:
+    """Decide every stored pair of tokenizer classes again on one file of each; return how many changed."""
+    files = dict(BaseClass.objects.order_by("-pk").values_list("tokenizer_class_id", "file_id"))
+    changed = 0
+    for row in ClassCheck.objects.order_by("pk").iterator():
+        if row.a_id not in files or row.b_id not in files:
+            continue  # no file of one class is left: nothing pairs on it
+        r = check_pair(info(files[row.a_id]), info(files[row.b_id]))
+        failed = next((c.rule for c in r.checks[1:] if c.ok is not True), "")
+        if (row.compatible, row.failed_rule, row.rules_from) != (not failed, failed, r.rules_from):
+            changed += 1
+            if not dry_run:
+                ClassCheck.objects.filter(pk=row.pk).update(
+                    compatible=not failed, failed_rule=failed, rules_from=r.rules_from
+                )
+    return changed

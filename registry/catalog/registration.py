@@ -19,13 +19,13 @@ from django.utils import timezone
 from inspector.info import ModelInfo
 from inspector.tokens import TokenTable as Tokens
 from registry.cache_keys import bump_generation
-from registry.catalog.bases import base_for, recount_quants
+from registry.catalog.bases import base_for, base_parameters, recount_quants
 from registry.catalog.classes import class_for
 from registry.catalog.naming import family_key, family_name, model_name
 from registry.catalog.pairing import compute_pairs
 from registry.catalog.stored import load_info, remember
 from registry.jsonsafe import json_safe
-from registry.models import BaseModel, Family, GGUFFile, Model, TokenTable
+from registry.models import BaseClass, BaseModel, Family, GGUFFile, Model, TokenTable
 
 
 @dataclass
@@ -117,15 +117,25 @@ def _store(
     base = base_for(stored, where.repo, where.path, base_models)
     # The base model before this read (its model's, which _model_for may move to another base model).
     before = Model.objects.filter(pk=existing.model_id).values_list("base_id", flat=True).first() if existing else None
+    class_before = existing.tokenizer_class_id if existing else None
     model = _model_for(info, where.repo, where.path, table, base)
     f = existing or GGUFFile(source=source)
     _fill(f, info, stored, where, model, table)
     f.tokenizer_class = class_for(info, table)
     f.save()
-    if existing is None:  # one more quant of its base model (the table shows the count)
+    if f.tokenizer_class_id is not None:
+        # The (base model, class) row, written with the file: the first file of a class is the one it names, and
+        # pairing (compute_pairs) tells a class new to the model by that.
+        BaseClass.objects.bulk_create(
+            [BaseClass(base=base, tokenizer_class_id=f.tokenizer_class_id, file=f)], ignore_conflicts=True
+        )
+    if existing is None:  # one more quant of its base model and of its class (the table shows N of M from these)
         BaseModel.objects.filter(pk=base.pk).update(quants=F("quants") + 1)
-    elif before != base.pk:  # the file's model moved, with all its files: both sides counted again
+        BaseClass.objects.filter(base=base, tokenizer_class_id=f.tokenizer_class_id).update(files=F("files") + 1)
+    elif before != base.pk or class_before != f.tokenizer_class_id:
+        # The file's model moved (with all its files), or its tokenizer changed: both sides counted again.
         recount_quants((before, base.pk))
+    base_parameters(base, info, f)
     return f
 
 

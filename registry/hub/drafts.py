@@ -16,6 +16,7 @@ from django.db.models import F, QuerySet
 from inspector.remote import search_models
 from inspector.sources import SourceError
 from inspector.speculative import SIDECAR_ARCHS
+from registry.catalog.combinations import file_verdicts
 from registry.catalog.listing import unlisted_partners
 from registry.catalog.pairing import as_draft, as_target, pair_for
 from registry.hub.importing import Entry, FileOutcome, HubImportError, import_entry, list_repo
@@ -83,6 +84,20 @@ def compatible_drafts(target: GGUFFile) -> QuerySet[Pair]:
         .defer("draft__info")
         .order_by(F("best_speedup").desc(nulls_last=True), F("size_ratio").desc(nulls_last=True), "pk")
     )
+
+
+def usable_drafts(target: GGUFFile) -> list[Pair]:
+    """The compatible pairs with at least one draft file that works with ``target``'s own file (a pair of base models
+    is compatible when any combination of their classes is), each with every draft file judged against it
+    (``draft_files``: source, compatible, failed rule)."""
+    out = []
+    for p in compatible_drafts(target):
+        files = file_verdicts(target, p.draft_base_id) if p.draft_base_id else []
+        if files and not any(f["compatible"] for f in files):
+            continue
+        p.draft_files = files  # type: ignore[attr-defined]
+        out.append(p)
+    return out
 
 
 def registered_sidecars(target: GGUFFile) -> list[Pair]:
@@ -267,9 +282,7 @@ def _sidecar_verdict(target: GGUFFile, c: HubCandidate, side: GGUFFile, source: 
 
 def find_drafts(target_text: str, *, hub: bool = True, limit: int = 5, progress=None) -> DraftSearch:
     target = resolve_target(target_text)
-    search = DraftSearch(
-        target, list(compatible_drafts(target)), registered_sidecars(target), unlisted_partners(target, "draft")
-    )
+    search = DraftSearch(target, usable_drafts(target), registered_sidecars(target), unlisted_partners(target, "draft"))
     if not hub:
         return search
     try:

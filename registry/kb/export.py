@@ -205,9 +205,9 @@ def knowledge_base() -> dict[str, Any]:
         for f in GGUFFile.objects.select_related("model__base").order_by("source").iterator(chunk_size=200)
     ]
     pairs = [
-        {"target": t, "draft": d, "compatible": c, "failed_rule": fr, "rules_from": rf}
-        for t, d, c, fr, rf in Pair.objects.order_by("target__source", "draft__source")
-        .values_list("target__source", "draft__source", "compatible", "failed_rule", "rules_from")
+        {"target": t, "draft": d, "compatible": c, "failed_rule": fr, "rules_from": rf, "verdict": v}
+        for t, d, c, fr, rf, v in Pair.objects.order_by("target__source", "draft__source")
+        .values_list("target__source", "draft__source", "compatible", "failed_rule", "rules_from", "verdict")
         .iterator()
     ]
     # Finished runs only: a queued or running one is this installation's work in progress.

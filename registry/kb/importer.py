@@ -490,6 +490,12 @@ class _Importer:
                 f"the rules here ({ours.rules_from}) say {now}"
             )
             self.ctx.count("verdicts that differ")
+        elif p.verdict and p.verdict != ours.verdict:
+            self.ctx.messages.append(
+                f"pair {p.draft} → {p.target}: they said {p.verdict} of its quant combinations work, "
+                f"the files here say {ours.verdict}"
+            )
+            self.ctx.count("verdicts that differ")
 
     def _run(self, r: schema.RunIn) -> None:
         if self.ctx.already_here(BenchmarkRun, r.installation, r.id):

@@ -35,7 +35,7 @@ from inspector.speculative import SPEC_TYPES
 
 FORMAT = "specreg-knowledge-base"
 SCHEMA_MAJOR = 1
-SCHEMA_VERSION = f"{SCHEMA_MAJOR}.2"
+SCHEMA_VERSION = f"{SCHEMA_MAJOR}.3"  # 1.3: a pair's verdict over every class combination
 
 INT32 = 2**31 - 1  # PositiveIntegerField on PostgreSQL
 INT64 = 2**63 - 1
@@ -130,6 +130,8 @@ class PairIn(Base):
     compatible: bool
     failed_rule: Text32 = ""
     rules_from: Text32 = ""
+    # 1.3: all, partial or none of the two models' class combinations work (informational: recomputed here)
+    verdict: Literal["all", "partial", "none", ""] = ""
 
 
 class Figures(Base):

@@ -25,7 +25,9 @@ from registry.table.rows import TableFile, TablePair, fetch_rows
 PAGE_SIZE = 50
 MAX_PAGE = 1_000_000  # keeps OFFSET within any database's integers
 MAX_CLIENTS = 32767  # BenchmarkResult.clients is a PositiveSmallIntegerField
-VERDICTS = {"compatible": "compatible", "incompatible": "incompatible", "all": "all"}
+# "compatible": at least one combination of the two models' tokenizer classes works (partial rows included);
+# "partial": some of them do, not all (registry.catalog.combinations).
+VERDICTS = {"compatible": "compatible", "partial": "partial", "incompatible": "incompatible", "all": "all"}
 SORTS = {name: column for name, (column, _, _) in COLUMNS.items()}  # ?sort= name (or "-name") -> column
 
 
@@ -129,6 +131,8 @@ def filtered_pairs(tq: TableQuery) -> QuerySet[Pair]:
     qs = Pair.objects.all()
     if tq.verdict == "compatible":
         qs = qs.filter(compatible=True)
+    elif tq.verdict == "partial":
+        qs = qs.filter(compatible=True, verdict=Pair.VERDICT_PARTIAL)
     elif tq.verdict == "incompatible":
         qs = qs.filter(compatible=False)
     if tq.q:
@@ -227,7 +231,9 @@ class Row:
             else '<span class="muted">–</span>'
         )
         verdict = (
-            '<span class="ok">compatible</span>'
+            f'<span class="partial">{escape(verdict_text(p))}</span>'
+            if p.compatible and p.verdict == Pair.VERDICT_PARTIAL
+            else '<span class="ok">compatible</span>'
             if p.compatible
             else f'<span class="fail">fails {escape(p.failed_rule)}</span>'
         )
@@ -241,6 +247,16 @@ class Row:
             f'    <td class="num">{predicted}</td>\n'
             f"    <td>{verdict}</td>\n  </tr>\n"
         )
+
+
+def verdict_text(p: TablePair | Pair) -> str:
+    """The row's verdict in words: "compatible", "compatible for N of M quants", or "incompatible (rule)"."""
+    if not p.compatible:
+        return f"incompatible ({p.failed_rule or 'unknown rule'})"
+    nm = getattr(p, "compatible_quants", None)
+    if p.verdict == Pair.VERDICT_PARTIAL:
+        return f"compatible for {nm[0]} of {nm[1]} quants" if nm else "compatible for some quants"
+    return "compatible"
 
 
 PAIR_URL = "/pairs/"  # checked against reverse("pair") by a test

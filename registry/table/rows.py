@@ -13,6 +13,7 @@ from django.db import connection
 from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
+from registry.catalog.combinations import compatible_quants
 from registry.models import Pair
 
 
@@ -58,6 +59,10 @@ PAIR_FIELDS = (
     "predicted_k",
     "predicted_method",
     "predicted_content_type",
+    "verdict",
+    "target_base_id",
+    "draft_base_id",
+    "target__tokenizer_class_id",
 )
 
 
@@ -100,8 +105,15 @@ class TablePair:
     predicted_k: int | None
     predicted_method: str
     predicted_content_type: str
+    verdict: str
+    target_base_id: int | None
+    draft_base_id: int | None
+    target_class_id: int | None
     target: TableFile
     draft: TableFile
+    # N of M: the draft base model's files compatible with the row's target file, of all of them (read per page
+    # from the per-class counts, registry.catalog.combinations.compatible_quants; never stored on the pair).
+    compatible_quants: tuple[int, int] | None = None
 
 
 def fetch_rows(ids: list[int]) -> list[TablePair]:
@@ -116,4 +128,8 @@ def fetch_rows(ids: list[int]) -> list[TablePair]:
                 for start in (n_pair, n_pair + n_file)
             ]
             found[r[0]] = TablePair(*r[:n_pair], *files)
-    return [found[pk] for pk in ids if pk in found]
+    rows = [found[pk] for pk in ids if pk in found]
+    quants = compatible_quants([(p.pk, p.target_base_id, p.target_class_id, p.draft_base_id) for p in rows])
+    for p in rows:
+        p.compatible_quants = quants.get(p.pk)
+    return rows

@@ -104,6 +104,10 @@ def pair(request: HttpRequest, pk: int) -> HttpResponse:
         {
             **pair_row(page.pair),
             "checks": page.checks,
+            # Every file's own verdict: each side's files by tokenizer class, and each combination of classes.
+            "target_classes": page.target_classes,
+            "draft_classes": page.draft_classes,
+            "combinations": [c.to_dict() for c in page.combinations.combos] if page.combinations else [],
             "warnings": page.pair.result.get("warnings", []),
             "first_mismatch": page.pair.result.get("first_mismatch"),
             "measured": [f.to_dict() for f in page.measured],

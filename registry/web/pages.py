@@ -9,6 +9,7 @@ from django.db.models import Count, F
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
+from registry.catalog.combinations import PairCombinations, classes_dict, pair_combinations
 from registry.catalog.listing import unlisted_partners
 from registry.catalog.pairing import as_draft, as_target
 from registry.models import (
@@ -192,6 +193,14 @@ class PairPage:
     load_plot: str = ""
     stability: list[StabilityResult] = field(default_factory=list)
     stability_plot: str = ""
+    # Each side's files by tokenizer class and every combination's verdict (registry.catalog.combinations).
+    combinations: PairCombinations | None = None
+    target_classes: list[dict[str, Any]] = field(default_factory=list)
+    draft_classes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def side_classes(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        return [("Target", self.target_classes), ("Draft", self.draft_classes)]
 
 
 def explained_checks(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -213,6 +222,7 @@ def pair_page(pk: int) -> PairPage:
     load = [f for f in measured if f.clients > 1]
     one_client = [f for f in measured if f.clients == 1]
     stability = stability_results(pair=pair)
+    pc = pair_combinations([pair])[0]
     return PairPage(
         pair,
         explained_checks(pair.result),
@@ -229,6 +239,9 @@ def pair_page(pk: int) -> PairPage:
         clients_svg(measured, "Measured speedup against concurrent clients"),
         stability,
         latest_soak_svg(stability),
+        pc,
+        classes_dict(pc.target_classes),
+        classes_dict(pc.draft_classes),
     )
 
 

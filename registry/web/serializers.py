@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from registry.catalog.combinations import compatible_quants
 from registry.models import BaseClass, GGUFFile, Model, Pair, StabilityResult
 from registry.results.figures import Figure
 
@@ -41,6 +42,14 @@ def unlisted_ref(bc: BaseClass) -> dict[str, Any]:
     }
 
 
+def compatible_quants_of(p: Pair | TablePair) -> dict[str, int] | None:
+    """``{"n", "m"}``: of the draft base model's M files, the N compatible with the row's target file."""
+    nm = getattr(p, "compatible_quants", None)
+    if nm is None and isinstance(p, Pair):
+        nm = compatible_quants([(p.pk, p.target_base_id, p.target.tokenizer_class_id, p.draft_base_id)]).get(p.pk)
+    return {"n": nm[0], "m": nm[1]} if nm else None
+
+
 def pair_row(p: Pair | TablePair, best: Figure | None = None) -> dict[str, Any]:
     """One row of the pairs table; ``best`` overrides the stored best when filters narrowed the results."""
     row = {
@@ -48,7 +57,9 @@ def pair_row(p: Pair | TablePair, best: Figure | None = None) -> dict[str, Any]:
         # A pair joins two base models: these are the files it was checked on, with each model's quant count.
         "target": file_ref(p.target) | {"quants": base_quants(p.target)},
         "draft": file_ref(p.draft) | {"quants": base_quants(p.draft)},
-        "compatible": p.compatible,
+        "compatible": p.compatible,  # at least one combination of the two models' tokenizer classes works
+        "verdict": p.verdict,  # all, partial or none of them
+        "compatible_quants": compatible_quants_of(p),
         "llama_cpp_compatible": p.llama_cpp_compatible,
         "failed_rule": p.failed_rule or None,
         "size_ratio": round(p.size_ratio, 2) if p.size_ratio else None,

@@ -83,6 +83,10 @@ CSV_COLUMNS = [
     "predicted_k",
     "predicted_method",
     "predicted_content_type",
+    # over every combination of the two models' tokenizer classes: all, partial, none; and N/M quants of the
+    # draft model compatible with the target file of the row
+    "verdict",
+    "compatible_quants",
     "method",
     "pair_url",
 ]
@@ -140,6 +144,8 @@ def pairs_csv(request: HttpRequest) -> HttpResponseBase:
                             p.predicted_k or "",
                             p.predicted_method,
                             p.predicted_content_type,
+                            p.verdict,
+                            f"{p.compatible_quants[0]}/{p.compatible_quants[1]}" if p.compatible_quants else "",
                             b.method if b else "",
                             f"{base}{p.pk}/",
                         )

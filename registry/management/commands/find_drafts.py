@@ -75,7 +75,9 @@ class Command(SpecregCommand):
                 json.dumps(
                     {
                         "target": search.target.source,
-                        "registered": [pair_row(p) for p in search.registered],
+                        "registered": [
+                            pair_row(p) | {"draft_files": getattr(p, "draft_files", [])} for p in search.registered
+                        ],
                         "unlisted": [unlisted_ref(bc) for bc in search.unlisted],
                         "hub": [
                             {
@@ -100,6 +102,15 @@ class Command(SpecregCommand):
             self.stdout.write(f"Registered compatible drafts: {len(search.registered)}")
             for p in search.registered:
                 self.stdout.write(f"  {p.draft.source}  (size ratio {p.size_ratio or 0:.1f}×)")
+                files = getattr(p, "draft_files", [])
+                refused = [f for f in files if not f["compatible"]]
+                if refused:
+                    rules = sorted({str(f["failed_rule"]) for f in refused})
+                    self.stdout.write(
+                        f"    {len(refused)} of {len(files)} quants refused with this target file: {', '.join(rules)}"
+                    )
+                    for f in refused[:10]:
+                        self.stdout.write(f"      {f['source']}: {f['failed_rule']}")
             if search.unlisted:
                 self.stdout.write(f"Also compatible, without a row in the table: {len(search.unlisted)}")
                 for bc in search.unlisted:

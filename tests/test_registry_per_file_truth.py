@@ -1,0 +1,212 @@
+"""The registry tells the truth about every file it lists (issue 30): verdicts per tokenizer class, shown per file.
+
+A repository of near-miss variants (a padded vocabulary, another token text, BOS or EOS added, another
+architecture under the same name, a header-only file) joins one base model by its card; every file pair gets the
+verdict check_pair gives those two files, and a hostile second repository changes no verdict, representative file
+or parameter count of the first. Runs on SQLite and (db_service) again on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+
+from inspector.compat import check_pair
+from inspector.info import inspect_source
+from registry.catalog.combinations import file_verdicts, pair_combinations
+from registry.catalog.recheck import recheck_pairs
+from registry.catalog.registration import register
+from registry.catalog.stored import load_info
+from registry.models import BaseModel, ClassCheck, GGUFFile, Pair
+from tests.ggufgen import vocab, write_gguf
+
+pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
+
+CARD = ["Org/Small-0.5B"]
+BIG = {"w": np.zeros((64, 64), dtype=np.float32)}  # 4,096 parameters
+SMALL = {"w": np.zeros((8, 8), dtype=np.float32)}  # 64
+
+
+def synth(tmp_path, name: str, tokens=None, arch: str = "llama", tensors=None, **kw):
+    path = write_gguf(tmp_path / f"{name}.gguf", tokens=tokens or vocab(5000), arch=arch, tensors=tensors, **kw)
+    return inspect_source(str(path))
+
+
+def reg(info, repo: str, name: str, base_models=None):
+    return register(
+        info,
+        source=f"hf://{repo}/{name}.gguf",
+        repo=repo,
+        path=f"{name}.gguf",
+        etag=f"etag-{repo}-{name}",
+        size=info.file_size,
+        base_models=base_models,
+    ).file
+
+
+def other_text(i: int) -> list[str | bytes]:
+    t = vocab(5000)
+    t[i] = "something else"
+    return t
+
+
+@pytest.fixture
+def near_misses(tmp_path):
+    """A target, the publisher's two plain quants of the draft and four near-miss variants claiming the same model."""
+    target = reg(synth(tmp_path, "big", tensors=BIG), "Org/Big-7B-GGUF", "big-Q4_K_M", ["Org/Big-7B"])
+    plain = [
+        reg(synth(tmp_path, f"small-{q}", tensors=SMALL), "Org/Small-0.5B-GGUF", f"small-{q}", CARD)
+        for q in ("Q4_K_M", "Q8_0")
+    ]
+    variants = {
+        "vocab_size": reg(synth(tmp_path, "pad", vocab(5129), tensors=SMALL), "bob/small-GGUF", "pad", CARD),
+        "token_text": reg(synth(tmp_path, "txt", other_text(3000), tensors=SMALL), "eve/small-GGUF", "txt", CARD),
+        "bos": reg(synth(tmp_path, "bos", add_bos=True, bos=1, tensors=SMALL), "mal/small-GGUF", "bos", CARD),
+        "eos": reg(synth(tmp_path, "eos", add_eos=True, eos=2, tensors=SMALL), "mal/small2-GGUF", "eos", CARD),
+    }
+    return target, plain, variants
+
+
+def the_pair() -> Pair:
+    return Pair.objects.select_related("target", "draft").exclude(target_base=None).get()
+
+
+def test_every_file_pair_gets_the_verdict_check_pair_gives_those_two_files(near_misses):
+    target, plain, variants = near_misses
+    pair = the_pair()
+    assert pair.target_base == target.model.base and pair.draft_base == plain[0].model.base
+    assert BaseModel.objects.get(pk=pair.draft_base_id).quants == 6
+    # Compatible for some quants: the row shows a compatible combination, the publisher's plain file.
+    assert pair.compatible and pair.verdict == Pair.VERDICT_PARTIAL
+    assert pair.draft_id == plain[0].pk and pair.target_id == target.pk
+    judged = {f["source"]: f for f in file_verdicts(target, pair.draft_base_id)}
+    assert len(judged) == 6
+    for d in GGUFFile.objects.filter(model__base_id=pair.draft_base_id):
+        r = check_pair(load_info(target), load_info(d))
+        assert (judged[d.source]["compatible"], judged[d.source]["failed_rule"]) == (r.compatible, r.failed_rule), d
+    assert {rule: judged[f.source]["failed_rule"] for rule, f in variants.items()} == {r: r for r in variants}
+
+
+def test_rows_api_csv_and_filters_say_n_of_m(near_misses, client):
+    pair = the_pair()
+    data = client.get(f"/api/pairs/{pair.pk}").json()
+    assert data["compatible"] is True and data["verdict"] == "partial"
+    assert data["compatible_quants"] == {"n": 2, "m": 6}
+    assert sorted(c["files_count"] for c in data["draft_classes"]) == [1, 1, 1, 1, 2]
+    assert [c["files_count"] for c in data["target_classes"]] == [1]
+    combos = data["combinations"]
+    assert len(combos) == 5 and sum(c["compatible"] for c in combos) == 1
+    assert sorted(c["failed_rule"] or "" for c in combos) == ["", "bos", "eos", "token_text", "vocab_size"]
+
+    listed = client.get("/api/pairs?verdict=partial").json()["results"]
+    assert [r["id"] for r in listed] == [pair.pk]
+    assert [r["id"] for r in client.get("/api/pairs?verdict=compatible").json()["results"]] == [pair.pk]
+    html = client.get("/?verdict=all").content.decode()
+    assert "compatible for 2 of 6 quants" in html
+    page = client.get(f"/pairs/{pair.pk}/").content.decode()
+    assert "Every quant&#x27;s verdict, by tokenizer class" in page or "Every quant's verdict" in page
+    assert "fails vocab_size" in page and "fails token_text" in page
+
+    rows = list(csv.DictReader(io.StringIO(b"".join(client.get("/pairs.csv?verdict=all").streaming_content).decode())))
+    assert [(r["verdict"], r["compatible_quants"]) for r in rows] == [("partial", "2/6")]
+
+
+def test_find_drafts_judges_every_draft_file_against_the_target_file(near_misses):
+    target, plain, variants = near_misses
+    out = io.StringIO()
+    call_command("find_drafts", target.source, "--no-hub", "--json", stdout=out)
+    found = json.loads(out.getvalue())
+    [entry] = found["registered"]
+    files = {f["source"]: f for f in entry["draft_files"]}
+    assert {s for s, f in files.items() if f["compatible"]} == {p.source for p in plain}
+    assert {files[v.source]["failed_rule"] for v in variants.values()} == set(variants)
+    text = io.StringIO()
+    call_command("find_drafts", target.source, "--no-hub", stdout=text)
+    assert "4 of 6 quants refused with this target file: bos, eos, token_text, vocab_size" in text.getvalue()
+
+
+def test_a_target_file_with_no_compatible_draft_file_lists_no_draft(tmp_path, near_misses):
+    target, plain, variants = near_misses
+    # Another quant of the target that adds a BOS: only the "bos" variant's class could match it, and that one
+    # draft file is compatible; a target quant with a padded vocabulary of 5,300 matches none.
+    odd = reg(synth(tmp_path, "big-odd", vocab(5300), tensors=BIG), "Org/Big-7B-GGUF", "big-odd", ["Org/Big-7B"])
+    assert odd.model.base_id == target.model.base_id
+    out = io.StringIO()
+    call_command("find_drafts", odd.source, "--no-hub", "--json", stdout=out)
+    assert json.loads(out.getvalue())["registered"] == []
+
+
+def test_another_architecture_under_the_same_name_gets_a_base_model_of_its_own(tmp_path, near_misses):
+    _, plain, _ = near_misses
+    mamba = reg(synth(tmp_path, "mamba", arch="mamba2", tensors=SMALL), "x/small-mamba-GGUF", "m", CARD)
+    assert mamba.model.base_id != plain[0].model.base_id
+    assert mamba.model.base.architecture == "mamba2" and plain[0].model.base.architecture == "llama"
+    assert BaseModel.objects.get(pk=plain[0].model.base_id).quants == 6
+
+
+def test_a_header_only_file_never_moves_the_parameter_count(tmp_path, near_misses):
+    _, plain, _ = near_misses
+    base = BaseModel.objects.get(pk=plain[0].model.base_id)
+    before = base.parameter_count
+    assert before == 64
+    info = synth(tmp_path, "hollow", tensors=SMALL)
+    info.parameter_count, info.data_complete = 10**15, False  # what a header without tensor data may claim
+    reg(info, "evil/hollow-GGUF", "hollow", CARD)
+    # One file with weights far from the others is outvoted too (the lower median of the files with weights).
+    far = synth(tmp_path, "far", tensors={"w": np.zeros((512, 512), dtype=np.float32)})
+    reg(far, "evil/far-GGUF", "far", CARD)
+    assert BaseModel.objects.get(pk=base.pk).parameter_count == before
+    assert the_pair().draft_id == plain[0].pk  # and the target is still the 7B
+
+
+def test_a_hostile_second_repository_changes_nothing_of_the_first(tmp_path):
+    target = reg(synth(tmp_path, "big", tensors=BIG), "Org/Big-7B-GGUF", "big", ["Org/Big-7B"])
+    mine = reg(synth(tmp_path, "small", tensors=SMALL), "Org/Small-0.5B-GGUF", "small", CARD)
+    pair = the_pair()
+    assert (pair.verdict, pair.draft_id, pair.target_id) == ("all", mine.pk, target.pk)
+    # Many files, compatible ones of a class of their own (a token below id 5 differs: llama.cpp never compares
+    # those), and incompatible ones, from one owner claiming the publisher's model.
+    for i in range(4):
+        reg(synth(tmp_path, f"h{i}", other_text(1), tensors=SMALL), f"mallory/h{i}-GGUF", f"h{i}", CARD)
+    reg(synth(tmp_path, "hbad", vocab(5129), tensors=SMALL), "mallory/hbad-GGUF", "hbad", CARD)
+    after = the_pair()
+    assert after.pk == pair.pk and (after.draft_id, after.target_id) == (mine.pk, target.pk)
+    assert after.compatible and after.verdict == "partial"  # true: one class of the claimed model fails
+    ok = {f["source"]: f["compatible"] for f in file_verdicts(target, after.draft_base_id)}
+    assert ok[mine.source] is True and sum(ok.values()) == 5
+
+
+def test_without_a_publisher_distinct_owners_decide_not_file_counts(tmp_path):
+    t = reg(synth(tmp_path, "big", tensors=BIG), "Org/Big-7B-GGUF", "big", ["Org/Big-7B"])
+    first = reg(synth(tmp_path, "a", tensors=SMALL), "alice/tiny-GGUF", "a", ["Tiny-0.1B"])
+    for i in range(3):  # one owner, many repositories: still one owner
+        reg(synth(tmp_path, f"m{i}", other_text(2), tensors=SMALL), f"mallory/t{i}-GGUF", f"m{i}", ["Tiny-0.1B"])
+    assert the_pair().draft_id == first.pk and the_pair().target_id == t.pk
+
+
+def test_recheck_pairs_rechecks_class_verdicts(near_misses):
+    # A page read stores the class checks that registration, inside the test's transaction, did not.
+    pair_combinations([the_pair()])
+    row = ClassCheck.objects.filter(compatible=False, failed_rule="token_text").first()
+    assert row is not None
+    ClassCheck.objects.filter(pk=row.pk).update(compatible=True, failed_rule="")  # a stale verdict
+    Pair.objects.update(verdict="all")
+    result = recheck_pairs()
+    assert result.classes_changed == 1
+    assert ClassCheck.objects.get(pk=row.pk).failed_rule == "token_text"
+    assert the_pair().verdict == "partial"
+
+
+def test_the_pair_page_shows_each_sides_files_by_class(near_misses, client):
+    _, plain, variants = near_misses
+    User.objects.create_user("staff", password="pw", is_staff=True)
+    client.force_login(User.objects.get(username="staff"))
+    page = client.get(f"/pairs/{the_pair().pk}/").content.decode()
+    for f in [*plain, *variants.values()]:
+        assert f.source in page
