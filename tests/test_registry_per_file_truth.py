@@ -16,6 +16,9 @@ import numpy as np
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
 from inspector.compat import check_pair
 from inspector.info import inspect_source
@@ -23,7 +26,7 @@ from registry.catalog.combinations import file_verdicts, pair_combinations
 from registry.catalog.recheck import recheck_pairs
 from registry.catalog.registration import register
 from registry.catalog.stored import load_info
-from registry.models import BaseModel, ClassCheck, GGUFFile, Pair
+from registry.models import BaseClass, BaseModel, ClassCheck, GGUFFile, Pair
 from tests.ggufgen import vocab, write_gguf
 
 pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
@@ -210,3 +213,63 @@ def test_the_pair_page_shows_each_sides_files_by_class(near_misses, client):
     page = client.get(f"/pairs/{the_pair().pk}/").content.decode()
     for f in [*plain, *variants.values()]:
         assert f.source in page
+
+
+BEFORE_0020 = [("registry", "0019_pair_speedups")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_reads_every_pair_over_all_its_class_combinations_losing_nothing():
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    executor.migrate(BEFORE_0020)
+    apps = executor.loader.project_state(BEFORE_0020).apps
+    Base, Model, File = (apps.get_model("registry", n) for n in ("BaseModel", "Model", "GGUFFile"))
+    Class, BaseClassOld, OldPair = (apps.get_model("registry", n) for n in ("TokenizerClass", "BaseClass", "Pair"))
+    Reported = apps.get_model("registry", "ReportedResult")
+    now = timezone.now()
+    # Two classes the class columns tell apart (vocabulary sizes 200 apart): no token table is needed.
+    a = Class.objects.create(fingerprint="a" * 64, vocab_type="bpe", vocab_key="bpe:x", n_tokens=5000)
+    b = Class.objects.create(fingerprint="b" * 64, vocab_type="bpe", vocab_key="bpe:x", n_tokens=5200)
+
+    def file(base, name: str, cls, repo: str = "org/r"):
+        model, _ = Model.objects.get_or_create(repo=repo, name=name, defaults={"base": base})
+        return File.objects.create(
+            source=f"hf://{repo}/{name}.gguf",
+            repo=repo,
+            path=f"{name}.gguf",
+            model=model,
+            info={},
+            tokenizer_class=cls,
+            vocab_key="bpe:x",
+            vocab_type="bpe",
+            architecture="llama",
+            arch_kind="transformer",
+            inspected_at=now,
+        )
+
+    big = Base.objects.create(key="big", name="big", rule="header", architecture="llama")
+    small = Base.objects.create(key="small", name="small", rule="header", architecture="llama")
+    t = file(big, "big", a)
+    d1, d2 = file(small, "small-q4", a), file(small, "small-q8", a)
+    odd = file(small, "small-padded", b, repo="eve/r")
+    BaseClassOld.objects.create(base=big, tokenizer_class=a, file=t)
+    BaseClassOld.objects.create(base=small, tokenizer_class=a, file=d1)
+    BaseClassOld.objects.create(base=small, tokenizer_class=b, file=odd)
+    p = OldPair.objects.create(
+        target=t, draft=d1, target_base=big, draft_base=small, compatible=True, llama_cpp_compatible=True,
+        rules_from="b11434", checked_at=now,
+    )  # fmt: skip
+    Reported.objects.create(pair=p, k=4, citation="a paper", speedup=2.0)
+    apps.get_model("registry", "ClassCheck").objects.create(a=a, b=a, compatible=True, rules_from="b11434")
+
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(latest)
+
+    pair = Pair.objects.get()
+    assert pair.pk == p.pk and (pair.verdict, pair.compatible) == ("partial", True)
+    assert (pair.target_id, pair.draft_id) == (t.pk, d1.pk) and pair.reported_results.count() == 1
+    assert set(BaseModel.objects.values_list("key", flat=True)) == {"big@llama", "small@llama"}
+    assert sorted(BaseClass.objects.filter(base__key="small@llama").values_list("files", flat=True)) == [1, 2]
+    assert {d2.pk, odd.pk} <= set(GGUFFile.objects.values_list("pk", flat=True))
