@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
 from django.db import transaction
 
+from registry.cache_keys import bump_generation
 from registry.catalog.bases import recount_quants
+from registry.catalog.combinations import SETTLED_FIELDS, pair_combinations, resettle, settle
+from registry.catalog.regroup import move_out
 from registry.catalog.removal import move_off
-from registry.models import BaseModel, Family, GGUFFile, Model, Pair, ReportedResult, TokenizerClass, TokenTable
+from registry.models import (
+    BaseModel,
+    Family,
+    GGUFFile,
+    Model,
+    Pair,
+    PairCheckResult,
+    ReportedResult,
+    TokenizerClass,
+    TokenTable,
+)
 from registry.results.figures import refresh_best
 
 
@@ -35,7 +49,8 @@ class GGUFFileAdmin(admin.ModelAdmin):
         with transaction.atomic():
             move_off([obj.pk])
             super().delete_model(request, obj)
-        recount_quants([base_id])  # the table's quant counts
+        recount_quants([base_id])  # the table's quant counts, and each class's
+        resettle([base_id])  # a class may have gone with the file
 
     def delete_queryset(self, request, queryset) -> None:
         base_ids = list(queryset.values_list("model__base_id", flat=True))
@@ -43,18 +58,64 @@ class GGUFFileAdmin(admin.ModelAdmin):
             move_off(list(queryset.values_list("pk", flat=True)))
             super().delete_queryset(request, queryset)
         recount_quants(base_ids)
+        resettle(base_ids)
+
+
+class PairFilesForm(forms.ModelForm):
+    """Staff pin the files a pair shows, checks and benchmarks by default: one of each side's base model."""
+
+    class Meta:
+        model = Pair
+        fields = ("target", "draft", "files_pinned")
+
+    def clean(self) -> dict:
+        data = super().clean() or {}
+        p = self.instance
+        for side, base_id in (("target", p.target_base_id), ("draft", p.draft_base_id)):
+            f = data.get(side)
+            if f is not None and base_id is not None and f.model.base_id != base_id:
+                self.add_error(side, f"not a file of this pair's {side} base model")
+        t, d = data.get("target"), data.get("draft")
+        if data.get("files_pinned") and t is not None and d is not None and not self.errors:
+            # A row is "compatible" when any combination works, and then shows one that does: pin one of those.
+            combos = pair_combinations([p])[0].combos
+            mine = [c for c in combos if (c.target.tokenizer_class_id, c.draft.tokenizer_class_id) == (
+                t.tokenizer_class_id, d.tokenizer_class_id)]  # fmt: skip
+            if mine and not mine[0].compatible and any(c.compatible for c in combos):
+                self.add_error("draft", f"these two files fail {mine[0].failed_rule}: pin a compatible combination")
+        return data
 
 
 @admin.register(Pair)
 class PairAdmin(admin.ModelAdmin):
-    list_display = ("target", "draft", "compatible", "failed_rule", "size_ratio", "best_kind", "best_speedup")
-    list_filter = ("compatible", "failed_rule", "best_kind")
+    list_display = (
+        "target",
+        "draft",
+        "compatible",
+        "verdict",
+        "failed_rule",
+        "size_ratio",
+        "best_kind",
+        "best_speedup",
+    )
+    list_filter = ("compatible", "verdict", "files_pinned", "failed_rule", "best_kind")
     search_fields = ("target__source", "draft__source")
-    readonly_fields = [f.name for f in Pair._meta.fields]
+    form = PairFilesForm
+    raw_id_fields = ("target", "draft")
+    readonly_fields = [f.name for f in Pair._meta.fields if f.name not in ("target", "draft", "files_pinned")]
     list_select_related = ("target", "draft")
 
     def has_add_permission(self, request) -> bool:
         return False  # pairs are computed, never typed in
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        # The verdict of the files chosen (pinned) or of the best combination again (unpinned).
+        settled = settle([Pair.objects.select_related("target", "draft").get(pk=obj.pk)])
+        if settled:
+            Pair.objects.bulk_update(settled, SETTLED_FIELDS)
+        PairCheckResult.objects.filter(pair=obj).delete()
+        bump_generation()
 
 
 @admin.register(ReportedResult)
@@ -87,6 +148,12 @@ class ReportedResultAdmin(admin.ModelAdmin):
 class ModelAdmin(admin.ModelAdmin):
     list_display = ("name", "repo", "architecture", "parameter_count", "family", "base")
     search_fields = ("name", "repo")
+    actions = ["move_to_own_base"]
+
+    @admin.action(description="Move out of its base model (misgrouped): a base model of its own")
+    def move_to_own_base(self, request, queryset) -> None:
+        moved = move_out(queryset.values_list("pk", flat=True))
+        self.message_user(request, f"{len(moved)} model(s) moved to a base model of their own and paired again.")
 
 
 @admin.register(Family)

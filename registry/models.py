@@ -268,6 +268,8 @@ class Pair(models.Model):
     # (registry.catalog.combinations). It changes only when a side gains a class, never with a new quant.
     VERDICT_ALL, VERDICT_PARTIAL, VERDICT_NONE = "all", "partial", "none"
     verdict = models.CharField(max_length=8, default=VERDICT_ALL, db_index=True)
+    # Staff chose the two files in the admin: registration keeps them (the verdict still follows every class).
+    files_pinned = models.BooleanField(default=False)
     size_ratio = models.FloatField(null=True, blank=True)  # target parameters / draft parameters
     # The model names, copied so the table sorts by them without joining 100,000 rows first.
     target_name = models.CharField(max_length=300, blank=True)

@@ -273,3 +273,46 @@ def test_the_migration_reads_every_pair_over_all_its_class_combinations_losing_n
     assert set(BaseModel.objects.values_list("key", flat=True)) == {"big@llama", "small@llama"}
     assert sorted(BaseClass.objects.filter(base__key="small@llama").values_list("files", flat=True)) == [1, 2]
     assert {d2.pk, odd.pk} <= set(GGUFFile.objects.values_list("pk", flat=True))
+
+
+def staff_client(client):
+    client.force_login(User.objects.create_user("root", password="pw", is_staff=True, is_superuser=True))
+    return client
+
+
+def test_staff_pin_a_pairs_files_and_registration_keeps_them(tmp_path, near_misses, client):
+    target, plain, variants = near_misses
+    pair = the_pair()
+    url = f"/admin/registry/pair/{pair.pk}/change/"
+    staff = staff_client(client)
+    # An incompatible combination cannot be pinned while a compatible one exists.
+    r = staff.post(url, {"target": target.pk, "draft": variants["bos"].pk, "files_pinned": "on"})
+    assert r.status_code == 200 and "pin a compatible combination" in r.content.decode()
+    # Another base model's file is refused.
+    r = staff.post(url, {"target": plain[0].pk, "draft": plain[1].pk, "files_pinned": "on"})
+    assert r.status_code == 200 and "not a file of this pair&#x27;s target base model" in r.content.decode()
+    r = staff.post(url, {"target": target.pk, "draft": plain[1].pk, "files_pinned": "on"})
+    assert r.status_code == 302
+    assert (the_pair().draft_id, the_pair().files_pinned) == (plain[1].pk, True)
+    # A later upload from the publisher with an earlier-ranking class does not move pinned files.
+    reg(synth(tmp_path, "small-q2", tensors=SMALL), "Org/Small-0.5B-GGUF", "small-Q2_K", CARD)
+    reg(synth(tmp_path, "bos2", add_bos=True, bos=3, tensors=SMALL), "zed/small-GGUF", "bos2", CARD)
+    assert the_pair().draft_id == plain[1].pk and the_pair().verdict == "partial"
+
+
+def test_staff_move_a_misgrouped_model_out_of_its_base_model(near_misses, client):
+    target, plain, variants = near_misses
+    small = plain[0].model.base
+    odd = variants["token_text"].model
+    r = staff_client(client).post(
+        "/admin/registry/model/", {"action": "move_to_own_base", "_selected_action": [odd.pk]}
+    )
+    assert r.status_code == 302
+    odd.refresh_from_db()
+    assert odd.base_id != small.pk and odd.base.rule == "repo" and odd.base.quants == 1
+    assert BaseModel.objects.get(pk=small.pk).quants == 5
+    pair = the_pair() if Pair.objects.exclude(target_base=None).count() == 1 else Pair.objects.get(draft_base=small)
+    data = client.get(f"/api/pairs/{pair.pk}").json()
+    assert data["compatible_quants"] == {"n": 2, "m": 5} and len(data["combinations"]) == 4
+    # Its own base model never pairs as compatible with the target (its token texts differ).
+    assert not Pair.objects.filter(draft_base=odd.base, compatible=True).exists()

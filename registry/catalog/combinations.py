@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform
 
 from inspector.compat import check_pair
@@ -225,17 +226,28 @@ def settle(pairs: list[Pair], record: bool = True) -> list[Pair]:
         p, c = pc.pair, pc.chosen
         if c is None:
             continue
+        if p.files_pinned:  # staff chose the files: keep them, with their own combination's verdict
+            c = next(
+                (
+                    x
+                    for x in pc.combos
+                    if (x.target.tokenizer_class_id, x.draft.tokenizer_class_id)
+                    == (p.target.tokenizer_class_id, p.draft.tokenizer_class_id)
+                ),
+                c,
+            )
+            c.target.file, c.draft.file = p.target, p.draft
         fields = {
             "verdict": pc.verdict,
             "compatible": c.compatible,
             "llama_cpp_compatible": c.llama_cpp_compatible,
             "failed_rule": c.failed_rule,
             "rules_from": c.rules_from,
-            "target_id": c.target.file_id,
-            "draft_id": c.draft.file_id,
+            "target_id": c.target.file.pk,
+            "draft_id": c.draft.file.pk,
         }
         if any(getattr(p, k) != v for k, v in fields.items()):
-            files_moved = (p.target_id, p.draft_id) != (c.target.file_id, c.draft.file_id)
+            files_moved = (p.target_id, p.draft_id) != (c.target.file.pk, c.draft.file.pk)
             for k, v in fields.items():
                 setattr(p, k, v)
             if files_moved:  # the names, search text and size ratio the table shows follow the files
@@ -338,3 +350,16 @@ def classes_dict(rows: list[BaseClass], visible: int = 50) -> list[dict[str, obj
         }
         for bc in rows
     ]
+
+
+def resettle(base_ids: Iterable[int | None]) -> int:
+    """Settle every pair of these base models again (after their files or classes changed outside registration:
+    files moved to another base model, deleted, pinned); returns how many changed."""
+    ids = {b for b in base_ids if b is not None}
+    pairs = list(
+        Pair.objects.filter(Q(target_base_id__in=ids) | Q(draft_base_id__in=ids)).select_related("target", "draft")
+    )
+    changed = settle(pairs)
+    if changed:
+        Pair.objects.bulk_update(changed, SETTLED_FIELDS, batch_size=500)
+    return len(changed)

@@ -207,6 +207,7 @@ _PAIR_READ = (
     "failed_rule",
     "rules_from",
     "verdict",
+    "files_pinned",
     "target_name",
     "draft_name",
     "search_text",
@@ -298,7 +299,8 @@ def compute_pairs(f: GGUFFile, info: ModelInfo, record_classes: bool = True) -> 
             pair = Pair(target=t, draft=d, target_base_id=tb, draft_base_id=db, **fields)
             new.append(pair)
         else:
-            pair.target, pair.draft = t, d
+            if not pair.files_pinned:  # files staff chose stay (settle gives them their own verdict)
+                pair.target, pair.draft = t, d
             for k, v in fields.items():
                 setattr(pair, k, v)
             changed.append(pair)

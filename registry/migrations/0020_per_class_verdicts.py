@@ -112,5 +112,10 @@ class Migration(migrations.Migration):
             name="verdict",
             field=models.CharField(db_index=True, default="all", max_length=8),
         ),
+        migrations.AddField(
+            model_name='pair',
+            name='files_pinned',
+            field=models.BooleanField(default=False),
+        ),
         migrations.RunPython(backfill, migrations.RunPython.noop),
     ]
