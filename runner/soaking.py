@@ -61,8 +61,30 @@ def _best_measured(pair: Pair) -> BenchmarkResult | None:
     return best.obj if best is not None else None
 
 
+MAX_K = 64  # the benchmark's bound on K (runner.params), for every argv built from a stored setting
+
+
+def bounded_parallel(r: BenchmarkResult | None) -> int | None:
+    """A result's -np, within the benchmark's bound: an imported result may say 32,767 (a -c of ~67M tokens)."""
+    if r is None or r.parallel is None:
+        return None
+    if not 1 <= r.parallel <= settings.SPECREG_MAX_CLIENTS:
+        raise BenchmarkError(
+            f"the measured setting ran {r.parallel} slots (-np); a soak runs 1 to {settings.SPECREG_MAX_CLIENTS} "
+            "(SPECREG_MAX_CLIENTS)"
+        )
+    return r.parallel
+
+
 def soak_target(ref: str, *, method: str | None = None, k: int | None = None) -> SoakTarget:
     """``12`` or ``pair:12`` (a pair's recommended setting) or ``deployment:3`` (a team deployment's)."""
+    t = _soak_target(ref, method=method, k=k)
+    if t.setting.k is not None and not 1 <= t.setting.k <= MAX_K:  # an imported result's K, or one asked for
+        raise BenchmarkError(f"K={t.setting.k}: a soak runs K from 1 to {MAX_K}")
+    return t
+
+
+def _soak_target(ref: str, *, method: str | None, k: int | None) -> SoakTarget:
     kind, _, ident = str(ref).strip().rpartition(":")
     kind = kind or "pair"
     if kind not in ("pair", "deployment") or not ident.isdigit():
@@ -79,13 +101,17 @@ def soak_target(ref: str, *, method: str | None = None, k: int | None = None) ->
         if chosen == "none":
             raise BenchmarkError(f"deployment {ident} does not speculate: nothing to soak but the target alone")
         kk = k or dep.k or 8
+        if not 1 <= kk <= MAX_K:
+            # A deployment may record K up to 1,024 (what a team runs); what reaches llama-server's argv keeps the
+            # benchmark's bound.
+            raise BenchmarkError(f"deployment {ident}'s K={kk}: a soak runs K from 1 to {MAX_K}")
         r = None
         if dep.run is not None:
             r = dep.run.results.filter(method=chosen, k=kk, status="ok").order_by("-speedup").first()
         setting = speculation_setting(r) if r is not None else Setting(chosen, kk)
         draft = dep.draft or dep.target
         return SoakTarget(
-            dep.pair, dep.target, draft, setting, r.parallel if r else None, dep.pk, f"deployment {dep.pk}'s setting"
+            dep.pair, dep.target, draft, setting, bounded_parallel(r), dep.pk, f"deployment {dep.pk}'s setting"
         )
     pair = Pair.objects.select_related("target", "draft").filter(pk=int(ident)).first()
     if pair is None:
@@ -104,7 +130,7 @@ def soak_target(ref: str, *, method: str | None = None, k: int | None = None) ->
         best.run.measured_target,
         best.run.measured_draft,
         speculation_setting(best),
-        best.parallel,
+        bounded_parallel(best),
         None,
         f"the best measured setting (run {best.run_id}, {best.speedup:.2f}x)",
     )

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from registry.access.job_limits import JobLimit
+from registry.access.policy import may_see_paths
 from registry.hub.queue import queue_job
 from registry.models import BenchmarkRun, GGUFFile, HubJob, Pair
 from registry.web.cost_plot import cost_model_svg
@@ -106,6 +107,7 @@ def run(request: HttpRequest, pk: int) -> HttpResponse:
             "results": results,
             "predictions": sorted(predicted.values(), key=lambda x: (x.content_type, -(x.speedup or 0))),
             "may_cancel": may_cancel(request.user, r),
+            "show_worker": may_see_paths(request.user),  # host:pid names this installation's machines
             "soaks": soaks,
             "soak_plot": latest_soak_svg(soaks),
         },
@@ -194,12 +196,16 @@ def hardware(request: HttpRequest, name: str) -> HttpResponse:
     latest: dict[tuple[str, str], CostMeasurement] = {}
     for c in rows:  # newest first: the first of each model file and machine is its latest
         latest.setdefault((c.model_sha256, c.host), c)
-    hosts = {c.host for c in latest.values()}
+    # Worker host names are the installation's own, shown to those who may see server paths; others see each
+    # machine by a number of its own on this page.
+    show_hosts = may_see_paths(request.user)
+    hosts = sorted({c.host for c in latest.values()})
+    alias = {h: (h if show_hosts else f"machine {i}") for i, h in enumerate(hosts, 1)}
     costs: list[dict[str, Any]] = []
     for c in latest.values():
         secs = [float(x) for x in (c.data.get("seconds") or [])]
-        label = c.model_name if len(hosts) == 1 else f"{c.model_name} on {c.host}"
-        costs.append({"label": label, "row": c, "seconds": secs, "depth": c.depth})
+        label = c.model_name if len(hosts) == 1 else f"{c.model_name} on {alias[c.host]}"
+        costs.append({"label": label, "row": c, "host": alias[c.host], "seconds": secs, "depth": c.depth})
     costs.sort(key=lambda c: c["label"])
     transcripts = (
         KeptTranscript.objects.filter(on_class)

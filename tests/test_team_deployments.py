@@ -269,7 +269,9 @@ def test_record_as_deployed_takes_an_ngram_recommendation_from_the_run(pair):
     r = c.post(f"/deployments/new?run={run.pk}", {k: v for k, v in ctx.items() if v is not None})
     assert r.status_code == 302, r.content
     d = Deployment.objects.get()
-    assert (d.method, d.k, d.draft, d.run, d.pair) == ("ngram-mod", 16, None, run, pair)
+    assert (d.method, d.k, d.draft, d.run) == ("ngram-mod", 16, None, run)
+    # A draftless deployment sits on the target's own pair, where its soaks are recorded (issue 31).
+    assert d.pair.target_base_id == d.pair.draft_base_id == pair.target_base_id
     # Another run deploying the code recommendation: the pair's draft, the recommended p-min.
     run.summary["deploy_for"] = "code"
     from registry.team.deployments import initial_from_run

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from inspector.spec_flags import NGRAM_CACHE_DRAFT, NGRAM_SWEEP, uses_draft_file
 from inspector.speculative import NGRAM_METHODS, SPEC_TYPES
-from registry.catalog.pairing import as_draft, as_target
+from registry.catalog.pairing import as_draft, as_target, pair_for
 from registry.hub import sources
 from registry.hub.sources import SourceRegistrationError
 from registry.models import BenchmarkRun, GGUFFile, Pair
@@ -102,13 +102,11 @@ def record(spec: DeploymentSpec, *, user=None, author_name: str = "") -> Deploym
             raise DeploymentError("only staff may give a deployment's URL (the server fetches it)")
         author_name = user.get_username()
     check_spec(spec)
-    pair = Pair.objects.filter(as_target(spec.target), as_draft(spec.draft)).first() if spec.draft else None
-    if spec.run is not None and pair is None:
-        pair = spec.run.pair
+    check_run(spec)
     return Deployment.objects.create(
         target=spec.target,
         draft=spec.draft,
-        pair=pair,
+        pair=deployment_pair(spec.target, spec.draft) if spec.draft or spec.method != "none" else None,
         run=spec.run,
         method=spec.method,
         k=spec.k,
@@ -120,6 +118,27 @@ def record(spec: DeploymentSpec, *, user=None, author_name: str = "") -> Deploym
         author_name=(author_name or "unknown")[:150],
         deployed_at=spec.deployed_at or timezone.now(),
     )
+
+
+def check_run(spec: DeploymentSpec) -> None:
+    """A run stands for a deployment only when it measured the deployment's own models: its soak and figures are
+    recorded on the run's pair, so another pair's run would put them there."""
+    run = spec.run
+    if run is None:
+        return
+    # A draftless method measured in a run ran on the run's target alone: only the target must be the same model.
+    same_target = run.measured_target.model.base_id == spec.target.model.base_id
+    same_draft = spec.draft is None or run.measured_draft.model.base_id == spec.draft.model.base_id
+    if not (same_target and same_draft):
+        raise DeploymentError(f"run {run.pk} measured other models than this deployment's: leave it out")
+
+
+def deployment_pair(target: GGUFFile, draft: GGUFFile | None) -> Pair | None:
+    """The pair a deployment belongs to: its two models', or the target's own pair when it runs without a draft
+    (n-gram methods, its own MTP heads: what such a soak measures is recorded there)."""
+    if draft is None:
+        return Pair.objects.filter(as_target(target), as_draft(target)).first() or pair_for(target, target)
+    return Pair.objects.filter(as_target(target), as_draft(draft)).first()
 
 
 def retire(d: Deployment, *, user=None, at: datetime | None = None) -> Deployment:

@@ -19,6 +19,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from registry.access.policy import may_see_paths
+from registry.access.redact import redact_text
 from registry.cache_keys import cached
 from registry.hub.curated import curated_repos
 from registry.models import GGUFFile, Pair
@@ -117,6 +119,9 @@ def pairs_csv(request: HttpRequest) -> HttpResponseBase:
         return HttpResponseBadRequest(f"{exc}\n", content_type="text/plain; charset=utf-8")
     writer = csv.writer(_Echo())
     base = request.build_absolute_uri(PAIR_URL)
+    # For a viewer who may not see server paths, each cell is redacted first and escaped second: the response's
+    # own redaction, after escaping, would turn a local file named "=HYPERLINK(…).gguf" back into a formula.
+    shown = (lambda v: v) if may_see_paths(request.user) else (lambda v: redact_text(v) if isinstance(v, str) else v)
 
     def rows() -> Iterator[str]:
         yield writer.writerow(CSV_COLUMNS)
@@ -125,7 +130,7 @@ def pairs_csv(request: HttpRequest) -> HttpResponseBase:
                 p, b = row.pair, row.best
                 yield writer.writerow(
                     [
-                        csv_cell(v)
+                        csv_cell(shown(v))
                         for v in (
                             p.target.source,
                             p.draft.source,
