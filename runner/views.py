@@ -15,6 +15,7 @@ from registry.access.job_limits import JobLimit
 from registry.access.policy import may_see_paths
 from registry.hub.queue import queue_job
 from registry.models import BenchmarkRun, GGUFFile, HubJob, Pair
+from registry.results.recommend import shown_command
 from registry.web.cost_plot import cost_model_svg
 from registry.web.forms import ImportForm
 from registry.web.pages import explained_checks
@@ -45,7 +46,7 @@ def run_state(run: BenchmarkRun) -> dict:
         "hardware": run.hardware,
         "build": run.build,
         "summary": run.summary,
-        "server_command": run.server_command,
+        "server_command": shown_command(run)[0],
         "pair": run.pair_id,
         "results": [
             {
@@ -108,6 +109,7 @@ def run(request: HttpRequest, pk: int) -> HttpResponse:
             "predictions": sorted(predicted.values(), key=lambda x: (x.content_type, -(x.speedup or 0))),
             "may_cancel": may_cancel(request.user, r),
             "show_worker": may_see_paths(request.user),  # host:pid names this installation's machines
+            "command": shown_command(r)[0],
             "soaks": soaks,
             "soak_plot": latest_soak_svg(soaks),
         },
@@ -248,10 +250,11 @@ def cancel(request: HttpRequest, pk: int) -> HttpResponse:
 
 def artifact(request: HttpRequest, pk: int, name: str) -> HttpResponse:
     r = get_object_or_404(BenchmarkRun, pk=pk)
+    command, unit = shown_command(r)  # an imported run's are rebuilt here, never its own text
     body, filename, ctype = {
         "report": (r.report_md, f"specreg-run-{r.pk}.md", "text/markdown"),
-        "unit": (r.systemd_unit, "llama-server.service", "text/plain"),
-        "command": (r.server_command + "\n", f"llama-server-run-{r.pk}.sh", "text/plain"),
+        "unit": (unit, "llama-server.service", "text/plain"),
+        "command": (command + "\n", f"llama-server-run-{r.pk}.sh", "text/plain"),
     }[name]
     if not body.strip():
         return HttpResponse("not available: the run has not finished\n", status=404, content_type="text/plain")

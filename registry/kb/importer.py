@@ -56,6 +56,7 @@ from registry.models import (
     StabilityResult,
 )
 from registry.results.figures import refresh_best, refresh_predicted
+from registry.results.recommend import rebuilt_deployment
 
 # Fields of a stored inspection that say how it was read, not what the file holds.
 _HOW_READ = ("source", "bytes_fetched")
@@ -76,6 +77,19 @@ _READ_BYTES = 64 * 1024
 _NUL = b"\\u0000"
 # A second inspection kept beside another under a changed name (_Importer._other_name): SOURCE#INSTALLATION.
 _BESIDE = re.compile(r"#[A-Za-z0-9._-]{1,64}$")
+
+
+def where_from_source(f: schema.FileIn) -> tuple[str, str, str]:
+    """A file's repository, revision and path as its source says (the record's own fields are not trusted: download
+    lines built from them could point at another repository); a local source has no repository."""
+    name = _BESIDE.sub("", f.source)
+    if not name.startswith("hf://"):
+        return "", "", name
+    try:
+        spec = parse_hf_spec(name)  # refuses '..', '.', empty and leading '/' components, encoded or not
+    except SourceError as exc:
+        raise KBError(f"file {str(exc)[:300]}") from None
+    return spec.repo_id, spec.revision or "", spec.path
 
 
 class KBError(Exception):
@@ -458,12 +472,13 @@ class _Importer:
                 f"file {f.source} differs from the one registered here under that name: kept both, theirs as {source}"
             )
             self.ctx.count("files kept beside ours")
+        repo, revision, path = where_from_source(f)
         reg = register(
             info,
             source=source,
-            repo=f.repo,
-            revision=f.revision,
-            path=f.path,
+            repo=repo,
+            revision=revision,
+            path=path,
             commit=f.commit,
             etag=f.etag,
             size=f.size,
@@ -514,8 +529,9 @@ class _Importer:
             build=r.build,
             summary=r.summary,
             report_md=r.report_md,
-            server_command=r.server_command,
-            systemd_unit=r.systemd_unit,
+            # Rebuilt below from the stored setting: another installation's text never becomes the command shown.
+            server_command="",
+            systemd_unit="",
             error=r.error,
             progress=1.0,
             started_at=r.started_at,
@@ -547,6 +563,9 @@ class _Importer:
             soak = StabilityResult.objects.create(run=run, pair=pair, **values)
             StabilityResult.objects.filter(pk=soak.pk).update(created_at=x.created_at or r.created_at)
             self.ctx.count("stability results added")
+        built = rebuilt_deployment(run)
+        if built is not None:
+            BenchmarkRun.objects.filter(pk=run.pk).update(server_command=built.command, systemd_unit=built.unit)
         self.touched.add(pair.pk)
         self.ctx.count("runs added")
         self.ctx.count("measured results added", len(rows))

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from inspector.llama_flags import LlamaCppError, pinned_server_capabilities
 from inspector.llama_rules import LLAMA_CPP_BUILD
-from inspector.spec_flags import DRAFT_MODEL_METHODS, Setting, uses_draft_file
-from registry.models import BenchmarkResult, GGUFFile
-from registry.results.deploy import deployment, download_command, model_path
+from inspector.spec_flags import DRAFT_MODEL_METHODS, NGRAM_SWEEP, Setting, uses_draft_file
+from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, speculation_setting
+from registry.results.deploy import Deployment, deployment, download_command, model_path
 from registry.results.figures import Figure
 
 STARTING_K = 8  # untested pairs: the middle of the runner's default sweep (4, 8, 16)
@@ -99,6 +101,7 @@ def recommend(
     parallel = measured_by.parallel if isinstance(measured_by, BenchmarkResult) else None
     if (
         isinstance(measured_by, BenchmarkResult)
+        and not measured_by.run.origin_installation  # an imported run's text is never shown: built below
         and measured_by.run.server_command
         and measured_by.clients == measured_by.run.summary.get("deploy_clients", 1)
     ):
@@ -131,3 +134,50 @@ def recommend(
         command,
         downloads,
     )
+
+
+MAX_K = 64  # the benchmark's bound (runner.params): what reaches llama-server's argv stays within it
+
+
+def own_options(setting: Setting) -> bool:
+    """Whether each of the setting's options is one its method sweeps (an n-gram method's second size), with a
+    value of digits: the only options specreg's runs ever write, so the only ones a rebuilt command may carry."""
+    allowed = {NGRAM_SWEEP[setting.method][2]} if setting.method in NGRAM_SWEEP else set()
+    return all(flag in allowed and value.isdigit() and len(value) <= 6 for flag, value in setting.options)
+
+
+def rebuilt_deployment(run: BenchmarkRun) -> Deployment | None:
+    """The command and unit of a run imported from another installation, rebuilt with the one deployment builder from
+    its best measured setting (at the concurrency it deploys for) and the files it measured, never its own text:
+    an imported ``…; curl … | sh #`` would otherwise reach the pair page and the downloads word for word. None when
+    nothing measured gained or the setting is out of the benchmark's bounds."""
+    clients = run.summary.get("deploy_clients", 1) if isinstance(run.summary, dict) else 1
+    results = [r for r in run.results.filter(status="ok", speculation_ran=True) if r.speedup]
+    best = max((r for r in results if r.clients == clients), key=lambda r: r.speedup or 0, default=None)
+    if best is None:
+        return None
+    setting = speculation_setting(best)
+    if not 1 <= setting.k <= MAX_K or not own_options(setting):
+        return None
+    parallel = best.parallel if best.parallel and 1 <= best.parallel <= settings.SPECREG_MAX_CLIENTS else None
+    target, draft = run.measured_target, run.measured_draft
+    try:
+        return deployment(
+            pinned_server_capabilities(),
+            model_path(target),
+            model_path(draft) if uses_draft_file(setting.method) else None,
+            setting.k,
+            setting=setting,
+            parallel=parallel,
+        )
+    except LlamaCppError:  # a method this build lacks
+        return None
+
+
+def shown_command(run: BenchmarkRun) -> tuple[str, str]:
+    """The llama-server command and systemd unit a run's pages, API and downloads show: a run made here keeps what it
+    wrote; an imported one's are rebuilt (``rebuilt_deployment``), empty when nothing can be."""
+    if not run.origin_installation:
+        return run.server_command, run.systemd_unit
+    built = rebuilt_deployment(run)
+    return (built.command, built.unit) if built is not None else ("", "")
