@@ -86,6 +86,9 @@ if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", SPECREG_INSTALLATION_ID):
 # export: a distinct vocabulary's token table is 1-4 MB (4 real models export as 10 MB), so ~50 vocabularies
 # and ~10,000 benchmark runs fit. Raise it for more.
 SPECREG_KB_MAX_BYTES = envint("SPECREG_KB_MAX_BYTES", 256 * 1024**2)
+# One record (a run with its results, a deployment with its samples) is built whole: ~16x its size in memory.
+SPECREG_KB_MAX_RECORD_BYTES = envint("SPECREG_KB_MAX_RECORD_BYTES", 16 * 1024**2)
+SPECREG_KB_MAX_RECORD_VALUES = envint("SPECREG_KB_MAX_RECORD_VALUES", 2_000_000)
 
 ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]

@@ -858,3 +858,23 @@ def test_imported_commands_are_rebuilt_and_file_records_follow_their_source(kb_a
     c.force_login(User.objects.create_user("bob", password="y" * 12))
     form = c.get(f"/deployments/new?run={run.pk}").context["form"].initial
     assert "attacker.example" not in form["command"] and form["command"].startswith("llama-server")
+
+
+def test_one_big_record_is_refused_in_one_line(kb_a, tmp_path, settings):
+    """Issue 31, item 5: a record is built whole (~16x its size): bounded in values and bytes (small settings here)."""
+    doc = a_doc(kb_a)
+    empty_installation(settings, "installation-b")
+    before = counts()
+    big = json.loads(json.dumps(doc))
+    big["runs"][0]["results"][0]["divergences"] = [{"prompt": i, "position": i} for i in range(10_000)]
+    (tmp_path / "kb.json").write_text(json.dumps(big))
+    settings.SPECREG_KB_MAX_RECORD_VALUES = 5000
+    with pytest.raises(KBError, match=r"^runs\.0: one record of more than 5,000 values"):
+        import_kb(tmp_path / "kb.json")
+    settings.SPECREG_KB_MAX_RECORD_VALUES, settings.SPECREG_KB_MAX_RECORD_BYTES = 10**7, 300_000
+    with pytest.raises(KBError, match=r"^runs\.0: one record of more than 300,000 bytes"):
+        import_kb(tmp_path / "kb.json")
+    assert counts() == before
+    settings.SPECREG_KB_MAX_RECORD_BYTES = 16 * 1024**2
+    (tmp_path / "kb.json").write_text(json.dumps(doc))
+    import_kb(tmp_path / "kb.json")  # the real export still imports

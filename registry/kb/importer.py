@@ -163,6 +163,37 @@ class Outline:
     has_nul: bool = False  # some string holds NUL: records go through json_safe
 
 
+class RecordBound:
+    """One record of a list (a run, a deployment, a soak…) is built whole when imported, at about 16 times its size
+    in memory: each is bounded, in values (SPECREG_KB_MAX_RECORD_VALUES) and bytes (SPECREG_KB_MAX_RECORD_BYTES;
+    token tables, one string each, excepted), and refused in one line as soon as it passes either."""
+
+    def __init__(self) -> None:
+        self.values_cap = settings.SPECREG_KB_MAX_RECORD_VALUES
+        self.bytes_cap = settings.SPECREG_KB_MAX_RECORD_BYTES
+        self.level: int | None = None  # the record's level while inside one
+        self.name, self.values, self.start = "", 0, 0
+        self.index: dict[str, int] = {}  # records seen per list, for the message
+
+    def event(self, event: str, level: int, top: str, sec: str, kinds: dict[str, str], at: int) -> None:
+        opens = event in ("start_map", "start_array")
+        if self.level is None:
+            in_list = (level == 2 and top in LISTS) or (level == 3 and top == "sections" and kinds.get(sec) == "list")
+            if not (opens and in_list):
+                return
+            self.level, self.name = level, sec if level == 3 else top
+            self.index[self.name] = self.index.get(self.name, -1) + 1
+            self.values, self.start = 0, at
+        self.values += 1
+        where = f"{'sections.' if self.level == 3 else ''}{self.name}.{self.index[self.name]}"
+        if self.values > self.values_cap:
+            raise KBError(f"{where}: one record of more than {self.values_cap:,} values (SPECREG_KB_MAX_RECORD_VALUES)")
+        if self.name != "token_tables" and at - self.start > self.bytes_cap:
+            raise KBError(f"{where}: one record of more than {self.bytes_cap:,} bytes (SPECREG_KB_MAX_RECORD_BYTES)")
+        if level == self.level and event in ("end_map", "end_array"):
+            self.level = None
+
+
 def outline(f: IO[bytes], cap: int) -> Outline:
     """One streaming pass over the whole file: valid UTF-8 JSON, no deeper than MAX_DEPTH, no key twice at
     the top or among the sections; the header's values (small) and the lists' lengths. Nothing is built
@@ -172,6 +203,7 @@ def outline(f: IO[bytes], cap: int) -> Outline:
     building: ijson.common.ObjectBuilder | None = None
     built_events = 0
     kinds, counts, sections, section_kinds = out.kinds, out.counts, out.sections, out.section_kinds
+    bound = RecordBound()
     try:
         reader = _Capped(f, cap, check_utf8=True)
         for event, value in ijson.basic_parse(reader, use_float=True):
@@ -187,6 +219,7 @@ def outline(f: IO[bytes], cap: int) -> Outline:
                 level = depth
             else:
                 level = depth
+            bound.event(event, level, top, sec, section_kinds, reader.read_so_far)
             if level > 3:
                 continue
             if building is not None:
