@@ -316,3 +316,19 @@ def test_staff_move_a_misgrouped_model_out_of_its_base_model(near_misses, client
     assert data["compatible_quants"] == {"n": 2, "m": 5} and len(data["combinations"]) == 4
     # Its own base model never pairs as compatible with the target (its token texts differ).
     assert not Pair.objects.filter(draft_base=odd.base, compatible=True).exists()
+
+
+def test_a_card_naming_its_own_uploader_makes_no_publisher(tmp_path):
+    """Found by bench_scale's hostile uploader: a card saying "evil/Small-0.5B" in evil's own repository made evil the
+    publisher, and its compatible near-miss class then became every pair's draft."""
+    reg(synth(tmp_path, "big", tensors=BIG), "Org/Big-7B-GGUF", "big", ["Org/Big-7B"])
+    mine = reg(synth(tmp_path, "small", tensors=SMALL), "Org/Small-0.5B-GGUF", "small", CARD)  # Org's own: no claim
+    assert mine.model.base.publisher == ""
+    for i in range(3):
+        reg(synth(tmp_path, f"e{i}", other_text(i + 1), tensors=SMALL), f"evil/s{i}-GGUF", f"e{i}", ["evil/Small-0.5B"])
+    assert BaseModel.objects.get(pk=mine.model.base_id).publisher == ""
+    assert the_pair().draft_id == mine.pk
+    # A third party's card names the publisher: Org's files lead from then on.
+    reg(synth(tmp_path, "b", tensors=SMALL), "bartowski/Small-0.5B-GGUF", "b", CARD)
+    assert BaseModel.objects.get(pk=mine.model.base_id).publisher == "Org"
+    assert the_pair().draft_id == mine.pk

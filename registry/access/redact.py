@@ -76,12 +76,12 @@ def redact(data: bytes, pairs: list[tuple[bytes, bytes]]) -> bytes:
     return data
 
 
-def redact_text(text: str) -> str:
+def redact_text(text: str, pairs: list[tuple[bytes, bytes]]) -> str:
     """One value with the server folders cut out, before it is escaped for a format the middleware's byte-level
     pass could no longer see through (a CSV cell's formula escape: ``/srv/m/=HYPERLINK(…)`` needs none, and
     ``=HYPERLINK(…)`` once the folder is cut does)."""
     data = text.encode()
-    return redact(data, replacements()).decode() if b"/" in data else text
+    return redact(data, pairs).decode() if b"/" in data else text
 
 
 def _stream(chunks: Iterable[bytes], pairs: list[tuple[bytes, bytes]]) -> Iterator[bytes]:

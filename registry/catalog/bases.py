@@ -108,7 +108,11 @@ def base_for(info: dict[str, Any], repo: str, path: str, hub_base_models: list[s
     k = base_key(info, repo, path, hub_base_models)
     arch = str(info.get("architecture") or "")[:64]
     params = int(info.get("parameter_count") or 0)  # the first file's; base_parameters keeps it robust
-    publisher = publisher_of(hub_base_models) if k.rule == BaseModel.RULE_HUB else ""
+    # A card naming its own uploader ("evil/Model" in evil's repository) attests nothing: any account could make
+    # itself the publisher and take over the files every pair shows. Only a third party's card names one (Qwen's
+    # own GGUF repository gets it from the first other uploader whose card names Qwen/…).
+    named = publisher_of(hub_base_models) if k.rule == BaseModel.RULE_HUB else ""
+    publisher = named if named and named.lower() != repo.split("/", 1)[0].lower() else ""
     base, _ = BaseModel.objects.get_or_create(
         key=with_architecture(k.key, arch),
         defaults={

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from registry.access.policy import may_see_paths
-from registry.access.redact import redact_text
+from registry.access.redact import redact_text, replacements
 from registry.cache_keys import cached
 from registry.hub.curated import curated_repos
 from registry.models import GGUFFile, Pair
@@ -121,7 +121,8 @@ def pairs_csv(request: HttpRequest) -> HttpResponseBase:
     base = request.build_absolute_uri(PAIR_URL)
     # For a viewer who may not see server paths, each cell is redacted first and escaped second: the response's
     # own redaction, after escaping, would turn a local file named "=HYPERLINK(…).gguf" back into a formula.
-    shown = (lambda v: v) if may_see_paths(request.user) else (lambda v: redact_text(v) if isinstance(v, str) else v)
+    hidden = [] if may_see_paths(request.user) else replacements()  # read once: not one query per cell
+    shown = (lambda v: v) if not hidden else (lambda v: redact_text(v, hidden) if isinstance(v, str) else v)
 
     def rows() -> Iterator[str]:
         yield writer.writerow(CSV_COLUMNS)
