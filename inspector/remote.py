@@ -763,16 +763,33 @@ def list_models_page(next_url: str | None = None, **kwargs: Any) -> ModelPage:
     if next_url is None:
         params = {k: v for k, v in {**kwargs, "limit": HUB_PAGE}.items() if v is not None}
         next_url = str(httpx2.URL(f"{_endpoint()}/api/models", params=params))
-    elif _origin(next_url) != _origin(_endpoint()):
-        raise SourceError(f"{name}: a next page on another host ({_origin(next_url)[1]}) is not followed")
+    else:
+        _same_origin(name, next_url)
     data, headers = _hub_api_url(name, next_url)
     following = None
     for link in httpx2.Response(200, headers={"Link": headers.get("Link", "")}).links.values():
         if link.get("rel") == "next" and link.get("url"):
-            following = urljoin(next_url, link["url"])
-    if following is not None and _origin(following) != _origin(_endpoint()):
-        raise SourceError(f"{name}: a next page on another host ({_origin(following)[1]}) is not followed")
+            try:
+                following = urljoin(next_url, link["url"])
+            except ValueError as exc:  # "http://[evil/…": an IPv6 bracket never closed
+                raise SourceError(f"{name}: its next page {_no_address(link['url'], exc)}") from None
+    if following is not None:
+        _same_origin(name, following)
     return ModelPage(_found_models(name, data), following)
+
+
+def _same_origin(name: str, url: str) -> None:
+    """SourceError unless ``url`` is on the Hub's own origin: a listing must not send the token anywhere else."""
+    try:
+        origin = _origin(url)
+    except ValueError as exc:  # "http://host:+19151/…": urlsplit reads it, .port raises
+        raise SourceError(f"{name}: its next page {_no_address(url, exc)}") from None
+    if origin != _origin(_endpoint()):
+        raise SourceError(f"{name}: a next page on another host ({origin[1]}) is not followed")
+
+
+def _no_address(url: str, exc: ValueError) -> str:
+    return f"{url[:200]!r} is no address ({str(exc)[:200]})"
 
 
 def _found_models(name: str, found: Any, limit: int = HUB_PAGE) -> list[dict[str, Any]]:

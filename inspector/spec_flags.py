@@ -11,7 +11,7 @@ drafts a fixed 8 tokens and has no option for it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from .llama_flags import Capabilities, LlamaCppError, k_flags
 from .speculative import NGRAM_METHODS
@@ -30,6 +30,35 @@ NGRAM_SWEEP: dict[str, tuple[str, tuple[int, ...], str, tuple[int, ...]]] = {
     "ngram-map-k4v": ("--spec-ngram-map-k4v-size-m", (8, 16, 48), "--spec-ngram-map-k4v-size-n", (6, 12)),
 }
 NGRAM_CACHE_DRAFT = 8  # create_state_ngram_cache: "uint16_t n_draft = 8; // TODO get from config?"
+MAX_OPTION_DIGITS = 6  # an option's value: a size in tokens, never more than six digits
+
+
+def option_flags(method: str) -> frozenset[str]:
+    """The options a setting of ``method`` may carry besides K and p-min: an n-gram method's second size, the only
+    ones the runner's sweep writes (runner.methods.settings_for); every other method carries none."""
+    return frozenset({NGRAM_SWEEP[method][2]}) if method in NGRAM_SWEEP else frozenset()
+
+
+def is_option(option: object) -> TypeGuard[tuple[str, str] | list[str]]:
+    """Whether ``option`` is a (flag, value) pair of strings. A stored row's options are JSON: one imported before
+    imports checked them, or written by hand, may hold a list of any length."""
+    return isinstance(option, (tuple, list)) and len(option) == 2 and all(isinstance(w, str) for w in option)
+
+
+def own_option(method: str, option: object) -> bool:
+    """Whether ``option`` is one of the method's own options (``option_flags``) with a value of ASCII digits: the
+    only options specreg's runs write, so the only ones an imported record or a rebuilt command may carry."""
+    if not is_option(option):
+        return False
+    flag, value = option
+    return flag in option_flags(method) and value.isascii() and value.isdigit() and len(value) <= MAX_OPTION_DIGITS
+
+
+def _option_text(option: object) -> str:
+    if is_option(option):
+        flag, value = option
+        return f"{flag.removeprefix('--spec-')}={value}"
+    return "(malformed option)"  # shown for what it is: a page must not fail on a row it did not write
 
 
 @dataclass(frozen=True)
@@ -46,7 +75,7 @@ class Setting:
         parts = [self.method, f"K={self.k}"]
         if self.p_min is not None:
             parts.append(f"p-min={self.p_min:g}")
-        parts += [f"{flag.removeprefix('--spec-')}={value}" for flag, value in self.options]
+        parts += [_option_text(o) for o in self.options]
         return " ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -75,6 +104,8 @@ def draft_label(method: str) -> str:
 def spec_flags(caps: Capabilities, setting: Setting) -> list[str]:
     """The options that make ``caps.binary`` speculate as ``setting`` says (no model options)."""
     m = setting.method
+    if not all(is_option(o) for o in setting.options):  # a malformed stored row never reaches an argv
+        raise LlamaCppError(f"{m}: a stored option is not a (flag, value) pair of strings")
     if caps.spec_types and m not in caps.spec_types:
         raise LlamaCppError(
             f"{caps.binary.name} does not offer --spec-type {m} (it offers {', '.join(caps.spec_types)})"

@@ -387,6 +387,9 @@ SPECREG_MAX_ACTIVE_CRAWLS = envint("SPECREG_MAX_ACTIVE_CRAWLS", 2)
 # How long a repository (or a listing) a crawl worker took stays taken without news; 0: twice
 # SPECREG_HEADER_DEADLINE_SECONDS and 30 s. After a worker is killed, its work is taken up once this has passed.
 SPECREG_CRAWL_LEASE_SECONDS = envint("SPECREG_CRAWL_LEASE_SECONDS", 0)
+# A crawl step (a listing, or one repository) whose worker keeps dying before it ends (killed, out of memory) is given
+# up after this many attempts, instead of being handed out again at every sweep and holding its crawl's place.
+SPECREG_CRAWL_STEP_ATTEMPTS = envint("SPECREG_CRAWL_STEP_ATTEMPTS", 3)
 # Takes up the repositories (and listings) of crawls whose worker was killed, once their lease has run out.
 CELERY_BEAT_SCHEDULE["sweep-crawls"] = {"task": "registry.tasks.sweep_crawls", "schedule": 60.0}
 CACHES = {

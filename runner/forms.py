@@ -1,4 +1,5 @@
-"""The "benchmark this pair" form: the sweep's knobs, checked by runner.params.normalize_params."""
+"""The "benchmark this pair" form (the sweep's knobs, checked by runner.params.normalize_params) and the "Soak test"
+buttons' form."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from django import forms
 from inspector.speculative import SPEC_TYPES
 
 from .prompts import load_task_set
+from .soaking import MAX_DURATION_CHARS
 
 SPEC_METHODS = [m for m in SPEC_TYPES if m not in ("none", "draft-simple")]
 
@@ -23,12 +25,20 @@ def _csv(cast):
     return parse
 
 
+MAX_LIST_CHARS = 200  # a comma-separated list of K values or temperatures: a few dozen numbers at most
+
+
 class BenchmarkForm(forms.Form):
-    ks = forms.CharField(label="K values", initial="4,8,16", help_text="extended upward while still getting faster")
+    ks = forms.CharField(
+        label="K values",
+        initial="4,8,16",
+        max_length=MAX_LIST_CHARS,
+        help_text="extended upward while still getting faster",
+    )
     content_types = forms.MultipleChoiceField(
         label="Content types", required=False, widget=forms.CheckboxSelectMultiple, help_text="none ticked: all"
     )
-    temperatures = forms.CharField(initial="0", help_text="comma-separated, e.g. 0,0.7")
+    temperatures = forms.CharField(initial="0", max_length=MAX_LIST_CHARS, help_text="comma-separated, e.g. 0,0.7")
     repeats = forms.IntegerField(initial=3, min_value=1, max_value=20)
     n_predict = forms.IntegerField(label="Tokens per run", initial=128, min_value=8, max_value=4096)
     prompts_per_type = forms.IntegerField(initial=3, min_value=1, max_value=50)
@@ -83,3 +93,19 @@ class BenchmarkForm(forms.Form):
             "via": d.get("via") or None,
             "full_sweep": bool(d.get("full_sweep")),
         }
+
+
+class SoakForm(forms.Form):
+    """The "Soak test" buttons of the pair and deployment pages: bounded here, then read by runner.soaking (which
+    refuses a long duration too, for the API and the shell)."""
+
+    duration = forms.CharField(
+        required=False,
+        max_length=MAX_DURATION_CHARS,
+        error_messages={"max_length": f"a duration is at most {MAX_DURATION_CHARS} characters: write 90s, 30m or 1h"},
+    )
+    clients = forms.IntegerField(required=False, error_messages={"invalid": "clients must be a whole number"})
+
+    def first_error(self) -> str:
+        """One line for the page's message."""
+        return next(str(e) for errors in self.errors.values() for e in errors)

@@ -79,7 +79,9 @@ class ServerFigures:
         return bool(self.draft_n)
 
 
-_NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)"
+# "\d+(?:\.\d*)?", not "\d+\.?\d*": the same numbers, but a run of digits splits one way only (the second form
+# backtracks quadratically: "accept = " and 20,000 digits of a model's output took 13 s).
+_NUM = r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)"
 _DECODED = re.compile(rf"decoded\s+(\d+) tokens in\s+{_NUM} seconds, speed:\s+{_NUM} t/s")
 _ENCODED = re.compile(rf"encoded\s+(\d+) tokens in\s+{_NUM} seconds")
 _SPEC_INT = {k: re.compile(rf"\b{k}\s*=\s*(\d+)") for k in ("n_draft", "n_predict", "n_drafted", "n_accept")}

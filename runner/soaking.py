@@ -30,12 +30,18 @@ from .soak import SoakConfig, SoakError, SoakRecord, run_soak
 
 DEFAULT_DURATION_S = 3600
 DEFAULT_INTERVAL_S = 60
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hours?)?\s*$", re.I)
+MAX_DURATION_CHARS = 16  # "1.5 hours" and the like: the form, the API and the parser all stop there
+# Matched whole after strip(), so the one run of white space left, between the number and its unit, is read one
+# way: two ``\s*`` around an optional unit let "1" + 200,000 spaces + "x" backtrack for minutes.
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hours?)?", re.I)
 
 
 def parse_duration(text: str) -> float:
     """``90``, ``90s``, ``30m``, ``1h``, ``1.5h`` → seconds."""
-    m = _DURATION.match(str(text))
+    text = str(text)
+    if len(text) > MAX_DURATION_CHARS:  # refused before any pattern reads it
+        raise BenchmarkError(f"a duration is at most {MAX_DURATION_CHARS} characters: write 90s, 30m or 1h")
+    m = _DURATION.fullmatch(text.strip())
     if not m:
         raise BenchmarkError(f"duration {text!r} is not one: write 90s, 30m or 1h")
     unit = (m.group(2) or "s").lower()[0]

@@ -23,7 +23,7 @@ from registry.web.plot import latest_soak_svg
 from registry.web.serializers import stability_dict
 
 from . import kept, runs, submit
-from .forms import BenchmarkForm
+from .forms import BenchmarkForm, SoakForm
 from .models import CostMeasurement, KeptTranscript, workers_on
 from .params import BenchmarkError
 from .predicting import predictions_by_setting
@@ -157,14 +157,17 @@ def _queue_soak(request: HttpRequest, ref: str, back) -> HttpResponse:
     """The "Soak test" buttons: queue a soak of ``ref`` and follow it on its run page."""
     from .soaking import parse_duration, queue_soak
 
-    try:
-        clients = int(request.POST.get("clients") or 1)
-        r = queue_soak(
-            ref, duration_s=parse_duration(request.POST.get("duration") or "1h"), clients=clients, user=request.user
-        )
-    except ValueError:
-        messages.error(request, "clients must be a whole number")
+    form = SoakForm(request.POST)
+    if not form.is_valid():  # a duration of 20,000 characters stops here, before any pattern reads it
+        messages.error(request, form.first_error())
         return redirect(back)
+    try:
+        r = queue_soak(
+            ref,
+            duration_s=parse_duration(form.cleaned_data["duration"] or "1h"),
+            clients=form.cleaned_data["clients"] or 1,
+            user=request.user,
+        )
     except BenchmarkError as exc:
         messages.error(request, str(exc))
         return redirect(back)

@@ -149,6 +149,7 @@ class FakeHub:
         self.drip_api = False  # with drip_seconds: the API's JSON answers (listings, searches) drip too, headers first
         self.latency_seconds = 0.0  # added before every answer, on both servers: a Hub far away (the crawl bench)
         self.page_size = 1000  # models per page of /api/models; more follow by a cursor in the Link header
+        self.link_header: str | None = None  # when set, every listing page answers this Link header (a hostile Hub)
         self.dripping = 0  # file answers being dripped right now (one ends when its client hangs up)
         self._stop = threading.Event()
         self.repos: dict[str, FakeRepo] = {}
@@ -439,6 +440,8 @@ class _Handler(BaseHTTPRequestHandler):
             ask = {k: v for k, v in query.items() if k != "cursor"}
             ask["cursor"] = [str(start + size)]
             headers["Link"] = f'<{hub.url}/api/models?{urlencode(ask, doseq=True)}>; rel="next"'
+        if hub.link_header is not None:
+            headers["Link"] = hub.link_header
         full = query.get("full", ["false"])[0].lower() == "true"
         self._json([r.info(siblings=full) for r in page], headers)
 

@@ -137,7 +137,7 @@ def test_a_repository_given_up_after_its_worker_died_too_often(hub):
     crawls.list_step(crawl.pk, send=False)
     row = CrawlRepo.objects.get(repo_id=REPOS[0])
     CrawlRepo.objects.filter(pk=row.pk).update(
-        status="running", attempts=crawls.MAX_ATTEMPTS, lease_until=timezone.now() - timedelta(seconds=1)
+        status="running", attempts=crawls.step_attempts(), lease_until=timezone.now() - timedelta(seconds=1)
     )
     assert crawls.repo_step(row.pk) == "failed"
     assert "given up after 3 attempts" in CrawlRepo.objects.get(pk=row.pk).message

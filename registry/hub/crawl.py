@@ -32,13 +32,24 @@ from registry.models import Crawl, CrawlRepo
 from registry.queues import listening_workers
 
 WAIT_SECONDS = 3  # before a repository that found no place for its host tries again
-MAX_ATTEMPTS = 3  # a repository whose worker died this often (or the Hub failed it this often) is given up
 AUTHOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")  # the Hub's user and organisation names
 REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+# What a running crawl's ``error`` says while its listing is tried again after a worker that died: the count kept
+# there (Crawl has no field for it), cleared by the next page listed.
+_LISTING_STOPPED = re.compile(r"listing attempt (\d{1,4}) of \d{1,4} stopped")
 
 
 class CrawlError(Exception):
     """A crawl cannot be started, found or changed; one line."""
+
+
+def step_attempts() -> int:
+    """How often a step (a listing, a repository) is tried before it is given up (SPECREG_CRAWL_STEP_ATTEMPTS)."""
+    return max(1, settings.SPECREG_CRAWL_STEP_ATTEMPTS)
+
+
+def _one_line(text: str, limit: int = 2000) -> str:
+    return " ".join(text.split())[:limit]
 
 
 def lease() -> timedelta:
@@ -107,13 +118,25 @@ def list_step(crawl_id: int, *, send: bool = True) -> str:
     """Page through the crawl's listing from where it stopped, recording (and with ``send`` queueing) every
     repository found; returns the crawl's status, or "busy" when another worker holds the listing."""
     now = timezone.now()
-    claimed = (
-        Crawl.objects.filter(pk=crawl_id, listed=False, status__in=(Crawl.QUEUED, Crawl.RUNNING))
-        .filter(Q(list_lease_until=None) | Q(list_lease_until__lt=now))
-        .update(status=Crawl.RUNNING, list_lease_until=now + lease(), started_at=Coalesce(F("started_at"), now))
-    )
-    if not claimed:
+    open_listing = Crawl.objects.filter(pk=crawl_id, listed=False, status__in=(Crawl.QUEUED, Crawl.RUNNING))
+    claim = {"status": Crawl.RUNNING, "list_lease_until": now + lease(), "started_at": Coalesce(F("started_at"), now)}
+    # A lease that ran out is an attempt that never ended (its worker was killed, or died): counted, so that a
+    # listing that keeps dying is given up rather than sent again at every sweep, holding its crawl's place.
+    if open_listing.filter(list_lease_until=None).update(**claim):
+        stopped = 0
+    elif open_listing.filter(list_lease_until__lt=now).update(**claim):
+        stopped = _listing_attempts(Crawl.objects.values_list("error", flat=True).get(pk=crawl_id)) + 1
+    else:
         return "busy"
+    most = step_attempts()
+    if stopped >= most:
+        return _list_failed(
+            crawl_id, f"the listing was given up after {stopped} attempts whose worker stopped before they ended"
+        )
+    if stopped:
+        Crawl.objects.filter(pk=crawl_id).update(
+            error=f"listing attempt {stopped} of {most} stopped before it ended (its worker died); trying again"
+        )
     crawl = Crawl.objects.get(pk=crawl_id)
     try:
         with hub_access(server_token=crawl.server_token), hub_job_deadline():
@@ -122,15 +145,26 @@ def list_step(crawl_id: int, *, send: bool = True) -> str:
                     return Crawl.CANCELLED
                 _list_page(crawl, send)
     except (SourceError, HubImportError) as exc:
-        found = crawl.repos.count()
-        error = (
-            f"the listing stopped after {found} repositories: {exc}; "
-            f"`python manage.py import_hf --resume {crawl_id}` goes on from there"
-        )
-        Crawl.objects.filter(pk=crawl_id).update(status=Crawl.FAILED, error=error[:2000], list_lease_until=None)
-        return Crawl.FAILED
+        return _list_failed(crawl_id, f"the listing stopped after {crawl.repos.count()} repositories: {exc}")
+    except Exception as exc:  # a bug, or an answer nothing above expected: end the crawl, never leave it claimed
+        return _list_failed(crawl_id, f"the listing stopped: internal error: {type(exc).__name__}: {exc}")
     Crawl.objects.filter(pk=crawl_id).update(list_lease_until=None)
     return finish_if_done(crawl_id)
+
+
+def _listing_attempts(error: str) -> int:
+    """The listing's attempts that stopped before they ended, as a running crawl's ``error`` counts them."""
+    m = _LISTING_STOPPED.match(error or "")
+    return int(m.group(1)) if m else 0
+
+
+def _list_failed(crawl_id: int, why: str) -> str:
+    """End the crawl as failed, in one line, its listing free: it no longer counts among the running crawls."""
+    error = _one_line(f"{why}; `python manage.py import_hf --resume {crawl_id}` goes on from there")
+    Crawl.objects.filter(pk=crawl_id).update(
+        status=Crawl.FAILED, error=error, list_lease_until=None, finished_at=timezone.now()
+    )
+    return Crawl.FAILED
 
 
 def _list_page(crawl: Crawl, send: bool) -> None:
@@ -146,6 +180,8 @@ def _list_page(crawl: Crawl, send: bool) -> None:
         Crawl.objects.filter(pk=crawl.pk).update(
             next_url=crawl.next_url, listed=crawl.listed, list_lease_until=timezone.now() + lease()
         )
+        # A page listed: the listing moves again, so attempts whose worker died before are forgotten.
+        Crawl.objects.filter(pk=crawl.pk, error__startswith="listing attempt ").update(error="")
     if send:
         ids = CrawlRepo.objects.filter(crawl=crawl, repo_id__in=names, status=CrawlRepo.PENDING)
         _send_repos(list(ids.values_list("pk", flat=True)))
@@ -167,10 +203,9 @@ def repo_step(row_id: int) -> str:
     ):
         return "busy"
     row.refresh_from_db()
-    if row.attempts > MAX_ATTEMPTS:
-        return _finish(
-            row, CrawlRepo.FAILED, f"given up after {MAX_ATTEMPTS} attempts ({row.message or 'the worker stopped'})"
-        )
+    most = step_attempts()
+    if row.attempts > most:
+        return _finish(row, CrawlRepo.FAILED, f"given up after {most} attempts ({row.message or 'the worker stopped'})")
     hold = lease().total_seconds()
     mine = CrawlRepo.objects.filter(pk=row_id)
     with host_slot(hub_host(), f"crawlrepo:{row_id}", settings.SPECREG_CRAWL_PER_HOST, hold) as renew:

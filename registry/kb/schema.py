@@ -28,9 +28,11 @@ from pydantic import (
     StringConstraints,
     create_model,
     field_validator,
+    model_validator,
 )
 
 from inspector.info import ModelInfo
+from inspector.spec_flags import MAX_OPTION_DIGITS, option_flags, own_option
 from inspector.speculative import SPEC_TYPES
 
 FORMAT = "specreg-knowledge-base"
@@ -78,6 +80,19 @@ Text1000 = Annotated[str, StringConstraints(max_length=1_000)]
 Text20K = Annotated[str, StringConstraints(max_length=20_000)]
 Text100K = Annotated[str, StringConstraints(max_length=100_000)]
 Text1M = Annotated[str, StringConstraints(max_length=1_000_000)]
+
+# A setting's option is exactly [flag, value], two strings: pages label it and commands are built from it.
+OptionIn = Annotated[list[Text32], Field(min_length=2, max_length=2)]
+Options = Annotated[list[OptionIn], Field(max_length=8)]
+
+
+def own_options_of(method: str, options: list[list[str]]) -> None:
+    """ValueError (one line) unless every option is one of the method's own with a number for its value."""
+    for option in options:
+        if not own_option(method, option):
+            flags = sorted(option_flags(method))
+            takes = f"only {flags[0]} with a number of up to {MAX_OPTION_DIGITS} digits" if flags else "no options"
+            raise ValueError(f"options: {method} takes {takes}, not {option!r}")
 
 
 Count32 = Annotated[int, Field(ge=0, le=INT32)]
@@ -212,7 +227,7 @@ class StabilityIn(Figures):
 
     method: SpecType = "draft-simple"
     p_min: OptFloat
-    options: Annotated[list[Annotated[list[Text32], Field(max_length=2)]], Field(max_length=8)] = []
+    options: Options = []
     clients: Clients = 1
     parallel: Clients = 1
     planned_s: Count32
@@ -234,13 +249,18 @@ class StabilityIn(Figures):
     prompt_repeats: bool = False
     finished_at: AwareDatetime | None = None
 
+    @model_validator(mode="after")
+    def _own_options(self) -> StabilityIn:
+        own_options_of(self.method, self.options)
+        return self
+
 
 class PredictionIn(Figures):
     """A predicted figure (kept with the run that predicted it): temperature 0, on the run's hardware class."""
 
     method: SpecType = "draft-simple"
     p_min: OptFloat
-    options: Annotated[list[Annotated[list[Text32], Field(max_length=2)]], Field(max_length=8)] = []
+    options: Options = []
     n_predict: Count32
     n_prompts: Count32 = 0
     task_set: Text100 = ""
@@ -249,6 +269,11 @@ class PredictionIn(Figures):
     accepted: Count32 = 0
     tokens: Count32 = 0
     near_ties: Count32 = 0
+
+    @model_validator(mode="after")
+    def _own_options(self) -> PredictionIn:
+        own_options_of(self.method, self.options)
+        return self
 
 
 class RunIn(Base):

@@ -8,7 +8,7 @@ from django.conf import settings
 
 from inspector.llama_flags import LlamaCppError, pinned_server_capabilities
 from inspector.llama_rules import LLAMA_CPP_BUILD
-from inspector.spec_flags import DRAFT_MODEL_METHODS, NGRAM_SWEEP, Setting, uses_draft_file
+from inspector.spec_flags import DRAFT_MODEL_METHODS, Setting, own_option, uses_draft_file
 from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, speculation_setting
 from registry.results.deploy import Deployment, deployment, download_command, model_path
 from registry.results.figures import Figure
@@ -142,8 +142,7 @@ MAX_K = 64  # the benchmark's bound (runner.params): what reaches llama-server's
 def own_options(setting: Setting) -> bool:
     """Whether each of the setting's options is one its method sweeps (an n-gram method's second size), with a
     value of digits: the only options specreg's runs ever write, so the only ones a rebuilt command may carry."""
-    allowed = {NGRAM_SWEEP[setting.method][2]} if setting.method in NGRAM_SWEEP else set()
-    return all(flag in allowed and value.isdigit() and len(value) <= 6 for flag, value in setting.options)
+    return all(own_option(setting.method, o) for o in setting.options)
 
 
 def rebuilt_deployment(run: BenchmarkRun) -> Deployment | None:
