@@ -26,15 +26,20 @@ def bump_generation() -> None:
         cache.set(GENERATION_KEY, 1, None)
 
 
-def cached(name: str, key: str, compute: Callable[[], T], ttl: int | None = None) -> T:
-    """``compute()``, remembered for ``ttl`` seconds (default TTL) in this registry generation."""
+def cached(name: str, key: str, compute: Callable[[], T], ttl: int | None = None, *, viewer: str = "") -> T:
+    """``compute()``, remembered for ``ttl`` seconds (default TTL) in this registry generation.
+
+    ``viewer`` names what the viewer may see where the answer depends on it (the table's "public" or "paths",
+    registry.table.query.TableQuery.viewer): it is part of the key, so work done for a viewer who may see server
+    paths is never served to one who may not, nor the other way round.
+    """
     ttl = TTL if ttl is None else ttl
     if ttl <= 0:
         return compute()
     digest = hashlib.sha1(
         key.encode(), usedforsecurity=False
     ).hexdigest()  # any text (searches, spaces) makes a safe key
-    full = f"registry:{name}:{cache.get(GENERATION_KEY, 0)}:{digest}"
+    full = f"registry:{name}:{viewer}:{cache.get(GENERATION_KEY, 0)}:{digest}"
     value = cache.get(full)
     if value is None:
         value = compute()

@@ -91,8 +91,8 @@ def pairs(tmp_path) -> dict[str, Pair]:
         pair=by_name["load"],
         deployment_ref=7,
         k=8,
-        method="draft-simple",
-        options=[["--spec-draft-p-min", "0.5"]],
+        method="ngram-mod",  # a method with an option of its own (p-min has a field: a draft's carries none)
+        options=[["--spec-ngram-mod-n-match", "24"]],
         clients=2,
         parallel=2,
         planned_s=120,
@@ -231,7 +231,7 @@ def test_load_figures_and_soaks_survive_an_export_and_import(pairs, tmp_path, se
         23,
         1,
     )
-    assert s.intervals == INTERVALS and s.options == [["--spec-draft-p-min", "0.5"]]
+    assert s.intervals == INTERVALS and s.options == [["--spec-ngram-mod-n-match", "24"]]
     assert (s.acceptance_min, s.acceptance_max, s.rss_end_mb, s.speedup) == (0.68, 0.7, 813.0, 1.2275)
     assert s.deployment_ref is None and s.finished_at is not None and s.created_at == old
     # The filter reads imported results the same way.

@@ -6,7 +6,9 @@ call ``refresh_predicted(pair)``, which fills the table's own "Predicted" column
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from django.db import models
@@ -116,7 +118,7 @@ def figures_for(pair_ids: list[int], **filters: Any) -> dict[int, dict[str, list
     # A measured result's provenance is its run's, read in the same query.
     # divergences (text excerpts, large on long runs) are not figures: left unread (import_kb refreshes many pairs)
     measured = usable_measured().defer("divergences").annotate(origin_installation=models.F("run__origin_installation"))
-    predicted = latest_predictions(PredictedResult.objects.all()).annotate(
+    predicted = chosen_predictions(pair_ids).annotate(
         origin_installation=models.Value("", output_field=models.CharField())
     )
     sources = [("measured", measured), ("reported", ReportedResult.objects.all()), ("predicted", predicted)]
@@ -132,17 +134,89 @@ def usable_measured() -> models.QuerySet:
     return BenchmarkResult.objects.filter(status="ok")
 
 
-def latest_predictions(qs: models.QuerySet) -> models.QuerySet:
-    """Only each pair's newest prediction run per hardware class: a prediction made again (a newer build, another
-    task set) replaces the older one rather than standing beside it as a second opinion."""
-    newest = (
-        PredictedResult.objects.filter(
-            pair_id=models.OuterRef("pair_id"), hardware_class=models.OuterRef("hardware_class")
+_BUILD_NUMBER = re.compile(r"^b(\d+)\b")
+
+
+def build_number(label: str) -> int | None:
+    """The build number in a label such as "b11434 (abc1234)"; None for labels without one."""
+    m = _BUILD_NUMBER.match(label or "")
+    return int(m.group(1)) if m else None
+
+
+@dataclass(frozen=True)
+class PredictionRunInfo:
+    """One prediction run of a pair on one hardware class: what the pair page lists and the Predicted column
+    chooses among (``chosen``)."""
+
+    run_id: int
+    pair_id: int
+    hardware_class: str
+    llama_cpp_build: str
+    n_prompts: int  # prompts per content type
+    n_predict: int  # tokens per prompt
+    task_set: str
+    created_at: datetime  # the run's
+    chosen: bool = False
+
+    @property
+    def size(self) -> int:
+        return self.n_prompts * self.n_predict
+
+    @property
+    def rank(self) -> tuple[bool, int, int, int]:
+        """Higher is preferred: the newest llama.cpp build, then the largest run, then the newest run. Builds are
+        ordered by number, a label without one (a local build) after them, as registry.results.history does."""
+        n = build_number(self.llama_cpp_build)
+        return (n is None, n or 0, self.size, self.run_id)
+
+
+def prediction_runs(pair_ids: list[int]) -> list[PredictionRunInfo]:
+    """Every prediction run of these pairs, newest first, the one per (pair, hardware class) that stands for the
+    pair marked ``chosen``.
+
+    Not simply the newest run: one person's quick prediction (8 tokens of one prompt) would then replace a full
+    one for everyone. Every run stays listed on the pair page; only the chosen one's figures are shown as the
+    pair's prediction (the table's column, the pair and model pages). Read from the predictions themselves (a
+    run's rows share their build, size and class), one small query.
+    """
+    rows = (
+        PredictedResult.objects.filter(pair_id__in=pair_ids)
+        .order_by()
+        .values_list(
+            "run_id",
+            "pair_id",
+            "hardware_class",
+            "llama_cpp_build",
+            "n_prompts",
+            "n_predict",
+            "task_set",
+            "run__created_at",
         )
-        .order_by("-run_id")
-        .values("run_id")[:1]
+        .distinct()
     )
-    return qs.filter(run_id=models.Subquery(newest))
+    runs: dict[tuple[int, int, str], PredictionRunInfo] = {}
+    for row in rows:
+        info = PredictionRunInfo(*row)
+        key = (info.run_id, info.pair_id, info.hardware_class)
+        if key not in runs or info.rank > runs[key].rank:  # rows of one run that differ: its best stands for it
+            runs[key] = info
+    best: dict[tuple[int, str], PredictionRunInfo] = {}
+    for info in runs.values():
+        where = (info.pair_id, info.hardware_class)
+        if where not in best or info.rank > best[where].rank:
+            best[where] = info
+    chosen = set(best.values())
+    return sorted(
+        (replace(x, chosen=x in chosen) for x in runs.values()), key=lambda x: (x.pair_id, -x.run_id, x.hardware_class)
+    )
+
+
+def chosen_predictions(pair_ids: list[int]) -> models.QuerySet:
+    """The predictions of each of these pairs' chosen run per hardware class (``prediction_runs``): a prediction
+    made again replaces the older one only when it is at least as good a measure of the pair, not beside it as a
+    second opinion."""
+    chosen = [x.run_id for x in prediction_runs(pair_ids) if x.chosen]
+    return PredictedResult.objects.filter(pair_id__in=pair_ids, run_id__in=chosen)
 
 
 def best_predicted(pair: Pair) -> Figure | None:

@@ -14,15 +14,10 @@ from itertools import pairwise
 from typing import Any
 
 from registry.models import BenchmarkResult
-from registry.results.figures import usable_measured
 
-_BUILD_NUMBER = re.compile(r"^b(\d+)\b")
-
-
-def build_number(label: str) -> int | None:
-    """The build number in a label such as "b11434 (abc1234)"; None for labels without one."""
-    m = _BUILD_NUMBER.match(label or "")
-    return int(m.group(1)) if m else None
+# build_number lives beside the figures (the Predicted column orders prediction runs by build too); imported
+# here, where it is also read (tests and callers name it from this module).
+from registry.results.figures import build_number, usable_measured
 
 
 def method_of(r: BenchmarkResult) -> str:

@@ -1,4 +1,4 @@
-"""The rendered pairs table, cached briefly per query: the busiest page costs one cache read."""
+"""The rendered pairs table, cached briefly per query and viewer: the busiest page costs one cache read."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def rendered_table(tq: TableQuery, sort_links: dict) -> SafeString:
             )
         )
 
-    # Rendered by our autoescaping template, cached as plain text.
+    # Rendered by our autoescaping template, cached as plain text; per query and per what the viewer may see
+    # (the search finds other pairs for a viewer who may see server paths).
     return mark_safe(  # noqa: S308 - rendered by the autoescaping template above
-        cached("table", urlencode(sorted(tq.params().items())), render)
+        cached("table", urlencode(sorted(tq.params().items())), render, viewer=tq.viewer)
     )

@@ -151,8 +151,9 @@ def matches(tq: TableQuery, base: QuerySet[Pair]) -> Matches:
         guess = estimate(base)
         return Matches(max(guess, len(ids)), False, True) if guess is not None else Matches(len(ids), False, False)
 
-    # The count depends on the filters only, not on the page, the cursor or the order.
-    return cached("count", repr(sorted(tq.params(page=1, sort="-speedup").items())), compute)
+    # The count depends on the filters and on what the viewer may see (the search), not on the page, the cursor
+    # or the order.
+    return cached("count", repr(sorted(tq.params(page=1, sort="-speedup").items())), compute, viewer=tq.viewer)
 
 
 def narrowed(tq: TableQuery) -> tuple[QuerySet[Pair], Matches]:

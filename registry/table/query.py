@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from html import escape
 from typing import Any
@@ -49,9 +49,13 @@ class TableQuery:
     page: int = 1  # with a cursor: the number shown; alone: read by OFFSET (old links, typed numbers)
     after: str = ""  # keyset cursors (registry.table.keyset): the page after or before this row
     before: str = ""
+    # Whether the viewer may see server paths (registry.access.policy.may_see_paths): set from the request, never
+    # from a parameter, and never written into links (params()). Without it the search matches only what the
+    # viewer is shown (shown_search), so a local file's folders cannot be recovered by searching letter by letter.
+    search_paths: bool = field(default=False, metadata={"param": False})
 
     @classmethod
-    def from_params(cls, params: QueryDict) -> TableQuery:
+    def from_params(cls, params: QueryDict, *, search_paths: bool = False) -> TableQuery:
         def text(name: str, limit: int = 200) -> str:
             return params.get(name, "").strip()[:limit]
 
@@ -90,7 +94,14 @@ class TableQuery:
             page=page,
             after=text("after", 1000),
             before="" if params.get("after") else text("before", 1000),
+            search_paths=search_paths,
         )
+
+    @property
+    def viewer(self) -> str:
+        """What the viewer may see, as cached pages and counts are keyed (registry.cache_keys.cached): the same
+        query finds other pairs for a viewer who may see server paths ("paths") than for one who may not ("public")."""
+        return "paths" if self.search_paths else "public"
 
     @property
     def result_filters(self) -> dict[str, Any]:
@@ -113,12 +124,35 @@ class TableQuery:
 
         A link that changes the page, the sort or a filter drops the cursors unless it sets one.
         """
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("param", True)}
         if override.keys() - {"after", "before"}:
             values |= {"after": "", "before": ""}
         values |= override
         default = TableQuery()
         return {k: str(v) for k, v in values.items() if v not in (None, "") and v != getattr(default, k)}
+
+
+def _literal(text: str) -> str:
+    """A regular expression matching ``text`` itself, read alike by PostgreSQL (AREs) and Python (SQLite's REGEXP):
+    every ASCII character other than a letter or digit behind a backslash, which both read as the character."""
+    return "".join(f"\\{c}" if c.isascii() and not c.isalnum() else c for c in text)
+
+
+def shown_search(q: str) -> Q:
+    """Pairs whose search text contains ``q`` (lower-case, one line) where a viewer who may not see server paths
+    is shown it.
+
+    That viewer is shown a Hub source whole (``hf://owner/repo/x.gguf``), a local file's source only from its
+    last "/" on (registry.access.redact cuts its folder), and the model names, architectures and families whole
+    (none holds a "/"). The search text keeps each of those on a line of its own (registry.catalog.columns), so
+    ``q`` is shown where it lies on a line starting with ``hf://``, or, holding no "/", where no "/" follows it
+    on its line. No second column (that would need a migration and a second index): the substring condition
+    stays, so PostgreSQL's trigram index still finds the candidates, and the pattern only rechecks those rows.
+    """
+    lit = _literal(q)
+    hub = f"(^|\n)(?=hf://)[^\n]*{lit}"  # real newlines: both dialects read them as themselves
+    pattern = hub if "/" in q else f"{hub}|{lit}[^/\n]*(\n|$)"
+    return Q(search_text__contains=q) & Q(search_text__regex=pattern)
 
 
 # Functions of the search text that return a condition adding pairs to the search (or None): apps above
@@ -144,7 +178,8 @@ def filtered_pairs(tq: TableQuery) -> QuerySet[Pair]:
         if "\n" in q:
             qs = qs.none()
         else:
-            found = Q(search_text__contains=q)
+            # A viewer who may not see server paths matches only what they are shown (shown_search).
+            found = Q(search_text__contains=q) if tq.search_paths else shown_search(q)
             for hook in SEARCH_HOOKS:
                 more = hook(tq.q)
                 if more is not None:

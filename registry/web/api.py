@@ -18,6 +18,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
 from registry.access.job_limits import JobLimit
+from registry.access.policy import may_see_paths
 from registry.access.rate_limits import RateLimited, check_rate
 from registry.hub.checking import CheckError, CheckTimeout, check_sources
 from registry.hub.curated import curated_repos
@@ -38,7 +39,8 @@ def _json(data: object, status: int = 200) -> JsonResponse:
 def pairs(request: HttpRequest) -> HttpResponseBase:
     """A page of the table (``next``/``previous`` are cursor links), or with ``all=1`` every row, streamed."""
     try:
-        tq = TableQuery.from_params(request.GET)
+        # The search matches server paths only for a viewer who may see them (registry.table.query.shown_search).
+        tq = TableQuery.from_params(request.GET, search_paths=may_see_paths(request.user))
     except TableQueryError as exc:
         return _json({"error": str(exc)}, status=400)
     if request.GET.get("all") == "1":
@@ -113,6 +115,21 @@ def pair(request: HttpRequest, pk: int) -> HttpResponse:
             "measured": [f.to_dict() for f in page.measured],
             "reported": [f.to_dict() for f in page.reported],
             "predicted": [predicted_dict(c) for c in page.predicted],
+            # Every prediction run of the pair; "chosen": the one its Predicted column shows per hardware class
+            # (the newest build's largest, prompts x tokens).
+            "prediction_runs": [
+                {
+                    "run": x.run_id,
+                    "hardware_class": x.hardware_class,
+                    "llama_cpp_build": x.llama_cpp_build,
+                    "n_prompts": x.n_prompts,
+                    "n_predict": x.n_predict,
+                    "task_set": x.task_set,
+                    "created_at": x.created_at,
+                    "chosen": x.chosen,
+                }
+                for x in page.prediction_runs
+            ],
             "build_changes": [c.to_dict() for c in page.history],
             # Soaks of the pair's setting (manage.py soak), newest first: a measured figure of its own kind.
             "stability": [stability_dict(s) for s in page.stability],

@@ -22,7 +22,7 @@ from registry.models import (
     StabilityResult,
     VerdictChange,
 )
-from registry.results.figures import Figure, figures_for
+from registry.results.figures import Figure, PredictionRunInfo, figures_for, prediction_runs
 from registry.results.history import BuildChange, build_changes
 from registry.results.predicted import Comparison, ErrorSummary, compare, error_summary
 from registry.results.recommend import Recommendation, recommend
@@ -197,6 +197,9 @@ class PairPage:
     combinations: PairCombinations | None = None
     target_classes: list[dict[str, Any]] = field(default_factory=list)
     draft_classes: list[dict[str, Any]] = field(default_factory=list)
+    # Every prediction run of the pair, newest first: ``predicted`` shows only the chosen one per hardware class
+    # (registry.results.figures.prediction_runs), so the others are listed with their size, build and date.
+    prediction_runs: list[PredictionRunInfo] = field(default_factory=list)
 
     @property
     def side_classes(self) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -242,6 +245,7 @@ def pair_page(pk: int) -> PairPage:
         pc,
         classes_dict(pc.target_classes),
         classes_dict(pc.draft_classes),
+        prediction_runs([pair.pk]),
     )
 
 

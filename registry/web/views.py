@@ -36,7 +36,7 @@ from registry.web.pages import inspection_context, merged_into, model_page, pair
 
 def home(request: HttpRequest) -> HttpResponse:
     try:
-        tq = TableQuery.from_params(request.GET)
+        tq = TableQuery.from_params(request.GET, search_paths=may_see_paths(request.user))
     except TableQueryError as exc:
         return HttpResponseBadRequest(f"{exc}\n", content_type="text/plain; charset=utf-8")
     empty = cached("empty", "", lambda: not GGUFFile.objects.exists())
@@ -114,7 +114,7 @@ def csv_cell(value: object) -> object:
 def pairs_csv(request: HttpRequest) -> HttpResponseBase:
     """Every row of the table as filtered (all pages), streamed in keyset chunks: each row costs the same."""
     try:
-        tq = TableQuery.from_params(request.GET)
+        tq = TableQuery.from_params(request.GET, search_paths=may_see_paths(request.user))
     except TableQueryError as exc:
         return HttpResponseBadRequest(f"{exc}\n", content_type="text/plain; charset=utf-8")
     writer = csv.writer(_Echo())
