@@ -129,7 +129,11 @@ def fetch_rows(ids: list[int]) -> list[TablePair]:
             ]
             found[r[0]] = TablePair(*r[:n_pair], *files)
     rows = [found[pk] for pk in ids if pk in found]
-    quants = compatible_quants([(p.pk, p.target_base_id, p.target_class_id, p.draft_base_id) for p in rows])
+    # Only a partial row needs its classes read: every draft file works with every target file of an "all" row, and
+    # none with any of a "none" row (M is the draft model's quant count either way).
+    partial = [p for p in rows if p.verdict == Pair.VERDICT_PARTIAL]
+    quants = compatible_quants([(p.pk, p.target_base_id, p.target_class_id, p.draft_base_id) for p in partial])
     for p in rows:
-        p.compatible_quants = quants.get(p.pk)
+        m = p.draft.model.quants or 0
+        p.compatible_quants = quants.get(p.pk) or ((m, m) if p.compatible else (0, m))
     return rows
