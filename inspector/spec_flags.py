@@ -30,6 +30,7 @@ NGRAM_SWEEP: dict[str, tuple[str, tuple[int, ...], str, tuple[int, ...]]] = {
     "ngram-map-k4v": ("--spec-ngram-map-k4v-size-m", (8, 16, 48), "--spec-ngram-map-k4v-size-n", (6, 12)),
 }
 NGRAM_CACHE_DRAFT = 8  # create_state_ngram_cache: "uint16_t n_draft = 8; // TODO get from config?"
+MAX_K = 64  # the benchmark's bound on K: every argv built from a stored or imported setting keeps it too
 MAX_OPTION_DIGITS = 6  # an option's value: a size in tokens, never more than six digits
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 from django.conf import settings
 
+from inspector.spec_flags import MAX_K
+
 from .methods import P_MIN_GRID, MethodError, check_methods, settings_for
 from .prompts import load_task_set, parse_task_set
 from .sweep import DEFAULT_KS, GRID
@@ -77,8 +79,8 @@ def normalize_params(params: dict[str, Any], *, has_draft: bool = True) -> dict[
     if unknown:
         raise BenchmarkError(f"unknown benchmark parameter(s): {', '.join(sorted(unknown))}")
     ks = sorted({int(k) for k in p["ks"]})
-    if not ks or any(k < 1 or k > 64 for k in ks):
-        raise BenchmarkError(f"K must be between 1 and 64 (grid: {', '.join(map(str, GRID))}); got {p['ks']}")
+    if not ks or any(k < 1 or k > MAX_K for k in ks):
+        raise BenchmarkError(f"K must be between 1 and {MAX_K} (grid: {', '.join(map(str, GRID))}); got {p['ks']}")
     temps = [float(t) for t in p["temperatures"]]
     if not temps or any(not math.isfinite(t) or t < 0 or t > 2 for t in temps):  # NaN passes any comparison
         raise BenchmarkError(f"temperatures must lie in [0, 2]; got {p['temperatures']}")

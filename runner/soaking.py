@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
-from inspector.spec_flags import Setting, uses_draft_file
+from inspector.spec_flags import MAX_K, Setting, uses_draft_file
 from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, Pair, StabilityResult, speculation_setting
 from registry.results.figures import figures_for
 from registry.results.recommend import best_gain
@@ -65,9 +65,6 @@ def _best_measured(pair: Pair) -> BenchmarkResult | None:
     """The measured setting the pair page recommends: its fastest gain that counts (registry.results.recommend)."""
     best = best_gain(figures_for([pair.pk])[pair.pk]["measured"])
     return best.obj if best is not None else None
-
-
-MAX_K = 64  # the benchmark's bound on K (runner.params), for every argv built from a stored setting
 
 
 def bounded_parallel(r: BenchmarkResult | None) -> int | None:

@@ -22,6 +22,7 @@ from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform
 
 from inspector.compat import check_pair
+from inspector.info import ModelInfo
 from inspector.llama_rules import LLAMA_CPP_BUILD
 from inspector.tokens import MAX_SIZE_DIFFERENCE
 from registry.catalog.columns import table_columns
@@ -50,10 +51,23 @@ class Combination:
         }
 
 
-def _special_method(f: GGUFFile) -> bool:
-    # A sidecar or MTP draft is judged by its method's own rules, per file (inspector.compat._check_method).
-    spec = getattr(f, "spec", None) if "info" not in f.__dict__ else (f.info or {}).get("speculative_type")
+def special_method(spec: str | None) -> bool:
+    """A sidecar or MTP draft is judged by its method's own rules, per file (inspector.compat._check_method)."""
     return bool(spec) and spec != "draft-simple"
+
+
+def _special_file(f: GGUFFile) -> bool:
+    return special_method(
+        getattr(f, "spec", None) if "info" not in f.__dict__ else (f.info or {}).get("speculative_type")
+    )
+
+
+def vocabulary_check(a_id: int, b_id: int, first: ModelInfo, second: ModelInfo) -> ClassCheck:
+    """llama.cpp's vocabulary rules (all but the architecture, which belongs to files) for classes ``a_id`` <=
+    ``b_id``, decided on one file of each (unsaved). The rules are symmetric: either order."""
+    r = check_pair(first, second)
+    failed = next((c.rule for c in r.checks[1:] if c.ok is not True), "")
+    return ClassCheck(a_id=a_id, b_id=b_id, compatible=not failed, failed_rule=failed, rules_from=r.rules_from)
 
 
 def class_rule(a: TokenizerClass, b: TokenizerClass) -> str | None:
@@ -109,9 +123,7 @@ class ClassVerdicts:
             # Outside the candidate window or failing on BOS/EOS: decided from the columns, no token table read
             # (and not stored: a row per such combination would grow with the square of the classes).
             return ClassCheck(a_id=a, b_id=b, compatible=False, failed_rule=rule, rules_from=LLAMA_CPP_BUILD)
-        r = check_pair(load_info(x.file), load_info(y.file))  # the vocabulary rules are symmetric: either order
-        failed = next((c.rule for c in r.checks[1:] if c.ok is not True), "")
-        row = ClassCheck(a_id=a, b_id=b, compatible=not failed, failed_rule=failed, rules_from=r.rules_from)
+        row = vocabulary_check(a, b, load_info(x.file), load_info(y.file))
         if self.record:
             ClassCheck.objects.bulk_create([row], ignore_conflicts=True)
         self.known[(a, b)] = row
@@ -121,7 +133,7 @@ class ClassVerdicts:
 def combine(target: BaseClass, draft: BaseClass, verdicts: ClassVerdicts) -> Combination:
     """The verdict of every file of ``target``'s class drafting with every file of ``draft``'s class."""
     t, d = target.file, draft.file
-    if _special_method(d) or _special_method(t):
+    if _special_file(d) or _special_file(t):
         r = check_pair(load_info(t), load_info(d))
         return Combination(target, draft, r.compatible, r.llama_cpp_compatible, r.failed_rule or "", r.rules_from)
     row = verdicts.get(target, draft)

@@ -21,7 +21,7 @@ from inspector.info import ModelInfo
 from inspector.tokens import MAX_SIZE_DIFFERENCE, candidate_keys
 from registry.catalog.classes import candidate_classes
 from registry.catalog.columns import table_columns
-from registry.catalog.combinations import SETTLED_FIELDS, pair_combinations, settle
+from registry.catalog.combinations import SETTLED_FIELDS, pair_combinations, settle, special_method, vocabulary_check
 from registry.catalog.listing import Listing, rank
 from registry.catalog.stored import load_info
 from registry.jsonsafe import json_safe
@@ -140,11 +140,6 @@ def partner_files(f: GGUFFile, base: BaseModel) -> dict[int, tuple[BaseModel, li
     return out
 
 
-def _special_method(spec: str | None) -> bool:
-    # A sidecar or MTP draft is checked by its method's own rules (inspector.compat._check_method), per file.
-    return bool(spec) and spec != "draft-simple"
-
-
 class Verdicts:
     """Verdicts for one file against others: llama.cpp's vocabulary rules once per pair of tokenizer classes
     (ClassCheck, read in one query and written the first time two classes meet), the architecture rule per file
@@ -166,16 +161,14 @@ class Verdicts:
         f, info = self.f, self.info
         spec = other.spec if hasattr(other, "spec") else (other.info or {}).get("speculative_type")
         draft_spec = info.speculative_type if not f_is_target else spec
-        if _special_method(draft_spec) or f.tokenizer_class_id is None or other.tokenizer_class_id is None:
+        if special_method(draft_spec) or f.tokenizer_class_id is None or other.tokenizer_class_id is None:
             other_info = load_info(other)
             r = check_pair(info, other_info) if f_is_target else check_pair(other_info, info)
             return Verdict(r.compatible, r.llama_cpp_compatible, r.failed_rule, r.rules_from)
         a, b = sorted((f.tokenizer_class_id, other.tokenizer_class_id))
         row = self.known.get((a, b))
         if row is None:
-            r = check_pair(info, load_info(other))  # the vocabulary rules are symmetric: either order
-            failed = next((c.rule for c in r.checks[1:] if c.ok is not True), "")
-            row = ClassCheck(a_id=a, b_id=b, compatible=not failed, failed_rule=failed, rules_from=r.rules_from)
+            row = vocabulary_check(a, b, info, load_info(other))
             if self.record:
                 ClassCheck.objects.bulk_create([row], ignore_conflicts=True)
             self.known[(a, b)] = row

@@ -18,7 +18,7 @@ from django.utils import timezone
 from inspector.compat import check_pair
 from inspector.info import ModelInfo
 from registry.cache_keys import bump_generation
-from registry.catalog.combinations import SETTLED_FIELDS, settle
+from registry.catalog.combinations import SETTLED_FIELDS, settle, vocabulary_check
 from registry.catalog.pairing import VERDICT_FIELDS, verdict_fields
 from registry.catalog.stored import load_info
 from registry.jsonsafe import json_safe
@@ -135,12 +135,11 @@ def recheck_classes(info: Callable[[int], ModelInfo], dry_run: bool) -> int:
     for row in ClassCheck.objects.order_by("pk").iterator():
         if row.a_id not in files or row.b_id not in files:
             continue  # no file of one class is left: nothing pairs on it
-        r = check_pair(info(files[row.a_id]), info(files[row.b_id]))
-        failed = next((c.rule for c in r.checks[1:] if c.ok is not True), "")
-        if (row.compatible, row.failed_rule, row.rules_from) != (not failed, failed, r.rules_from):
+        now = vocabulary_check(row.a_id, row.b_id, info(files[row.a_id]), info(files[row.b_id]))
+        if (row.compatible, row.failed_rule, row.rules_from) != (now.compatible, now.failed_rule, now.rules_from):
             changed += 1
             if not dry_run:
                 ClassCheck.objects.filter(pk=row.pk).update(
-                    compatible=not failed, failed_rule=failed, rules_from=r.rules_from
+                    compatible=now.compatible, failed_rule=now.failed_rule, rules_from=now.rules_from
                 )
     return changed

@@ -8,7 +8,7 @@ from django.conf import settings
 
 from inspector.llama_flags import LlamaCppError, pinned_server_capabilities
 from inspector.llama_rules import LLAMA_CPP_BUILD
-from inspector.spec_flags import DRAFT_MODEL_METHODS, Setting, own_option, uses_draft_file
+from inspector.spec_flags import DRAFT_MODEL_METHODS, MAX_K, Setting, own_option, uses_draft_file
 from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, speculation_setting
 from registry.results.deploy import Deployment, deployment, download_command, model_path
 from registry.results.figures import Figure
@@ -134,9 +134,6 @@ def recommend(
         command,
         downloads,
     )
-
-
-MAX_K = 64  # the benchmark's bound (runner.params): what reaches llama-server's argv stays within it
 
 
 def own_options(setting: Setting) -> bool:

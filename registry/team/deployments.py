@@ -9,14 +9,14 @@ from datetime import datetime
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from inspector.spec_flags import NGRAM_CACHE_DRAFT, NGRAM_SWEEP, Setting, uses_draft_file
+from inspector.spec_flags import NGRAM_CACHE_DRAFT, NGRAM_SWEEP, own_option, uses_draft_file
 from inspector.speculative import NGRAM_METHODS, SPEC_TYPES
 from registry.catalog.pairing import as_draft, as_target, pair_for
 from registry.hub import sources
 from registry.hub.sources import SourceRegistrationError
 from registry.models import BenchmarkRun, GGUFFile, Pair
 from registry.results.figures import Figure, figures_for
-from registry.results.recommend import own_options, shown_command
+from registry.results.recommend import shown_command
 from registry.team.models import Deployment
 from registry.team.telemetry import ScrapeError, validate_url
 
@@ -211,7 +211,7 @@ def initial_from_run(run: BenchmarkRun) -> dict:
         method = (rec.get("method") or "draft-simple") if k is not None else "none"  # older runs: no method
         p_min = rec.get("p_min")
         for option in rec.get("options") or ():
-            if run.origin_installation and not _own_option(method, option):
+            if run.origin_installation and not own_option(method, option):
                 continue  # another installation's recommendation pre-fills only its method's own options
             flags += [str(word) for word in option]
     else:
@@ -227,12 +227,6 @@ def initial_from_run(run: BenchmarkRun) -> dict:
         "command": shown_command(run)[0],
         "run": run.pk,
     }
-
-
-def _own_option(method: str, option: object) -> bool:
-    if not isinstance(option, (list, tuple)) or len(option) != 2 or not all(isinstance(w, str) for w in option):
-        return False
-    return own_options(Setting(method, 1, options=((option[0], option[1]),)))
 
 
 def initial_from_pair(pair: Pair, command: str, k: int | None) -> dict:
