@@ -13,20 +13,19 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 # llama.cpp is compiled from the pinned source the first time (~10 min on 2 cores) for an instruction
-# set this machine really runs (never -march=native: see runner/llama_build.py), cached per flag set
+# set this machine really runs (never -march=native: see runner/llama/build.py), cached per flag set
 # in ~/.cache/specreg/llama-wheel, and checked by a tiny generation; a failing check stops here with
 # its cause and the command that fixes it. SPECREG_LLAMA_ISA / SPECREG_LLAMA_CMAKE_ARGS choose another build.
-install: $(BIN)/python
+# `make llama` is the name the error messages give for this step; `install` is the same step.
+llama: $(BIN)/python
 	$(BIN)/pip install -q -e .
-	$(BIN)/python -m runner.llama_build install
+	$(BIN)/python -m runner.install install
+
+install: llama
 
 install-test: $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
-	$(BIN)/python -m runner.llama_build install
-
-llama: $(BIN)/python
-	$(BIN)/pip install -q -e .
-	$(BIN)/python -m runner.llama_build install
+	$(BIN)/python -m runner.install install
 
 start: install
 	$(BIN)/python manage.py migrate --noinput -v0

@@ -196,34 +196,42 @@ def format_check(result: PairCheck) -> str:
     return "\n".join(terminal_safe(line) for line in lines)
 
 
+INSPECT_HELP = (
+    "Show a GGUF file's metadata and tokenizer (stored and as llama.cpp applies it). SOURCE is a "
+    "local path or hf://OWNER/REPO[@REVISION]/PATH; only the header is read."
+)
+CHECK_PAIR_HELP = (
+    "Check whether DRAFT can draft for TARGET in llama.cpp speculative decoding. Sources are local "
+    "paths or hf://OWNER/REPO[@REVISION]/PATH. Exit status: 0 compatible, 1 incompatible, 2 error."
+)
+
+
+def add_inspect_arguments(p: argparse.ArgumentParser) -> None:
+    """inspect_gguf's arguments, for this plain command and the management command alike."""
+    p.add_argument("source")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--tokens", type=int, default=0, metavar="N", help="also print the first N tokens")
+
+
+def add_check_pair_arguments(p: argparse.ArgumentParser) -> None:
+    """check_pair's arguments, for this plain command and the management command alike."""
+    p.add_argument("target", help="the big model (path or hf:// source)")
+    p.add_argument(
+        "draft",
+        nargs="?",
+        help="the small model that proposes tokens (or an EAGLE-3/DFlash sidecar); without it, the methods the "
+        "target can use with no second model",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
 def _parser(command: str) -> argparse.ArgumentParser:
     if command == "inspect_gguf":
-        p = argparse.ArgumentParser(
-            prog="manage.py inspect_gguf",
-            description=(
-                "Show a GGUF file's metadata and tokenizer (stored and as llama.cpp applies it). SOURCE is a "
-                "local path or hf://OWNER/REPO[@REVISION]/PATH; only the header is read."
-            ),
-        )
-        p.add_argument("source")
-        p.add_argument("--json", action="store_true", help="print one JSON object")
-        p.add_argument("--tokens", type=int, default=0, metavar="N", help="also print the first N tokens")
+        p = argparse.ArgumentParser(prog="manage.py inspect_gguf", description=INSPECT_HELP)
+        add_inspect_arguments(p)
     else:
-        p = argparse.ArgumentParser(
-            prog="manage.py check_pair",
-            description=(
-                "Check whether DRAFT can draft for TARGET in llama.cpp speculative decoding. Sources are local "
-                "paths or hf://OWNER/REPO[@REVISION]/PATH. Exit status: 0 compatible, 1 incompatible, 2 error."
-            ),
-        )
-        p.add_argument("target", help="the big model (path or hf:// source)")
-        p.add_argument(
-            "draft",
-            nargs="?",
-            help="the small model that proposes tokens (or a sidecar: EAGLE-3, "
-            "DFlash); without it, the methods the target can use with no second model",
-        )
-        p.add_argument("--json", action="store_true", help="print one JSON object")
+        p = argparse.ArgumentParser(prog="manage.py check_pair", description=CHECK_PAIR_HELP)
+        add_check_pair_arguments(p)
     p.add_argument("--traceback", action="store_true", help="show the traceback of an unexpected error")
 
     def one_line_error(message: str) -> NoReturn:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -174,7 +175,6 @@ def _tokenizer(h: Header) -> tuple[TokenizerInfo | None, TokenTable | None]:
         table = TokenTable.from_header(h.buf, tokens.start, tokens.end, tokens.count, tokens.offsets, h.byteorder)
     elif isinstance(tokens, list) and all(isinstance(t, str) for t in tokens):
         # A tiny vocabulary was decoded as a list; rebuild the stored form.
-        import struct
 
         blob = b"".join(struct.pack("<Q", len(b)) + b for b in (t.encode() for t in tokens))
         table = TokenTable(blob, len(tokens))

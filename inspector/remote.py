@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 import httpx2
-from huggingface_hub import constants, hf_hub_url
+from huggingface_hub import constants, get_session, hf_hub_url
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -29,7 +29,6 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.hf_api import ModelInfo
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, validate_repo_id
-from huggingface_hub.utils._http import hf_request_event_hook  # what the shared client runs: offline mode, request ids
 
 from .errors import DeadlineExceeded, SourceError, Unreachable
 from .hub_names import NON_MODEL_PREFIXES, hf_source, hub_token, token_withheld
@@ -92,9 +91,11 @@ class Deadline:
         """The HTTP client for these reads, made on first use along with the watchdog that ends them."""
         with self._lock:
             if self._client is None:
-                # As huggingface_hub's shared client, but with connections of its own: the watchdog may
-                # shut them without touching anyone else's reads.
-                self._client = httpx2.Client(event_hooks={"request": [hf_request_event_hook]}, timeout=None)
+                # As huggingface_hub's shared client (its request hooks: offline mode, request ids, read from
+                # the public client rather than its private module), but with connections of its own: the
+                # watchdog may shut them without touching anyone else's reads.
+                hooks = list(get_session().event_hooks.get("request", []))
+                self._client = httpx2.Client(event_hooks={"request": hooks}, timeout=None)
                 self._watchdog = threading.Timer(max(0.0, self.at - time.monotonic()), self._shut_sockets)
                 self._watchdog.daemon = True
                 self._watchdog.start()

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from inspector.spec_flags import Setting
 from registry.sort_keys import sort_key_indexes
 
 SHA256 = re.compile(r"[0-9a-f]{64}")  # a lowercase hex sha256, as the Hub's LFS metadata gives it
@@ -379,8 +380,6 @@ class ResultFigures(models.Model):
 def speculation_setting(r: BenchmarkResult | PredictedResult | StabilityResult) -> Setting:
     """The setting a measured, predicted or soaked figure is of (method, K, p-min and the method's other options),
     as the runner's sweep names and deploys it."""
-    from inspector.spec_flags import Setting
-
     return Setting(r.method, r.k, r.p_min, tuple(tuple(o) for o in r.options or ()))
 
 
@@ -540,7 +539,7 @@ class BenchmarkResult(ResultFigures):
     # then find their own earlier answer, so the figure is labelled "measured with repeats".
     prompt_repeats = models.BooleanField(default=False)
     # The speedup of every interleaved pair (a speculative run over the plain run beside it): a gain counts as
-    # measured only when it lies beyond this range, i.e. speedup_min > 1 (runner.sweep.measurable_gain).
+    # measured only when it lies beyond this range, i.e. speedup_min > 1 (runner.sweep.sweep.measurable_gain).
     # None on results measured before it was kept.
     speedup_min = models.FloatField(null=True, blank=True)
     speedup_max = models.FloatField(null=True, blank=True)

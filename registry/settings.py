@@ -332,8 +332,8 @@ SPECREG_MAX_ACTIVE_RUNS_PER_USER = envint("SPECREG_MAX_ACTIVE_RUNS_PER_USER", 3)
 # run_benchmark --wait: how long a worker that is starting up gets to show itself before "no worker listens".
 SPECREG_NO_WORKER_AFTER_SECONDS = envint("SPECREG_NO_WORKER_AFTER_SECONDS", 10)
 SPECREG_MAX_PROCESSES_PER_RUN = envint("SPECREG_MAX_PROCESSES_PER_RUN", 4000)
-# Concurrent clients a benchmark or a soak may send at once (runner.load, runner.soak), and the soak's bounds: its
-# longest duration, the memory growth and error share that stop it early, and how long one request may take.
+# Concurrent clients a benchmark or a soak may send at once (runner.measure.load, runner.soak), and the soak's
+# bounds: its longest duration, the memory growth and error share that stop it early, and how long one request may take.
 SPECREG_MAX_CLIENTS = envint("SPECREG_MAX_CLIENTS", 16)
 SPECREG_SOAK_MAX_HOURS = float(os.environ.get("SPECREG_SOAK_MAX_HOURS") or 24)
 SPECREG_SOAK_MAX_HOURS_USER = float(os.environ.get("SPECREG_SOAK_MAX_HOURS_USER") or 8)  # non-staff accounts

@@ -8,7 +8,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from registry.web import api_views, crawls, views
+from registry.web import api_views, crawls, hub_jobs, views
 from registry.web import tools as views_tools
 
 urlpatterns = [
@@ -25,6 +25,11 @@ urlpatterns = [
     path("crawls/<int:pk>/resume", crawls.crawl_resume, name="crawl_resume"),
     path("api/crawls/<int:pk>", crawls.crawl_json, name="api_crawl"),
     path("local/", views_tools.local, name="local"),
+    path("import/", hub_jobs.import_view, name="import"),
+    path("import/curated", hub_jobs.import_curated, name="import_curated"),
+    path("files/<int:pk>/find-drafts", hub_jobs.find_drafts, name="find_drafts"),
+    path("jobs/<int:pk>/", hub_jobs.hub_job, name="hub_job"),
+    path("api/jobs/<int:pk>", hub_jobs.hub_job_json, name="api_hub_job"),
     path("local/inspect", views_tools.local_inspect, name="local_inspect"),
     # The JSON API (DRF views over registry.web.api; the same URLs, without trailing slashes, as always).
     path("api/pairs", api_views.PairsView.as_view(), name="api_pairs"),
@@ -38,7 +43,7 @@ urlpatterns = [
     # Swagger UI, its scripts from drf-spectacular-sidecar; the split view serves its start-up script as
     # a file of its own (?script), so the page needs no inline script under our CSP.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api_docs"),
-    path("", include("runner.urls")),
+    path("", include("runner.web.urls")),
     path("", include("registry.team.urls")),
     # Browsers ask for /favicon.ico on pages that name no icon (the admin's, Swagger UI's): not a 404.
     path("favicon.ico", RedirectView.as_view(url=static("registry/favicon.svg"), permanent=True)),

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from registry.celery import app
-
-from . import worker_signals  # noqa: F401  (connects the worker's start/stop handlers)
+from runner import worker_signals  # noqa: F401  (connects the worker's start/stop handlers)
 
 __all__ = ["app"]

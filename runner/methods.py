@@ -12,6 +12,8 @@ from inspector.spec_flags import NGRAM_CACHE_DRAFT, NGRAM_SWEEP, OWN_HEADS, Sett
 from inspector.speculative import NGRAM_METHODS, SPEC_TYPES
 
 MAX_SETTINGS = 6
+GRID = (1, 2, 4, 8, 12, 16, 24)  # every K a sweep may try (runner.sweep.sweep.next_k walks it)
+DEFAULT_KS = (4, 8, 16)  # the Ks a sweep starts from
 P_MIN_GRID = (0.0, 0.75)  # llama.cpp's default (0) and the value users report for MTP
 
 

@@ -33,7 +33,7 @@ def workers_on(queue: str) -> list[WorkerPresence]:
 
 
 class KeptResult(models.Model):
-    """What runner.kept records of the replay tool's work: keyed (``key``) by the model file's sha256, the build,
+    """What runner.predict.kept keeps of the replay tool's work: keyed (``key``) by the model file's sha256, the build,
     the tool, the options and where it holds; the model file named for people; the tool's JSON (``data``)."""
 
     key = models.CharField(max_length=64, unique=True)
@@ -46,7 +46,7 @@ class KeptResult(models.Model):
     seconds = models.FloatField(null=True)  # how long making it took: what reusing it saves
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = models.Manager()  # declared here so that runner.kept can treat both kinds alike
+    objects = models.Manager()  # declared here so that runner.predict.kept can treat both kinds alike
 
     class Meta:
         abstract = True
@@ -55,7 +55,7 @@ class KeptResult(models.Model):
 class KeptTranscript(KeptResult):
     """The target's output for one prompt (greedy at temperature 0, else sampled with its distributions), made by
     the replay tool and kept so that the target runs once per prompt, options, build and hardware class: every
-    draft, method and later prediction on any worker of that class reuses it (runner.kept). ``data`` holds the
+    draft, method and later prediction on any worker of that class reuses it (runner.predict.kept). ``data`` holds the
     prompt and generated tokens, margins (and distributions above temperature 0).
 
     Keyed by the model file's sha256, not its path: a file downloaded again, renamed or held by another worker
@@ -71,7 +71,7 @@ class KeptTranscript(KeptResult):
 
 
 class CostMeasurement(KeptResult):
-    """A model file's cost model on one machine (runner.predict.measure_cost): the time to decode a batch of
+    """A model file's cost model on one machine (runner.predict.prediction.measure_cost): the time to decode a batch of
     1, 2, … tokens with every token's logits at a context depth, and to sample one position (``data``: the
     tool's timing JSON). Kept per machine, not per hardware class: two machines of one class have measured 35
     and 14 tokens/s for the same model, so one machine's cost model never predicts for another; the hardware

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import select
 import signal
 import time
@@ -14,6 +15,8 @@ from typing import Any
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from inspector.info import InspectError, inspect_source, token_text
 
 DEFAULT_TASKS = Path(__file__).resolve().parent / "data" / "tasks" / "default.json"
 
@@ -215,7 +218,6 @@ def _render_here(source: str, context: dict[str, Any]) -> str:
 
 def _limit_memory() -> None:
     """In the child: what it has now (a copy of its parent) plus RENDER_MEMORY, no more."""
-    import resource
 
     try:
         with open("/proc/self/statm") as f:
@@ -331,7 +333,6 @@ def render_prompt(prompt: str, template: ChatTemplate | None, system: str | None
 
 def read_chat_template(model: str | Path) -> ChatTemplate:
     """The chat template and BOS/EOS texts of a GGUF file, with llama.cpp's effective add_bos."""
-    from inspector.info import InspectError, inspect_source, token_text
 
     try:
         info = inspect_source(str(model))

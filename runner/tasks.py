@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from .execute import execute
-from .runs import sweep_stale
+from runner.runs.execute import execute
+from runner.runs.records import sweep_stale
 
 
 @shared_task(name="runner.tasks.run_benchmark", acks_late=True, ignore_result=True)

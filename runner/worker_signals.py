@@ -16,14 +16,17 @@ from celery import signals
 from django.db import DatabaseError, close_old_connections
 from django.utils import timezone
 
-from . import procs
+from runner.llama import procs
+from runner.runs.queues import local_hardware_class
 
 BEAT_S = 10
 _stop = threading.Event()
 
 
 def _presence_loop(name: str, queues: list[str], hardware: str) -> None:
-    from .models import WorkerPresence
+    # Imported when the worker runs, not at the top: Celery imports this module (runner.celery) before Django has
+    # loaded its apps, and a model cannot be imported then.
+    from runner.models import WorkerPresence
 
     while True:
         try:
@@ -40,8 +43,6 @@ def _presence_loop(name: str, queues: list[str], hardware: str) -> None:
 
 @signals.worker_ready.connect
 def _worker_ready(sender=None, **kwargs) -> None:
-    from .queues import local_hardware_class
-
     app = sender.app
     queues = sorted(app.amqp.queues.consume_from or app.amqp.queues)
     threading.Thread(
@@ -72,7 +73,7 @@ def _pool_child_init(**kwargs) -> None:
 
 @signals.worker_shutdown.connect
 def _worker_shutdown(sender=None, **kwargs) -> None:
-    from .models import WorkerPresence
+    from runner.models import WorkerPresence  # as in _presence_loop: not importable before the apps are loaded
 
     _stop.set()
     try:

@@ -30,10 +30,11 @@ from registry.models import (
 )
 from registry.results.figures import refresh_best, refresh_predicted
 from registry.team.models import Deployment
-from runner import parse, soaking
-from runner.forms import BenchmarkForm
-from runner.params import BenchmarkError
-from runner.soaking import parse_duration
+from runner.errors import BenchmarkError
+from runner.llama import output as parse
+from runner.soak import targets as soaking
+from runner.soak.targets import parse_duration
+from runner.web.forms import BenchmarkForm
 from tests.test_registry_crawl import ORG, REPOS, hub  # noqa: F401 - fixture
 from tests.test_registry_kb import a_doc, counts, empty_installation, infos, kb_a  # noqa: F401 - fixtures
 from tests.test_soak_targets import measured

@@ -19,9 +19,9 @@ from registry.hub.sources import register_source
 from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile
 from registry.team import deployments as deps
 from registry.team.models import Deployment
+from runner.errors import BenchmarkError
 from runner.models import CostMeasurement
-from runner.params import BenchmarkError
-from runner.soaking import soak_target
+from runner.soak.targets import soak_target
 from tests.ggufgen import vocab, write_gguf
 from tests.test_team_deployments import CMD, run_of
 from tests.test_team_notes import SMOL, infos, pair  # noqa: F401 - fixtures

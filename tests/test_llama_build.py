@@ -12,11 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from runner import llama_build, llamacpp
-from runner.crashes import CrashDiagnosis
-from runner.measure import Cell, CellResult, Run
+from runner.llama import binaries as llamacpp
+from runner.llama import build as llama_build
+from runner.llama.isa import amx_probe, cpu_flags
+from runner.llama.smoke import smoke
+from runner.measure.cli import Cell, CellResult, Run
 from runner.prompts import parse_task_set
-from runner.sweep import SweepConfig, run_sweep
+from runner.sweep.crashes import CrashDiagnosis
+from runner.sweep.sweep import SweepConfig, run_sweep
 from tests.needs import missing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,13 +72,13 @@ def test_no_avx2_is_said_clearly_and_requests_and_extra_options_are_honoured(mon
 
 
 def test_amx_probe_runs_a_tile_instruction_in_a_child():
-    real = llama_build.cpu_flags()
+    real = cpu_flags()
     if {"amx_tile", "amx_int8"} <= real:
-        assert llama_build.amx_probe(real) in ("works",) or llama_build.amx_probe(real).startswith("faults")
+        assert amx_probe(real) in ("works",) or amx_probe(real).startswith("faults")
         return
-    assert llama_build.amx_probe(real) == "absent"
+    assert amx_probe(real) == "absent"
     # told the CPU has AMX when it has none, the child really executes the tile instruction and faults
-    answer = llama_build.amx_probe(real | {"amx_tile", "amx_int8"})
+    answer = amx_probe(real | {"amx_tile", "amx_int8"})
     assert answer.startswith("faults: "), answer
 
 
@@ -114,7 +117,7 @@ def _stand_in(folder: Path, name: str, sig: int) -> Path:
 
 @pytest.mark.llama
 def test_the_installed_build_passes_the_smoke_check_and_records_its_instruction_set():
-    result = llama_build.smoke()
+    result = smoke()
     if "not found" in result.message:
         missing(result.message)
     assert result.ok, result.message
@@ -138,7 +141,7 @@ def test_smoke_check_names_the_cause_and_the_fix_in_one_line(tmp_path, monkeypat
     _stand_in(tmp_path / "bin", llamacpp.COMPLETION, sig)
     env = {**os.environ, llamacpp.ENV_BIN_DIR: str(tmp_path / "bin")}
     r = subprocess.run(
-        [sys.executable, "-m", "runner.llama_build", "smoke"],
+        [sys.executable, "-m", "runner.install", "smoke"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -323,7 +326,7 @@ def test_builds_of_different_instruction_sets_are_different_hardware_classes():
     avx512 = BenchmarkResult(run=BenchmarkRun(hardware_class="cpu-2c", hardware=info))
     assert hardware_class_of(avx2) == "cpu-2c/avx2" != hardware_class_of(avx512)
     # the queue stays the machine's class: any build there can take the work
-    from runner.queues import bench_queue
+    from runner.runs.queues import bench_queue
 
     assert bench_queue("cpu-2c").endswith("bench.cpu-2c")
 

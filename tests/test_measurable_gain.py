@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from registry.models import BenchmarkResult, BenchmarkRun, Pair
-from runner.cells import Cell, Run, summarize
+from runner.measure.cells import Cell, Run, summarize
 from tests.test_team_notes import infos, pair  # noqa: F401 - fixtures
 
 

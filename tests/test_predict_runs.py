@@ -16,8 +16,8 @@ from django.test import Client
 from registry.catalog.pairing import pair_for
 from registry.hub.sources import register_source
 from registry.models import BenchmarkRun, Pair, PredictedResult
-from runner import submit
-from runner.execute import execute
+from runner.runs import submit
+from runner.runs.execute import execute
 from tests.ggufgen import vocab, write_gguf
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,8 +12,8 @@ from inspector.info import inspect_source
 from registry.catalog.registration import register
 from registry.hub.drafts import compatible_drafts
 from registry.models import BaseModel, BenchmarkRun, Pair, PairRedirect
-from runner.params import BenchmarkError
-from runner.submit import queue_benchmark
+from runner.errors import BenchmarkError
+from runner.runs.submit import queue_benchmark
 from tests.ggufgen import vocab, write_gguf
 
 # db_service: CI runs these again on PostgreSQL.

@@ -13,8 +13,8 @@ import pytest
 
 from inspector.llama_flags import ALL_GPU_LAYERS, capabilities_from_help, pinned_server_capabilities
 from registry.results.deploy import deployment, systemd_unit
-from runner import llamacpp
-from runner.parse import ServerFigures, parse_server_completion
+from runner.llama import binaries as llamacpp
+from runner.llama.output import ServerFigures, parse_server_completion
 from tests.needs import missing
 
 

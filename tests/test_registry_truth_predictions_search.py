@@ -95,7 +95,7 @@ NOWHERE, EVERYWHERE = (False, False, False), (True, True, True)
 
 
 def predict(pair: Pair, k: int, speedup: float, *, n_prompts: int, n_predict: int, build: str = "b11434", hw="cpu"):
-    """A finished prediction run of one setting, as runner.predicting stores it, then the column refreshed."""
+    """A finished prediction run of one setting, as runner.predict.runs stores it, then the column refreshed."""
     run = BenchmarkRun.objects.create(pair=pair, queue="bench.cpu", status="done", params={"mode": "predict"})
     PredictedResult.objects.create(
         run=run,

@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 
 from inspector.spec_flags import Setting
-from runner import forced, llama_build, llamacpp, parse, replay
+from runner.llama import binaries as llamacpp
+from runner.llama import build as llama_build
+from runner.llama import output as parse
 from runner.models import KeptTranscript
+from runner.predict import forced, replay
 from tests.models import MODELS, model_path
 
 pytestmark = [pytest.mark.llama, pytest.mark.django_db]  # transcripts are kept in the database
@@ -131,7 +134,7 @@ SHORT = "<|im_start|>user\nThe capital of France? One word.<|im_end|>\n<|im_star
 
 @pytest.mark.parametrize("prompt", [PROMPT, PROSE, SHORT])
 def test_the_forced_pass_gives_the_replays_counts_for_every_k_and_p_min(prompt):
-    """One teacher-forced pass of the draft (runner.forced) against a replay per setting: the same drafted and
+    """One teacher-forced pass of the draft (runner.predict.forced) against a replay per setting: the same drafted and
     accepted counts, step by step, for K 2/4/8 at p-min 0 and 0.75 (continuations after confident misses), but
     where the draft's top two tokens nearly tie."""
     target, draft = model_path("qwen15"), model_path("qwen05")
@@ -167,7 +170,7 @@ def test_the_forced_pass_gives_the_replays_counts_for_every_k_and_p_min(prompt):
 
 def test_above_temperature_0_the_expected_acceptance_is_what_sampled_runs_average():
     """llama.cpp drafts greedily and verifies by sampling the target: the expected counts over sampled
-    transcripts (runner.forced.expected) against the mean of real runs with the same four seeds.
+    transcripts (runner.predict.forced.expected) against the mean of real runs with the same four seeds.
 
     One sampled transcript is one text: on an avx2 build the default seed's answer drafted at 0.87 while the four
     runs averaged 0.60, so each seed's transcript is expected and the four are set against the four runs. Four runs

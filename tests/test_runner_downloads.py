@@ -9,9 +9,9 @@ import pytest
 from registry.catalog.pairing import pair_for
 from registry.hub.sources import register_source
 from registry.models import BenchmarkRun
-from runner import submit
-from runner.downloads import DownloadError, local_paths
-from runner.execute import execute
+from runner.runs import submit
+from runner.runs.downloads import DownloadError, local_paths
+from runner.runs.execute import execute
 
 REPO = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
 SPEC = f"hf://{REPO}/smollm2-135m-instruct-q4_1.gguf"

@@ -9,8 +9,8 @@ import pytest
 
 from inspector.llama_flags import pinned_server_capabilities
 from inspector.spec_flags import Setting
-from runner import llamacpp
-from runner.llamacpp import Capabilities, GenParams
+from runner.llama import binaries as llamacpp
+from runner.llama.binaries import Capabilities, GenParams
 from tests.needs import missing
 
 pytestmark = pytest.mark.llama

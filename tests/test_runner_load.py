@@ -14,9 +14,10 @@ from django.test import Client
 from inspector.llama_flags import pinned_server_capabilities
 from registry.models import BenchmarkResult, BenchmarkRun
 from registry.results.deploy import deployment
-from runner import llamacpp, procs
-from runner.load import percentile, round_prompts
-from runner.measure import Cell, measure_cell
+from runner.llama import binaries as llamacpp
+from runner.llama import procs
+from runner.measure.cli import Cell, measure_cell
+from runner.measure.load import percentile, round_prompts
 from tests.needs import missing
 
 PROMPTS = (

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from runner import llamacpp
-from runner.measure import Cell, Run, compare_texts, context_size, measure_cell, other_cpu_share, summarize
+from runner.llama import binaries as llamacpp
+from runner.measure.cli import Cell, Run, compare_texts, context_size, measure_cell, other_cpu_share, summarize
 from tests.needs import missing
 
 # Counting leaves no near-ties between tokens, so batched verification cannot flip an argmax here.
@@ -147,8 +147,8 @@ def test_other_cpu_share():
 
 @pytest.mark.llama
 def test_via_server_measures_the_deployed_servers_and_leaves_none_running(smollm2):
-    from runner import procs
-    from runner.server_measure import plain_server_argv
+    from runner.llama import procs
+    from runner.measure.server import plain_server_argv
 
     caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.SERVER))
     argv = plain_server_argv(caps, smollm2, 1, ctx_size=512, threads=None, gpu_layers=None)

@@ -16,9 +16,10 @@ from inspector.llama_flags import PINNED_SERVER_HELP, parse_help, pinned_server_
 from inspector.spec_flags import NGRAM_SWEEP, Setting, spec_flags
 from registry.models import BenchmarkRun, Pair
 from registry.results.deploy import deployment
-from runner import llamacpp
+from runner.errors import BenchmarkError
+from runner.llama import binaries as llamacpp
 from runner.methods import MAX_SETTINGS, default_methods, settings_for
-from runner.params import BenchmarkError, normalize_params
+from runner.runs.params import normalize_params
 from tests.test_team_telemetry import Server, free_port
 
 ROW = re.compile(

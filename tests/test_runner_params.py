@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.params import BenchmarkError, normalize_params
+from runner.errors import BenchmarkError
+from runner.runs.params import normalize_params
 
 
 @pytest.mark.parametrize("value", ["nan", float("nan"), float("inf"), "-inf"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner import parse
-from runner.parse import PlainFigures, RunFailure, ServerFigures, SpecFigures
+from runner.llama import output as parse
+from runner.llama.output import PlainFigures, RunFailure, ServerFigures, SpecFigures
 
 PROMPT = "<|im_start|>user\nWrite a haiku about rain.<|im_end|>\n<|im_start|>assistant\n"
 GENERATED = (

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from runner import llamacpp
-from runner.llamacpp import GenParams
-from runner.procs import group_members, run_process
+from runner.llama import binaries as llamacpp
+from runner.llama.binaries import GenParams
+from runner.llama.procs import group_members, run_process
 from tests.needs import missing
 
 

@@ -7,8 +7,8 @@ import pytest
 from registry.catalog.pairing import pair_for
 from registry.hub.sources import register_source
 from registry.models import BenchmarkRun
-from runner import submit
-from runner.execute import execute
+from runner.runs import submit
+from runner.runs.execute import execute
 from tests.models import model_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.llama]

@@ -19,9 +19,10 @@ from inspector.spec_flags import Setting
 from registry.catalog.pairing import pair_for
 from registry.hub.sources import register_source
 from registry.models import BenchmarkRun, StabilityResult
-from runner import llamacpp, procs
-from runner.soak import SoakConfig, SoakRecord, duration_text, run_soak
-from runner.soaking import parse_duration
+from runner.llama import binaries as llamacpp
+from runner.llama import procs
+from runner.soak.loop import SoakConfig, SoakRecord, duration_text, run_soak
+from runner.soak.targets import parse_duration
 from tests.needs import missing
 
 PROMPTS = ("Count from 1 to 40: 1, 2, 3, 4, 5,", "Count down from 50: 50, 49, 48, 47,")
@@ -60,9 +61,11 @@ def test_a_60_second_soak_records_its_intervals_and_a_stable_verdict(smollm2_pat
     s = StabilityResult.objects.get(run=run)
     assert s.status == "stable" and s.verdict.startswith("stable for 60 s at 1 client: 0 errors, memory ")
     assert [round(iv["t"] / 15) for iv in s.intervals] == [1, 2, 3, 4]  # one record every 15 s
-    assert all(iv["requests"] > 0 and iv["tokens_per_second"] > 0 and iv["rss_mb"] > 10 for iv in s.intervals), (
-        s.intervals
-    )
+    # What a soak promises: a record every interval with the server's memory, and the requests of the whole soak.
+    # Not that every 15-second interval finishes a request: on a loaded machine one may not (a request can take
+    # longer than an interval), and that is no instability.
+    assert all(iv["rss_mb"] > 10 for iv in s.intervals) and s.requests > 0, s.intervals
+    assert all(iv["tokens_per_second"] > 0 for iv in s.intervals if iv["requests"]), s.intervals
     assert s.requests == sum(iv["requests"] for iv in s.intervals) and s.errors == 0 and s.timeouts == 0
     assert s.acceptance_min >= 0.5 and s.acceptance is not None  # SmolLM2 drafting for itself
     assert 0 < s.compared <= s.requests  # one client: outputs of the first prompts against the plain ones before

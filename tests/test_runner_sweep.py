@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from registry.results.deploy import deployment
-from runner import hardware, llamacpp
-from runner.measure import Cell, CellResult, Spread
+from runner import hardware
+from runner.llama import binaries as llamacpp
+from runner.measure.cli import Cell, CellResult, Spread
 from runner.prompts import load_task_set, parse_task_set
-from runner.report import markdown_report
-from runner.sweep import GRID, NO_DRAFT, SweepConfig, next_k, recommend, run_sweep
+from runner.sweep.report import markdown_report
+from runner.sweep.sweep import GRID, NO_DRAFT, SweepConfig, next_k, recommend, run_sweep
 from tests.needs import missing
 
 

@@ -8,7 +8,8 @@ from django.contrib.auth.models import User
 from registry.catalog.pairing import pair_for
 from registry.hub.sources import register_source
 from registry.models import BenchmarkRun
-from runner import runs, submit
+from runner.runs import records as runs
+from runner.runs import submit
 
 pytestmark = pytest.mark.db_service  # CI runs these again on PostgreSQL
 

@@ -11,8 +11,9 @@ from registry.hub.sources import register_source
 from registry.models import BenchmarkRun
 from registry.results.figures import figures_for
 from registry.results.recommend import recommend
-from runner import runs, submit
-from runner.execute import execute
+from runner.runs import records as runs
+from runner.runs import submit
+from runner.runs.execute import execute
 from tests.worker import wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.llama]

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from registry.models import BenchmarkResult, BenchmarkRun, Pair, StabilityResult
 from registry.team.models import Deployment
-from runner.params import BenchmarkError
-from runner.soaking import queue_soak
+from runner.errors import BenchmarkError
+from runner.runs.submit import queue_soak
 from tests.test_team_notes import infos, pair  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.django_db]

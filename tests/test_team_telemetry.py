@@ -27,7 +27,7 @@ from django.utils import timezone
 from inspector.management.base import UserError
 from registry.team.models import Deployment, TelemetrySample
 from registry.team.telemetry import COUNTERS, fetch, observed, parse_counters, record
-from runner.llamacpp import LlamaCppNotFound, find_binary
+from runner.llama.binaries import LlamaCppNotFound, find_binary
 from tests.llama_source import pinned_source
 from tests.needs import missing
 

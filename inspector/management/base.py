@@ -22,6 +22,22 @@ class UserError(CommandError):
         super().__init__(message, returncode=2)
 
 
+def int_list(text: str) -> list[int]:
+    """An argparse type: ``2,4,8`` -> [2, 4, 8]; a one-line error (exit 2) otherwise."""
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise CommandError(f"expected comma-separated integers, got {text!r}", returncode=2) from None
+
+
+def float_list(text: str) -> list[float]:
+    """An argparse type: ``0,0.75`` -> [0.0, 0.75]; a one-line error (exit 2) otherwise."""
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise CommandError(f"expected comma-separated numbers, got {text!r}", returncode=2) from None
+
+
 class SpecregCommand(BaseCommand):
     # Set by run_from_argv: our own flag, so nothing here depends on Django's private attributes.
     from_command_line = False

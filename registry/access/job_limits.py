@@ -1,6 +1,6 @@
 """Limits on queued Hub work: per user, like benchmark runs, and for the whole installation.
 
-Checked when a job is queued, under the requesting user's row lock (as ``runner.runs`` counts runs),
+Checked when a job is queued, under the requesting user's row lock (as ``runner.runs.records`` counts runs),
 so requests sent at once cannot all pass the count. Anonymous check jobs are already limited per
 client address (``rate_limits``); the global cap bounds what every client together can queue.
 """

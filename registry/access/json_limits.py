@@ -11,6 +11,8 @@ from typing import Any
 
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
 
 MAX_DEPTH = 32
 
@@ -41,8 +43,6 @@ class BoundedJSONParser(JSONParser):
 
 def api_exception_handler(exc, context):
     """DRF's handler, but a body that cannot be parsed answers in the API's one error shape ``{"error": …}``."""
-    from rest_framework.response import Response
-    from rest_framework.views import exception_handler
 
     if isinstance(exc, ParseError):
         return Response({"error": str(exc.detail)}, status=400)

@@ -22,6 +22,7 @@ from django.db.models import Count, Max
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 
 from registry.access.policy import may_see_paths
+from registry.models import GGUFFile
 
 # Every type a page, answer or download is sent as: /runs/N/report is Markdown, its unit and command plain text.
 TEXT_TYPES = ("text/html", "application/json", "text/csv", "text/plain", "text/markdown")
@@ -32,7 +33,6 @@ _memo: tuple[object, list[tuple[bytes, bytes]]] | None = None
 
 def server_dirs() -> list[str]:
     """Every folder to hide, longest first (so a folder inside another is cut whole)."""
-    from registry.models import GGUFFile
 
     dirs = {
         str(settings.DATA_DIR),
@@ -53,7 +53,6 @@ def _local_sources(model):
 def replacements() -> list[tuple[bytes, bytes]]:
     """(what, by what) pairs in bytes, for the folders as they appear raw, HTML-escaped and JSON-escaped."""
     global _memo
-    from registry.models import GGUFFile
 
     # Recomputed only when the local files change: one small aggregate query per anonymous response.
     stamp = tuple(_local_sources(GGUFFile).aggregate(n=Count("pk"), last=Max("inspected_at")).values())

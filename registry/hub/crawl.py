@@ -29,7 +29,7 @@ from registry.access.policy import may_use_server_token
 from registry.hub.host_slots import host_slot
 from registry.hub.importing import HubImportError, HubUnreachable, JobDeadlinePassed, hub_job_deadline, import_hf
 from registry.models import Crawl, CrawlRepo
-from registry.queues import listening_workers
+from registry.queues import crawl_queue, listening_workers, send
 
 WAIT_SECONDS = 3  # before a repository that found no place for its host tries again
 AUTHOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")  # the Hub's user and organisation names
@@ -58,10 +58,6 @@ def lease() -> timedelta:
     is renewed after every file and every page."""
     seconds = settings.SPECREG_CRAWL_LEASE_SECONDS or 2 * header_deadline_seconds() + 30
     return timedelta(seconds=seconds)
-
-
-def crawl_queue() -> str:
-    return f"{settings.SPECREG_QUEUE_PREFIX}crawl"
 
 
 def check_query(by: str, query: str, max_repos: int | None) -> tuple[str, int]:
@@ -102,16 +98,12 @@ def start(by: str, query: str, *, max_repos: int | None = None, user=None, send:
 
 
 def _send_list(crawl_id: int) -> None:
-    from registry.tasks import crawl_list  # only queueing pays for loading the tasks
-
-    crawl_list.apply_async(args=[crawl_id], queue=crawl_queue())  # type: ignore[arg-type]  # a list, as Celery takes it
+    send("registry.tasks.crawl_list", crawl_id, crawl_queue())
 
 
 def _send_repos(row_ids: list[int]) -> None:
-    from registry.tasks import crawl_repo
-
     for pk in row_ids:
-        crawl_repo.apply_async(args=[pk], queue=crawl_queue())  # type: ignore[arg-type]
+        send("registry.tasks.crawl_repo", pk, crawl_queue())
 
 
 def list_step(crawl_id: int, *, send: bool = True) -> str:

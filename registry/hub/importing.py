@@ -13,7 +13,15 @@ from django.conf import settings
 
 from inspector.hub_names import SHARD, first_shard, have_token, hf_source, model_repo_id, shard_names
 from inspector.info import InspectError, inspect_source
-from inspector.remote import Deadline, RemoteFile, RepoListing, current_job_deadline, job_deadline, list_gguf_files
+from inspector.remote import (
+    Deadline,
+    RemoteFile,
+    RepoListing,
+    current_job_deadline,
+    job_deadline,
+    list_gguf_files,
+    parse_hf_spec,
+)
 from inspector.sources import SourceError, Unreachable
 from registry.catalog.registration import find_unchanged, register
 from registry.results.examples import apply_reported_examples
@@ -248,7 +256,6 @@ def _strip_spec(message: str) -> str:
 
 def import_source(spec: str) -> FileOutcome:
     """Register one ``hf://OWNER/REPO[@REV]/PATH`` file (a split file by its first shard)."""
-    from inspector.remote import parse_hf_spec
 
     try:
         s = parse_hf_spec(spec)

@@ -12,10 +12,14 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from inspector.hub_names import shard_names
+from inspector.remote import parse_hf_spec
+from inspector.sources import SourceError
 from registry.access.job_limits import check_job_limits
 from registry.access.policy import may_use_server_token
 from registry.hub.checking import CheckError, info_for, visitor_source
 from registry.models import GGUFFile, HubJob
+from registry.queues import send
 
 
 def queue_job(kind: str, params: dict[str, Any], *, user=None) -> HubJob:
@@ -37,9 +41,7 @@ def queue_job(kind: str, params: dict[str, Any], *, user=None) -> HubJob:
 
 
 def _send(job: HubJob) -> None:
-    from registry.tasks import hub_job  # only queueing pays for loading the tasks (and the Hub code behind them)
-
-    hub_job.apply_async(args=[job.pk], queue=job.queue)  # type: ignore[arg-type]  # celery-types wants a tuple; Celery takes a list (tests compare it as one)
+    send("runner.tasks.hub_job", job.pk, job.queue)
 
 
 def queue_if_remote(target: str, draft: str, user=None) -> HubJob | None:
@@ -58,9 +60,6 @@ def queue_if_remote(target: str, draft: str, user=None) -> HubJob | None:
     remote = [s for s in names if s.startswith("hf://") and s not in registered]
     if not remote:
         return None
-    from inspector.hub_names import shard_names
-    from inspector.remote import parse_hf_spec
-    from inspector.sources import SourceError
 
     for source in names:
         try:

@@ -18,18 +18,8 @@ from inspector.llama_rules import LLAMA_CPP_BUILD
 from registry.kb.schema import FORMAT, SCHEMA_VERSION, now_iso
 from registry.kb.sections import ExportContext, load_sections
 from registry.models import BenchmarkRun, GGUFFile, Pair, ReportedResult, TokenTable
-from registry.results.figures import LOAD_FIGURES
+from registry.results.figures import FIGURES, LOAD_FIGURES
 
-FIGURES = (
-    "k",
-    "acceptance",
-    "speedup",
-    "tokens_per_second",
-    "baseline_tokens_per_second",
-    "content_type",
-    "hardware",
-    "llama_cpp_build",
-)
 RESULT_FIELDS = (
     "temperature",
     "p_min",
@@ -50,7 +40,7 @@ RESULT_FIELDS = (
     "divergences",
     "other_cpu_share",
     "via",
-    # 1.2: measured under load (runner.load)
+    # 1.2: measured under load (runner.measure.load)
     "clients",
     *LOAD_FIGURES,
     "speedup_min",
@@ -70,7 +60,7 @@ def finite(value: Any) -> Any:
     return value
 
 
-# What a predicted figure carries besides the common figures (runner.predicting.store_predictions).
+# What a predicted figure carries besides the common figures (runner.predict.runs.store_predictions).
 PREDICTED_FIELDS = (
     "p_min",
     "options",
@@ -85,7 +75,7 @@ PREDICTED_FIELDS = (
 )
 
 
-# What a soak carries besides the common figures (runner.soaking). deployment_ref is left out: it is the id of a
+# What a soak carries besides the common figures (runner.soak.targets). deployment_ref is left out: it is the id of a
 # team deployment at the exporting installation, which names nothing elsewhere.
 STABILITY_FIELDS = (
     "method",

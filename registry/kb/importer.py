@@ -55,7 +55,7 @@ from registry.models import (
     ReportedResult,
     StabilityResult,
 )
-from registry.results.figures import refresh_best, refresh_predicted
+from registry.results.figures import FIGURES, refresh_best, refresh_predicted
 from registry.results.recommend import rebuilt_deployment
 
 # Fields of a stored inspection that say how it was read, not what the file holds.
@@ -590,7 +590,7 @@ class _Importer:
         for x in r.stability:
             values = x.model_dump(exclude={"created_at"})
             if values["status"] == StabilityResult.RUNNING:
-                # Only finished runs are exported, so nothing will ever finish it here: marked as runner.runs
+                # Only finished runs are exported, so nothing will ever finish it here: marked as runner.runs.records
                 # marks a soak whose run ended without it.
                 values["status"] = StabilityResult.INTERRUPTED
             soak = StabilityResult.objects.create(run=run, pair=pair, **values)
@@ -608,18 +608,9 @@ class _Importer:
             self.ctx.count("reported results already here")
             return
         pair = self.pair(r.target, r.draft)
-        figures = r.model_dump(
-            include={
-                "k",
-                "acceptance",
-                "speedup",
-                "tokens_per_second",
-                "baseline_tokens_per_second",
-                "content_type",
-                "hardware",
-                "llama_cpp_build",
-            }
-        )
+        # The figures every result carries (registry.results.figures.FIGURES, as the exporter wrote them), but the
+        # method: a reported record's schema has none (the model's default stands).
+        figures = r.model_dump(include=set(FIGURES) - {"method"})
         same_cell = ReportedResult.objects.filter(
             pair=pair, k=r.k, content_type=r.content_type, hardware=r.hardware, llama_cpp_build=r.llama_cpp_build
         )

@@ -182,7 +182,7 @@ class ResultIn(Figures):
     divergences: Annotated[list[Any], Field(max_length=10_000)] = []
     other_cpu_share: OptFloat
     via: Literal["cli", "server"] = "cli"  # how the exporting installation measured it
-    # 1.2: under load (runner.load); older files measured one client at a time.
+    # 1.2: under load (runner.measure.load); older files measured one client at a time.
     clients: Clients = 1
     parallel: Clients = 1
     latency_p50: OptNonNeg
@@ -206,7 +206,7 @@ class ResultIn(Figures):
 
 
 class IntervalIn(Base):
-    """One interval of a soak (runner.soak.Interval): numbers only, every key present once read."""
+    """One interval of a soak (runner.soak.loop.Interval): numbers only, every key present once read."""
 
     t: Annotated[float, Field(ge=0)]  # seconds from the soak's start to the interval's end
     requests: Count32 = 0
@@ -344,22 +344,6 @@ class Header(Base):
     schema_version: str
     exported_at: AwareDatetime
     installation: Installation
-
-
-class Document(Base):
-    """The whole format at once, as the exporter writes it (the importer streams it: see ``Header``)."""
-
-    format: Literal["specreg-knowledge-base"]
-    schema_version: str
-    exported_at: AwareDatetime
-    installation: Installation
-    token_tables: Annotated[list[TokenTableIn], Field(max_length=MAX_FILES)] = []
-    files: Annotated[list[FileIn], Field(max_length=MAX_FILES)] = []
-    pairs: Annotated[list[PairIn], Field(max_length=MAX_PAIRS)] = []
-    runs: Annotated[list[RunIn], Field(max_length=MAX_RUNS)] = []
-    reported: Annotated[list[ReportedIn], Field(max_length=MAX_REPORTED)] = []
-    # Records of other apps (notes, deployments, observed telemetry), by section name (registry.kb.sections).
-    sections: Annotated[dict[Annotated[str, StringConstraints(max_length=64)], list[Any]], Field(max_length=64)] = {}
 
 
 def _model_info_schema() -> type[BaseModel]:

@@ -45,7 +45,7 @@ class Figure:
     source_url: str = ""
     # The installation it came from when imported (registry.kb); empty: made here.
     origin: str = ""
-    # Measured under load (runner.load): concurrent clients, and then the servers' slots, latencies (s), time to the
+    # Under load (runner.measure.load): concurrent clients, and then the servers' slots, latencies (s), time to the
     # first token, the share of outputs unlike the single-client plain output, and whether prompts repeated.
     clients: int = 1
     load: dict[str, Any] | None = None

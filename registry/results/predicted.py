@@ -1,6 +1,6 @@
 """Predicted figures beside measured ones: which measurement answers which prediction, and how far apart they are.
 
-A prediction (runner.predict) is made at temperature 0 for one setting and content type; the measurement that
+A prediction (runner.predict.prediction) is made at temperature 0 for one setting and content type; the measurement that
 answers it is the newest usable cell of the same setting, content type and temperature 0. A cell whose
 speculative text parted from the plain one timed two different texts, so it is shown but kept out of the
 error statistics (and near-ties in the transcript say where such parting can happen).

@@ -44,7 +44,7 @@ class TableQuery:
     build: str = ""
     min_speedup: float | None = None
     method: str = ""  # llama.cpp's --spec-type of the results, e.g. ngram-mod
-    clients: int | None = None  # concurrent clients of measured results (runner.load); None: any
+    clients: int | None = None  # concurrent clients of measured results (runner.measure.load); None: any
     sort: str = "-speedup"
     page: int = 1  # with a cursor: the number shown; alone: read by OFFSET (old links, typed numbers)
     after: str = ""  # keyset cursors (registry.table.keyset): the page after or before this row

@@ -192,7 +192,7 @@ def _setting_from_command(command: str) -> tuple[str, int | None, float | None]:
 
 
 def recommendation_of(run: BenchmarkRun) -> dict | None:
-    """The recommendation whose setting the run's server command deploys (runner.store: the content type
+    """The recommendation whose setting the run's server command deploys (runner.runs.store: the content type
     in ``deploy_for``, else the fastest that speculates, as store picks it)."""
     summary = run.summary if isinstance(run.summary, dict) else {}
     recs = [r for r in summary.get("recommendations") or [] if isinstance(r, dict)]

@@ -20,7 +20,7 @@ from registry.team.models import Deployment, Note
 from registry.team.plot import observed_svg
 from registry.team.scrape_queue import queue_scrape
 from registry.team.telemetry import may_see_reasons, observed, series, shown_error, telemetry_state
-from registry.web.pages import stability_results
+from registry.web.pages import pair_page, stability_results
 from registry.web.plot import latest_soak_svg
 
 SUBJECTS = {"model": Model, "file": GGUFFile, "pair": Pair, "run": BenchmarkRun}
@@ -110,8 +110,6 @@ def deployment_new(request: HttpRequest) -> HttpResponse:
         )
         initial = deps.initial_from_run(run)
     elif request.GET.get("pair", "").isdigit():
-        from registry.web.pages import pair_page
-
         page = pair_page(int(request.GET["pair"]))
         rec = page.recommendation
         initial = deps.initial_from_pair(page.pair, rec.command, rec.k if rec.use_draft else None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from urllib.parse import urlencode
 
 from django import template
 
@@ -24,7 +25,6 @@ def as_json(v: object) -> str:
 @register.simple_tag(takes_context=True)
 def query(context, **changes) -> str:
     """The current table's query string with some parameters changed (``page``, ``sort``)."""
-    from urllib.parse import urlencode
 
     tq = context["tq"]
     return "?" + urlencode(tq.params(**changes))

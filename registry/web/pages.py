@@ -9,6 +9,7 @@ from django.db.models import Count, F
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
+from inspector.spec_flags import draft_label, is_draftless
 from registry.catalog.combinations import PairCombinations, classes_dict, pair_combinations
 from registry.catalog.listing import unlisted_partners
 from registry.catalog.pairing import as_draft, as_target
@@ -123,7 +124,6 @@ def base_summary(model: Model) -> BaseSummary | None:
 def ways_to_speed_up(target: GGUFFile) -> list[Way]:
     """Method x content type: the best measured, predicted and reported speed-up with this file as the target
     (with any draft, or draftless on its own pair), fastest first within each kind."""
-    from inspector.spec_flags import draft_label, is_draftless
 
     pairs = {
         p.pk: p

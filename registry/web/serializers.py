@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from registry.catalog.combinations import compatible_quants
 from registry.models import BaseClass, GGUFFile, Model, Pair, StabilityResult
 from registry.results.figures import Figure
-
-if TYPE_CHECKING:
-    from registry.table.rows import TableFile, TablePair
+from registry.table.rows import TableFile, TablePair
 
 
 def file_ref(f: GGUFFile | TableFile) -> dict[str, Any]:

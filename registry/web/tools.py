@@ -1,4 +1,4 @@
-"""Pages that act at once: check a pair, inspect a local header (Hub imports and searches are jobs: runner.views)."""
+"""Pages that act at once: check a pair, inspect a local header (Hub imports and searches are jobs: hub_jobs)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Usage: python tests/bench/bench_load.py [--clients 1,2,4] [--types code,edit] [--n-predict 96] [--repeats 2]
        [--quick]  (one content type, 1 and 2 clients, 16 tokens, one repeat: checks the script runs)
 
-Per cell (runner.load through measure_cell, exactly what run_benchmark --via server --clients measures): the
+Per cell (runner.measure.load through measure_cell, exactly what run_benchmark --via server --clients measures): the
 plain and speculative servers' aggregate tokens per second (all clients' tokens over each round's wall time), the
 speedup at that concurrency, the speculative p95 latency of a request and the plain one's, acceptance, the share of
 outputs unlike the single-client plain output, and the CPU time of specreg's own client loop (this process: the
@@ -25,8 +25,9 @@ import django  # noqa: E402
 django.setup()
 
 from inspector.spec_flags import Setting  # noqa: E402
-from runner import hardware, llamacpp  # noqa: E402
-from runner.measure import Cell, measure_cell  # noqa: E402
+from runner import hardware  # noqa: E402
+from runner.llama import binaries as llamacpp  # noqa: E402
+from runner.measure.cli import Cell, measure_cell  # noqa: E402
 from runner.prompts import load_task_set, read_chat_template, render_prompt  # noqa: E402
 from tests.models import model_path  # noqa: E402
 

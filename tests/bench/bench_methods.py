@@ -25,11 +25,12 @@ import django  # noqa: E402
 django.setup()
 
 from inspector.spec_flags import NGRAM_SWEEP, Setting  # noqa: E402
-from runner import hardware, llamacpp  # noqa: E402
-from runner.measure import measure_cell  # noqa: E402
+from runner import hardware  # noqa: E402
+from runner.llama import binaries as llamacpp  # noqa: E402
+from runner.measure.cli import measure_cell  # noqa: E402
 from runner.methods import settings_for  # noqa: E402
 from runner.prompts import load_task_set  # noqa: E402
-from runner.sweep import SweepConfig, run_sweep  # noqa: E402
+from runner.sweep.sweep import SweepConfig, run_sweep  # noqa: E402
 from tests.models import model_path  # noqa: E402
 
 DEFAULT_LOOKUP = {"ngram-mod": "24", "ngram-simple": "12", "ngram-map-k": "12", "ngram-map-k4v": "12"}

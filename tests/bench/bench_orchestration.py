@@ -13,9 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from runner import hardware, llamacpp  # noqa: E402
+from runner import hardware  # noqa: E402
+from runner.llama import binaries as llamacpp  # noqa: E402
 from runner.prompts import load_task_set  # noqa: E402
-from runner.sweep import SweepConfig, run_sweep  # noqa: E402
+from runner.sweep.sweep import SweepConfig, run_sweep  # noqa: E402
 from tests.models import model_path  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Prediction against measurement, side by side: how far runner.predict is from real llama.cpp runs, and how much
+"""Prediction against measurement, side by side: how far runner.predict.prediction is from real llama.cpp runs, and how much
 faster it is than measuring.
 
 Usage: python tests/bench/bench_predict.py [--quick] [--types code,prose] [--n-predict 96] [--repeats 2]
@@ -37,12 +37,13 @@ import django  # noqa: E402
 django.setup()
 
 from inspector.spec_flags import Setting  # noqa: E402
-from runner import hardware, llamacpp  # noqa: E402
-from runner.cells import CellResult  # noqa: E402
-from runner.predict import Prediction, predict  # noqa: E402
-from runner.predicting import trimmed_tasks  # noqa: E402
+from runner import hardware  # noqa: E402
+from runner.llama import binaries as llamacpp  # noqa: E402
+from runner.measure.cells import CellResult  # noqa: E402
+from runner.predict.prediction import Prediction, predict  # noqa: E402
+from runner.predict.runs import trimmed_tasks  # noqa: E402
 from runner.prompts import load_task_set  # noqa: E402
-from runner.sweep import SweepConfig, run_sweep  # noqa: E402
+from runner.sweep.sweep import SweepConfig, run_sweep  # noqa: E402
 from tests.models import model_path  # noqa: E402
 
 HEADER = (
@@ -174,7 +175,7 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
 
 
 def exact_check(target: Path, draft: Path, settings: list[Setting], tasks, types: list[str], args, prun) -> None:
-    """The forced pass (runner.forced) against the exact replay of every draft-model setting: how often the
+    """The forced pass (runner.predict.forced) against the exact replay of every draft-model setting: how often the
     drafted or accepted counts differ, and what each path took."""
     if not any(s.method == "draft-simple" for s in settings):
         return

@@ -11,20 +11,10 @@ from inspector.management.base import SpecregCommand, UserError
 
 
 class Command(SpecregCommand):
-    help = (
-        "Check whether DRAFT can draft for TARGET in llama.cpp speculative decoding. Sources are local "
-        "paths or hf://OWNER/REPO[@REVISION]/PATH. Exit status: 0 compatible, 1 incompatible, 2 error."
-    )
+    help = cli.CHECK_PAIR_HELP
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("target", help="the big model (path or hf:// source)")
-        parser.add_argument(
-            "draft",
-            nargs="?",
-            help="the small model that proposes tokens (or an EAGLE-3/DFlash "
-            "sidecar); without it, the methods the target can use with no second model",
-        )
-        parser.add_argument("--json", action="store_true", help="print one JSON object")
+        cli.add_check_pair_arguments(parser)
 
     def handle(self, *args: Any, target: str, draft: str | None = None, **options: Any) -> None:
         try:

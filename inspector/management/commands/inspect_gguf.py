@@ -11,15 +11,10 @@ from inspector.management.base import SpecregCommand, UserError
 
 
 class Command(SpecregCommand):
-    help = (
-        "Show a GGUF file's metadata and tokenizer (stored and as llama.cpp applies it). SOURCE is a "
-        "local path or hf://OWNER/REPO[@REVISION]/PATH; only the header is read."
-    )
+    help = cli.INSPECT_HELP
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("source")
-        parser.add_argument("--json", action="store_true", help="print one JSON object")
-        parser.add_argument("--tokens", type=int, default=0, metavar="N", help="also print the first N tokens")
+        cli.add_inspect_arguments(parser)
 
     def handle(self, *args: Any, source: str, tokens: int, **options: Any) -> None:
         try:

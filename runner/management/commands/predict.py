@@ -12,15 +12,14 @@ from django.core.management.base import CommandParser
 
 from inspector.compat import check_pair
 from inspector.info import InspectError, inspect_source
-from inspector.management.base import SpecregCommand, UserError
+from inspector.management.base import SpecregCommand, UserError, float_list, int_list
 from inspector.spec_flags import uses_draft_file
 from inspector.speculative import NGRAM_METHODS
 from registry.models import GGUFFile
 from runner import methods as methods_mod
-from runner import predict as predict_mod
-from runner.management.commands.run_benchmark import _floats, _ints
+from runner.predict import prediction as predict_mod
+from runner.predict.replay import ReplayError
 from runner.prompts import TaskSetError, load_task_set, parse_task_set
-from runner.replay import ReplayError
 
 PREDICTABLE, NOT_YET, TEMPERATURE_0_ONLY = predict_mod.PREDICTABLE, predict_mod.NOT_YET, predict_mod.TEMPERATURE_0_ONLY
 
@@ -49,8 +48,8 @@ class Command(SpecregCommand):
         parser.add_argument("target", help="the big model: a local GGUF path")
         parser.add_argument("draft", nargs="?", help="the small model that drafts (draft-simple)")
         parser.add_argument("--methods", help="e.g. draft-simple,ngram-mod (default: the draft's, then n-gram)")
-        parser.add_argument("--k", type=_ints, default=[2, 4, 8], help="draft lengths, e.g. 2,4,8 (default)")
-        parser.add_argument("--p-min", type=_floats, help="draft-model p-min values, e.g. 0,0.75 (default: 0)")
+        parser.add_argument("--k", type=int_list, default=[2, 4, 8], help="draft lengths, e.g. 2,4,8 (default)")
+        parser.add_argument("--p-min", type=float_list, help="draft-model p-min values, e.g. 0,0.75 (default: 0)")
         parser.add_argument("--tasks", help="content types, e.g. code,prose (default: all in the task set)")
         parser.add_argument("--task-file", help="a JSON task set, as run_benchmark takes")
         parser.add_argument("--prompts-per-type", type=int, default=2)

@@ -3,37 +3,25 @@ speculation methods (with a draft model, or draftless), or run it here."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 
 from django.conf import settings
-from django.core.management.base import CommandError
 
-from inspector.management.base import SpecregCommand, UserError
+from inspector.management.base import SpecregCommand, UserError, float_list, int_list
 from inspector.spec_flags import OWN_HEADS, Setting
 from registry.catalog.pairing import pair_for
 from registry.formatting import duration
 from registry.hub.sources import SourceRegistrationError, register_source
 from registry.models import BenchmarkRun
-from runner import procs, runs, submit
+from runner.errors import BenchmarkError
+from runner.llama import procs
 from runner.methods import default_methods, offered_method
 from runner.models import workers_on
-from runner.params import BenchmarkError
-from runner.predicting import predictions_by_setting
-
-
-def _ints(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise CommandError(f"expected comma-separated integers, got {text!r}", returncode=2) from None
-
-
-def _floats(text: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise CommandError(f"expected comma-separated numbers, got {text!r}", returncode=2) from None
+from runner.predict.runs import predictions_by_setting
+from runner.runs import records, submit
+from runner.runs.execute import execute
 
 
 class Command(SpecregCommand):
@@ -54,11 +42,11 @@ class Command(SpecregCommand):
         )
         parser.add_argument(
             "--k",
-            type=_ints,
+            type=int_list,
             help="draft-model K values to sweep, e.g. 4,8,16 (default; extended "
             "while faster); n-gram methods sweep their own draft length",
         )
-        parser.add_argument("--p-min", type=_floats, help="draft-model and MTP p-min values, e.g. 0,0.75 (default)")
+        parser.add_argument("--p-min", type=float_list, help="draft-model and MTP p-min values, e.g. 0,0.75 (default)")
         parser.add_argument("--no-extend", action="store_true", help="measure exactly --k, no extension upward")
         parser.add_argument(
             "--full-sweep",
@@ -69,7 +57,7 @@ class Command(SpecregCommand):
         )
         parser.add_argument("--tasks", help="content types, e.g. code,prose (default: all in the task set)")
         parser.add_argument("--task-file", help="a JSON task set of your own")
-        parser.add_argument("--temperatures", type=_floats, help="e.g. 0,0.7 (default 0)")
+        parser.add_argument("--temperatures", type=float_list, help="e.g. 0,0.7 (default 0)")
         parser.add_argument("--repeats", type=int)
         parser.add_argument("--n-predict", type=int)
         parser.add_argument("--prompts-per-type", type=int)
@@ -81,7 +69,7 @@ class Command(SpecregCommand):
         )
         parser.add_argument(
             "--clients",
-            type=_ints,
+            type=int_list,
             help="with --via server: concurrent clients, e.g. 1,2,4 (default 1); every setting is swept at the "
             "smallest, the best two per content type are measured again at each larger one",
         )
@@ -105,7 +93,7 @@ class Command(SpecregCommand):
     def handle(self, *args, **o) -> None:
         if o["cancel"] is not None:
             try:
-                self.stdout.write(f"run {o['cancel']}: {runs.cancel(o['cancel'])}")
+                self.stdout.write(f"run {o['cancel']}: {records.cancel(o['cancel'])}")
             except BenchmarkError as exc:
                 raise UserError(str(exc)) from None
             return
@@ -113,8 +101,6 @@ class Command(SpecregCommand):
             raise UserError("give TARGET [DRAFT] (or --cancel RUN_ID)")
         task_set = None
         if o["task_file"]:
-            import json
-
             try:
                 with open(o["task_file"]) as f:
                     task_set = json.load(f)
@@ -169,7 +155,6 @@ class Command(SpecregCommand):
 
     def _run_here(self, run_id: int) -> None:
         """The task's own code path (``execute``) in this process; Ctrl-C or SIGTERM cancels the run."""
-        from runner.execute import execute
 
         def stop(signum, frame) -> None:
             procs.stop_all()

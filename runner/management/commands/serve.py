@@ -26,8 +26,8 @@ from django.conf import settings
 
 from inspector.management.base import SpecregCommand
 from inspector.remote import header_deadline_seconds
-from registry.hub.crawl import crawl_queue
-from runner.queues import bench_queue, local_hardware_class, telemetry_queue
+from registry.queues import crawl_queue, telemetry_queue
+from runner.runs.queues import bench_queue, local_hardware_class
 
 STOP_GRACE_S = 7.0
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from inspector.management.base import UserError
 from registry.models import BenchmarkRun, StabilityResult
+from runner.errors import BenchmarkError
 from runner.management.commands.run_benchmark import Command as RunBenchmark
-from runner.params import BenchmarkError
-from runner.soak import duration_text
-from runner.soaking import DEFAULT_INTERVAL_S, parse_duration, queue_soak
+from runner.runs.submit import queue_soak
+from runner.soak.loop import duration_text
+from runner.soak.targets import DEFAULT_INTERVAL_S, parse_duration
 
 
 class Command(RunBenchmark):

@@ -1,0 +1,362 @@
+"""Predicting a speculative setting's speedup before measuring it (temperature 0; draft-simple above it).
+
+Acceptance is not estimated but replayed: the target's greedy transcript of each task, then llama.cpp's own
+speculative loop against it (runner.predict.replay) gives every verification's drafted and accepted counts exactly.
+Speed comes from a cost model of this machine, measured once per model file and build (runner.predict.replay's timing
+mode, kept by runner.predict.kept):
+the target's time to decode a batch of b tokens with every token's logits (what a verify step costs), and
+the draft model's time per decoded batch. A speculative step then costs
+
+    verify(d + 1) + sample * (d + 1)     the target checks id_last and the d drafted tokens, sampling each
+                                         position [ss:223-228, common_sampler_sample_and_accept_n]
+  + draft(1) * (1 + d - full)            draft-simple: id_last, then each drafted token but the one that fills
+                                         the draft (full: d reached K) [sp:383, 439-446]
+  + draft_last(d + 1)                    the target's batch fed to the draft, only its last token's logits
+                                         [sp:304-312]
+  + draft_sample * (d + 1 - full)        its top-k 10 sampler per proposal, the one p-min refused included
+                                         [sp:406, 421]
+                                         (n-gram methods draft from tables: no model time)
+
+against plain decoding's verify(1) + sample per token. Sampling is the fixed cost a round pays per position
+beyond the decodes (the whole chain runs over the vocabulary: ~0.2-1 ms, a visible share for small models).
+What it leaves out, and the benchmark measures: other bookkeeping per step (cache trims, batch building), the
+context growing during the run (the cost model is taken at one depth), the two models' decodes slowing each
+other when they alternate (a Qwen2.5 1.5B + 0.5B round measured 6% slower than its parts timed apart, on 2
+cores), and the machine's speed at the moment of the benchmark: on a shared 2-core VM a batch of one (bound by
+memory bandwidth) measured 24 to 32 ms within an hour while larger batches moved less, so a cost model taken at
+one moment can be 10-15% off a benchmark taken at another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from inspector.spec_flags import Setting, uses_draft_file
+from inspector.speculative import NGRAM_METHODS
+from runner.hardware import ram_bytes
+from runner.llama import binaries
+from runner.predict import forced, kept, replay
+from runner.prompts import TaskSet, read_chat_template, render_prompt
+
+COST_DEPTH = 256  # context tokens behind the timed batches: a prompt and part of an answer
+MAX_TIMED_BATCH = 17  # larger verify batches (n-gram methods draft up to 64) follow the last measured slope
+MIN_GAIN = 1.01  # a predicted speedup below this is "no gain": the cost model is not finer than that
+# What the replay tool can replay: the draft model's own loop and the n-gram methods, which need no model.
+PREDICTABLE = ("draft-simple", *NGRAM_METHODS)
+TEMPERATURE_0_ONLY = (
+    "temperature 0 only: the n-gram methods' drafts are replayed by exact match, which a sampled target does not make"
+)
+# llama.cpp's loop hands these heads the hidden states of the target's own verify decode
+# (common_speculative_process after llama_process [ss:232-236]): the one step a replay skips.
+NOT_YET = (
+    "not predictable yet: it drafts from the target's hidden states, which llama.cpp's loop takes from the "
+    "target's own decoding, the step a replay skips"
+)
+MEMORY_SHARE = 0.9  # the models' weights (memory-mapped) must fit in this share of the machine's memory
+
+
+PredictionCancelled = replay.ReplayCancelled  # the run was cancelled: the tool running then was killed
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Median seconds to decode a batch of b tokens (index b - 1) with every token's logits computed (``seconds``)
+    and with only the last token's (``seconds_last``), and to sample one position: with the run's own chain
+    (``sample``) and with draft-simple's top-k 10 chain (``draft_sample``)."""
+
+    model: str
+    depth: int
+    seconds: tuple[float, ...]
+    sample: float = 0.0
+    draft_sample: float = 0.0
+    seconds_last: tuple[float, ...] = ()
+
+    def token(self) -> float:
+        """Plain decoding's cost per token: a batch of one and its sampling."""
+        return self.batch(1) + self.sample
+
+    def batch(self, b: int) -> float:
+        """Time for a batch of ``b``, every token's logits; beyond the measured sizes the last slope continues."""
+        return _extend(self.seconds, b)
+
+    def batch_last(self, b: int) -> float:
+        """Time for a batch of ``b`` with only the last token's logits (a draft taking in the target's batch)."""
+        return _extend(self.seconds_last or self.seconds, b)
+
+
+def _extend(seconds: tuple[float, ...], b: int) -> float:
+    if b <= len(seconds):
+        return seconds[b - 1]
+    last = seconds[-1]
+    slope = last - seconds[-2] if len(seconds) > 1 else last
+    return last + slope * (b - len(seconds))
+
+
+def measure_cost(
+    model: Path | str,
+    gen: binaries.GenParams,
+    max_batch: int,
+    *,
+    reps: int = 7,
+    should_cancel: Callable[[], bool] | None = None,
+    timeout_s: float = replay.TIMEOUT_S,
+) -> CostModel:
+    """The model's cost model on this machine, measured once per model file, build, threads and batch range and
+    kept (runner.predict.kept: on this machine and in the database, where the hardware page shows it). A machine's speed
+    does not change between predictions; a new build or another thread count measures again."""
+    caps = binaries.capabilities(binaries.find_binary(replay.SPEC_TOOL))
+    ctx = max(gen.ctx_size or 0, COST_DEPTH + max_batch + 64)
+    gen = replace(gen, temperature=0.0, ctx_size=ctx, n_predict=1)
+    options = binaries.generation_argv(caps, gen, "x")
+    timing = f"{COST_DEPTH},{max_batch},{reps}"
+    meta = {"threads": gen.threads, "depth": COST_DEPTH}
+    found = kept.find(kept.COSTS, model, [*options, timing], **meta)
+    if found is not None:
+        try:
+            return _cost_model(model, found)
+        except (ValueError, KeyError, TypeError):
+            pass  # damaged: measured again
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "timing.json"
+        argv = [str(replay.tool()), "timing", str(out), "-m", str(model), *options]
+        replay.run_tool(argv, timeout_s, {**os.environ, "SPECREG_TIMING": timing}, should_cancel)
+        data = json.loads(out.read_text())
+    cost = _cost_model(model, data)
+    kept.keep(kept.COSTS, model, [*options, timing], data, seconds=time.monotonic() - started, **meta)
+    return cost
+
+
+def _cost_model(model: Path | str, data: dict[str, Any]) -> CostModel:
+    """The tool's timing JSON (fresh or cached) as a CostModel."""
+    return CostModel(
+        str(model),
+        int(data["depth"]),
+        tuple(float(s) for s in data["seconds"]),
+        float(data.get("sample_s", 0.0)),
+        float(data.get("draft_sample_s", 0.0)),
+        tuple(float(s) for s in data.get("seconds_last", ())),
+    )
+
+
+def step_seconds(setting: Setting, drafted: int, target: CostModel, draft: CostModel | None) -> float:
+    """One verification's predicted time (see the module's docstring). A draft of K tokens is full: its last
+    proposal is neither decoded nor followed by another sample. A shorter one stopped at p-min, whose refused
+    proposal was sampled after decoding the token before it (or at the remaining budget, near the end of a run,
+    which this counts as a p-min stop: one draft decode per run)."""
+    t = target.batch(drafted + 1) + target.sample * (drafted + 1)
+    if uses_draft_file(setting.method) and draft is not None:
+        full = 1 if setting.k and drafted >= setting.k else 0
+        t += draft.batch(1) * (1 + drafted - full) + draft.batch_last(drafted + 1)
+        t += draft.draft_sample * (drafted + 1 - full)
+    return t
+
+
+@dataclass
+class Prediction:
+    method: str
+    draft: str | None
+    k: int | None
+    p_min: float | None
+    content_type: str
+    setting: str
+    options: tuple[tuple[str, str], ...] = ()
+    drafted: float = 0  # expected counts above temperature 0: not whole numbers
+    accepted: float = 0
+    tokens: float = 0
+    spec_seconds: float = 0.0
+    plain_seconds: float = 0.0
+    near_ties: int = 0  # transcript tokens whose margin over the next best is small: texts may part there
+
+    @property
+    def acceptance(self) -> float | None:
+        return self.accepted / self.drafted if self.drafted else None
+
+    @property
+    def as_setting(self) -> Setting:
+        return Setting(self.method, self.k or 0, self.p_min, self.options)
+
+    @property
+    def speedup(self) -> float | None:
+        return self.plain_seconds / self.spec_seconds if self.spec_seconds > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "draft": self.draft,
+            "k": self.k,
+            "p_min": self.p_min,
+            "content_type": self.content_type,
+            "setting": self.setting,
+            "acceptance": None if self.acceptance is None else round(self.acceptance, 4),
+            "speedup": None if self.speedup is None else round(self.speedup, 4),
+            "drafted": round(self.drafted),
+            "accepted": round(self.accepted),
+            "near_ties": self.near_ties,
+        }
+
+
+@dataclass
+class PredictionRun:
+    predictions: list[Prediction]
+    costs: dict[str, CostModel]
+    seconds: dict[str, float] = field(default_factory=dict)  # transcript, replay, cost model
+
+    def best(self) -> dict[str, dict[str, Any]]:
+        """Per content type, the setting with the highest predicted speedup (at least MIN_GAIN, else none)."""
+        out: dict[str, dict[str, Any]] = {}
+        for p in self.predictions:
+            s = p.speedup
+            if s is None or s < MIN_GAIN:
+                continue
+            cur = out.get(p.content_type)
+            if cur is None or s > cur["speedup"]:
+                out[p.content_type] = {"method": p.method, "k": p.k, "p_min": p.p_min, "setting": p.setting,
+                                       "speedup": round(s, 4)}  # fmt: skip
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "predictions": [p.to_dict() for p in self.predictions],
+            "best": self.best(),
+            "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
+            "cost_model": {name: asdict(c) for name, c in self.costs.items()},
+        }
+
+
+NEAR_TIE = 0.5  # logits: a margin below this can flip with another batch shape (the issue's edit prompts)
+
+
+def predict(
+    target: Path | str,
+    draft: Path | str | None,
+    settings: Iterable[Setting],
+    tasks: TaskSet,
+    content_types: list[str],
+    *,
+    n_predict: int = 96,
+    threads: int | None = None,
+    log: Callable[[str], None] = lambda s: None,
+    progress: Callable[[float, str], None] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+    timeout_s: float = replay.TIMEOUT_S,
+    exact: bool = False,
+    temperature: float = 0.0,
+) -> PredictionRun:
+    """Every setting's prediction per content type. Raises ReplayError (one line) when llama.cpp cannot load or
+    run a model, and ModelTooBig before loading anything when the weights would not fit in memory.
+
+    Draft-model settings come from one teacher-forced pass of the draft per task (runner.predict.forced) unless
+    ``exact``: then every setting is replayed through llama.cpp's own loop, as the n-gram methods always are.
+    Above temperature 0 only draft-simple is predicted, as expected counts over a sampled transcript
+    (runner.predict.forced.expected); other methods raise ReplayError there."""
+    settings = list(settings)
+    if temperature > 0:
+        if exact or draft is None or any(s.method != "draft-simple" for s in settings):
+            raise replay.ReplayError(f"above temperature 0 only draft-simple is predicted: {TEMPERATURE_0_ONLY}")
+    fits_in_memory([target, *([draft] if draft is not None else [])])
+    max_k = max((s.k for s in settings), default=1)
+    gen = binaries.GenParams(n_predict=n_predict, threads=threads, temperature=temperature)
+    template = read_chat_template(target)
+    seconds = {"transcript": 0.0, "replay": 0.0, "forced": 0.0, "cost_model": 0.0}
+    fast = [] if exact or draft is None else [s for s in settings if s.method == "draft-simple"]
+    p_cont = min((s.p_min for s in fast if s.p_min), default=0.0)  # continuations matter only above p-min 0
+    transcript_n = n_predict + max_k + 2  # longer than any replay's run by its draft
+
+    started = time.monotonic()
+    timed = min(max_k + 1, MAX_TIMED_BATCH)
+    # the run's limit per process holds for each tool process as for each llama.cpp one
+    costs = {"target": measure_cost(target, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)}
+    if draft is not None and any(uses_draft_file(s.method) for s in settings):
+        costs["draft"] = measure_cost(draft, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)
+    seconds["cost_model"] = time.monotonic() - started
+    log(f"cost model: target {costs['target'].batch(1) * 1000:.1f} ms per token")
+
+    rows: dict[tuple[str, str], Prediction] = {}
+    work = [(c, t) for c in content_types for t in tasks.by_type(c)]
+    for done, (ctype, task) in enumerate(work):
+        if should_cancel is not None and should_cancel():
+            raise PredictionCancelled("cancelled")  # between two tasks
+        if progress is not None:
+            progress(done / max(1, len(work)), f"predicting {ctype}/{task.id}: transcript and replay")
+        prompt = render_prompt(task.prompt, template, task.system).text
+        size = len(prompt) + n_predict + max_k + 64
+        task_gen = replace(gen, ctx_size=max(2048, -(-size // 256) * 256))
+        started = time.monotonic()
+        script = replay.transcript(
+            target,
+            prompt,
+            replace(task_gen, n_predict=transcript_n),
+            task=f"{tasks.name}/{ctype}/{task.id}",
+            should_cancel=should_cancel,
+            timeout_s=timeout_s,
+        )
+        seconds["transcript"] += time.monotonic() - started
+        ties = sum(1 for m in script.margins[:n_predict] if m < NEAR_TIE)
+        ended = len(script.tokens) < transcript_n  # the target stopped: its last token ends the run
+        passed = None
+        if fast and draft is not None:
+            started = time.monotonic()
+            max_fast = max(s.k for s in fast)
+            passed = forced.forced_pass(
+                draft, prompt, task_gen, script, max_fast, p_cont, should_cancel=should_cancel, timeout_s=timeout_s
+            )
+            seconds["forced"] += time.monotonic() - started
+        for s in settings:
+            started = time.monotonic()
+            r: replay.Replay | forced.Expected
+            if passed is not None and s in fast:
+                walk = forced.expected if temperature > 0 else forced.steps
+                r = walk(passed, script, s, n_predict, task_gen.ctx_size or 2048, ended)
+            else:
+                used = draft if uses_draft_file(s.method) else None
+                r = replay.replay(
+                    target, used, prompt, task_gen, s, script, should_cancel=should_cancel, timeout_s=timeout_s
+                )
+                seconds["replay"] += time.monotonic() - started
+            row = rows.setdefault(
+                (ctype, s.label),
+                Prediction(
+                    s.method,
+                    str(draft) if draft and uses_draft_file(s.method) else None,
+                    s.k if s.k else None,
+                    s.p_min,
+                    ctype,
+                    s.label,
+                    tuple(s.options),
+                ),  # fmt: skip
+            )
+            row.drafted += r.n_drafted
+            row.accepted += r.n_accept
+            row.tokens += r.n_predict
+            row.near_ties += ties
+            weighted = r.steps if isinstance(r, forced.Expected) else [(1.0, d) for d, _ in r.steps]
+            row.spec_seconds += sum(w * step_seconds(s, d, costs["target"], costs.get("draft")) for w, d in weighted)
+            row.plain_seconds += r.n_predict * costs["target"].token()
+        log(f"{ctype}/{task.id}: {len(settings)} settings replayed")
+    return PredictionRun(list(rows.values()), costs, seconds)
+
+
+class ModelTooBig(replay.ReplayError):
+    """The models' weights would not fit in this machine's memory."""
+
+
+def fits_in_memory(paths: list[Path | str]) -> None:
+    """Refuse, with one line, to predict with models bigger than this machine's memory: llama.cpp would map them
+    and page them in for every token (minutes per token), or be killed by the kernel, not fail cleanly."""
+    total = sum(Path(p).stat().st_size for p in paths)
+    mem = ram_bytes()
+    if mem is None:
+        return  # not Linux: llama.cpp's own error is the answer
+    if total > MEMORY_SHARE * mem:
+        raise ModelTooBig(
+            f"the models need {total / 2**30:.1f} GiB of weights and this machine has {mem / 2**30:.1f} GiB of memory: "
+            "predict on a machine (hardware class) that can hold them"
+        )

@@ -1,0 +1,134 @@
+"""With the replay tool (runner.predict.tool): the target's greedy transcript of a prompt, kept per model file
+(runner.predict.kept), and llama.cpp's own speculative loop replayed against it, which gives a setting's exact
+drafted and accepted counts at temperature 0 without the target decoding a single token.
+
+The tool's options are llama-speculative-simple's, built by runner.llama.binaries from the same settings, so a replay
+and
+a measurement of one setting differ only in who verifies.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from inspector.spec_flags import Setting
+from runner.llama import binaries
+from runner.predict import kept
+from runner.predict.tool import SPEC_TOOL, TIMEOUT_S, ReplayCancelled, ReplayError, run_tool, tool
+
+__all__ = ["Replay", "ReplayCancelled", "ReplayError", "Transcript", "replay", "transcript"]
+
+
+@dataclass(frozen=True)
+class Transcript:
+    prompt: list[int]  # the prompt's tokens as llama.cpp tokenized it
+    tokens: list[int]  # the target's generated tokens
+    margins: list[float]  # per generated token: its logit minus the best other (small: a near-tie)
+    # above temperature 0, per generated token: the distribution it was sampled from, [id, p, id, p, ...]
+    cands: list[list[float]] | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        data: dict[str, object] = {"prompt": self.prompt, "tokens": self.tokens, "margins": self.margins}
+        if self.cands is not None:
+            data["cands"] = self.cands
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, data: dict) -> Transcript:
+        cands = data.get("cands")
+        return cls(
+            [int(t) for t in data["prompt"]],
+            [int(t) for t in data["tokens"]],
+            [float(m) for m in data["margins"]],
+            None if cands is None else [[float(x) for x in row] for row in cands],
+        )
+
+
+@dataclass(frozen=True)
+class Replay:
+    n_predict: int
+    n_drafted: int
+    n_accept: int
+    steps: list[tuple[int, int]]  # (drafted, accepted) per verification
+
+    @property
+    def acceptance(self) -> float | None:
+        """Accepted ÷ drafted tokens, as llama.cpp reports it."""
+        return self.n_accept / self.n_drafted if self.n_drafted else None
+
+
+def _spec_caps() -> binaries.Capabilities:
+    return binaries.capabilities(binaries.find_binary(SPEC_TOOL))
+
+
+def transcript(
+    target: Path | str,
+    prompt: str,
+    gen: binaries.GenParams,
+    *,
+    task: str = "",
+    timeout_s: float = TIMEOUT_S,
+    should_cancel: Callable[[], bool] | None = None,
+) -> Transcript:
+    """The target's greedy output for ``prompt``: ``gen.n_predict`` tokens (make it longer than the replays'
+    -n by their largest draft), with the margin of each token over the next best. Above temperature 0 the
+    output is sampled (the options' seed) and each token carries the distribution it was sampled from.
+
+    Kept (runner.predict.kept) per model file's sha256, build, hardware class and options (prompt, length, threads,
+    context): the target runs once, and every draft, method, later prediction and worker of the class reuses
+    it. ``task`` names the prompt in the record ("default/code/c1")."""
+    caps = _spec_caps()
+    options = binaries.generation_argv(caps, gen, prompt)
+    meta = {"task": task[:200], "n_predict": gen.n_predict, "temperature": gen.temperature}
+    data = kept.find(kept.TRANSCRIPTS, target, options, **meta)
+    if data is not None:
+        try:
+            return Transcript.from_json(data)
+        except (ValueError, KeyError, TypeError):
+            pass  # a damaged record is made again (and replaced)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "transcript.json"
+        run_tool([str(tool()), "transcript", str(out), "-m", str(target), *options], timeout_s, None, should_cancel)
+        script = Transcript.from_json(json.loads(out.read_text()))
+    kept.keep(
+        kept.TRANSCRIPTS,
+        target,
+        options,
+        script.to_dict(),
+        seconds=time.monotonic() - started,
+        **meta,
+    )
+    return script
+
+
+def replay(
+    target: Path | str,
+    draft: Path | str | None,
+    prompt: str,
+    gen: binaries.GenParams,
+    setting: Setting,
+    script: Transcript,
+    *,
+    timeout_s: float = TIMEOUT_S,
+    should_cancel: Callable[[], bool] | None = None,
+) -> Replay:
+    """Drafted and accepted counts of ``setting`` for ``prompt`` (its transcript ``script``), as
+    llama-speculative-simple with the same options would report them at temperature 0."""
+    if gen.temperature != 0:
+        raise ReplayError("a replay predicts temperature 0 only: llama.cpp verifies by exact match")
+    argv = binaries.method_argv(_spec_caps(), target, draft, prompt, gen, setting)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "transcript.json"
+        path.write_text(script.to_json())
+        out = run_tool([str(tool()), "replay", str(path), *argv[1:]], timeout_s, None, should_cancel)
+    data = json.loads(out.strip().splitlines()[-1])
+    return Replay(data["n_predict"], data["n_drafted"], data["n_accept"], [tuple(s) for s in data["steps"]])

@@ -1,0 +1,1 @@
+"""Benchmark runs as records: queueing, claiming, executing, storing."""

@@ -1,0 +1,102 @@
+"""Model files a benchmark needs, on local disk: downloaded with huggingface_hub, verified, budgeted."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from django.conf import settings
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import HfHubHTTPError
+from tqdm.auto import tqdm
+
+from inspector.hub_names import hub_token, shard_names
+from inspector.remote import parse_hf_spec
+from inspector.sources import SourceError, is_remote
+from registry.models import SHA256
+from runner.cache import sha256_file
+
+Progress = Callable[[int, int | None], None]  # bytes done, bytes total
+
+
+class DownloadError(Exception):
+    """A model file could not be made available locally; one line."""
+
+
+def _dir_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink()) if path.exists() else 0
+
+
+def _progress_class(report: Progress | None):
+    """A tqdm class that forwards byte counts to ``report`` (huggingface_hub's progress hook)."""
+
+    class Reporting(tqdm):
+        def __init__(self, *args, **kwargs):
+            kwargs["disable"] = True  # nothing on the terminal of a worker
+            super().__init__(*args, **kwargs)
+            self._done = 0
+
+        def update(self, n=1):
+            self._done += n or 0
+            if report is not None:
+                report(self._done, self.total)
+            return super().update(n)
+
+    return Reporting
+
+
+def local_paths(source: str, size: int | None = None, sha256: str = "", progress: Progress | None = None) -> list[Path]:
+    """Local paths of every shard of ``source``, downloading what is missing.
+
+    huggingface_hub resumes partial downloads and keeps files by commit; the download goes to a
+    temporary name and only appears complete, so a failure leaves nothing half-usable behind.
+    ``sha256`` (the Hub's LFS hash) is checked when given.
+    """
+    if not is_remote(source):
+        paths = [Path(s) for s in shard_names(source)]
+        missing = [p for p in paths if not p.is_file()]
+        if missing:
+            raise DownloadError(f"{missing[0]}: no such file on this worker")
+        return paths
+    model_dir = Path(settings.SPECREG_MODEL_DIR)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    if size is not None:
+        used = _dir_size(model_dir)
+        free = shutil.disk_usage(model_dir).free
+        if used + size > settings.SPECREG_DISK_BUDGET_BYTES:
+            raise DownloadError(
+                f"{source}: needs {size:,} bytes but only {settings.SPECREG_DISK_BUDGET_BYTES - used:,} "
+                "remain of the disk budget (SPECREG_DISK_BUDGET_BYTES)"
+            )
+        if size > free:
+            raise DownloadError(f"{source}: needs {size:,} bytes but the disk has {free:,} free")
+    out = []
+    for shard in shard_names(source):
+        try:
+            spec = parse_hf_spec(shard)
+        except SourceError as exc:
+            raise DownloadError(str(exc)) from None
+        try:
+            path = Path(
+                hf_hub_download(
+                    spec.repo_id,
+                    spec.path,
+                    revision=spec.revision,
+                    cache_dir=model_dir / "hub",
+                    token=hub_token(anonymous=False),
+                    endpoint=os.environ.get("HF_ENDPOINT") or None,
+                    tqdm_class=_progress_class(progress),
+                )
+            )
+        except (HfHubHTTPError, OSError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise DownloadError(f"{shard}: download failed ({first})") from None
+        out.append(path)
+    if SHA256.fullmatch(sha256) and len(out) == 1:
+        actual = sha256_file(out[0])
+        if actual != sha256:
+            out[0].unlink(missing_ok=True)
+            raise DownloadError(f"{source}: sha256 {actual[:12]}… does not match the Hub's {sha256[:12]}…; removed")
+    return out

@@ -1,0 +1,1 @@
+"""The sweep of speculation settings over a pair, its crash diagnosis and its report."""

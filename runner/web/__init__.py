@@ -1,0 +1,1 @@
+"""The runner's pages and JSON API: benchmark runs, predictions, soaks, hardware classes."""
