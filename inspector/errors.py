@@ -17,4 +17,4 @@ class Unreachable(SourceError):
 
 class DeadlineExceeded(Unreachable):
     """The remote reads of one request or job ran past SPECREG_HEADER_DEADLINE_SECONDS, or past the end of the
-    job they are part of (``remote.job_deadline``); a web check answers it with 504."""
+    job they are part of (``deadlines.job_deadline``); a web check answers it with 504."""

@@ -19,7 +19,7 @@ from .sources import DeadlineExceeded, SourceError, is_remote, open_source
 from .tokens import TokenTable, readable, vocab_key
 
 if TYPE_CHECKING:
-    from .remote import Deadline
+    from .deadlines import Deadline
 
 DEFAULT_MAX_HEADER = 256 * 1024 * 1024
 INT64_MAX = 2**63 - 1  # what a database's BIGINT holds
@@ -294,7 +294,7 @@ def shared_deadline(*specs: object) -> Iterator[Deadline | None]:
     None when no spec is remote, or when the setting is bad (each read then says so in one line)."""
     deadline = None
     if any(isinstance(s, str) and is_remote(s) for s in specs):
-        from .remote import Deadline  # imported here: reading a local file must not load huggingface_hub
+        from .deadlines import Deadline  # imported here: reading a local file must not load huggingface_hub
 
         try:
             deadline = Deadline()

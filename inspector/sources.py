@@ -18,7 +18,7 @@ from .errors import SourceError as SourceError
 from .errors import Unreachable as Unreachable
 
 if TYPE_CHECKING:
-    from .remote import Deadline  # remote imports huggingface_hub: local reads must not
+    from .deadlines import Deadline  # deadlines import huggingface_hub: local reads must not
 
 
 class Source(Protocol):
@@ -123,7 +123,7 @@ def open_source(spec: str | os.PathLike[str] | BinaryIO, *, deadline: Deadline |
     if isinstance(spec, (str, os.PathLike)):
         s = os.fspath(spec)
         if is_remote(s):
-            from .remote import open_remote
+            from .remote import open_remote  # only here: a local read never loads huggingface_hub
 
             return open_remote(s, deadline=deadline)
         return FileSource.open(s)

@@ -23,8 +23,8 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
+from inspector.hub_api import list_gguf_files, search_models
 from inspector.management.base import UserError
-from inspector.remote import list_gguf_files, search_models
 from inspector.sources import SourceError
 from registry.hub import importing
 from registry.hub.importing import JobDeadlinePassed, hub_job_deadline, import_hf

@@ -10,8 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from inspector.hub_api import list_models_page
 from inspector.management.base import UserError
-from inspector.remote import list_models_page
 from inspector.sources import SourceError
 from registry.hub import crawl as crawls
 from registry.hub.host_slots import host_slot

@@ -17,10 +17,12 @@ from huggingface_hub import constants
 
 import tests.hub
 from inspector import readahead
+from inspector.hf_spec import parse_hf_spec
+from inspector.hub_api import list_gguf_files, search_models
 from inspector.hub_names import shard_names
 from inspector.info import InspectError, inspect_source
 from inspector.readahead import FIRST_READ
-from inspector.remote import list_gguf_files, open_remote, parse_hf_spec, search_models
+from inspector.remote import open_remote
 from inspector.sources import SourceError, open_source
 from tests.models import MODELS, model_path
 

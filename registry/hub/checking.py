@@ -14,7 +14,7 @@ from registry.catalog.stored import load_info
 from registry.models import GGUFFile
 
 if TYPE_CHECKING:
-    from inspector.remote import Deadline
+    from inspector.deadlines import Deadline
 
 
 class CheckError(Exception):

@@ -22,8 +22,10 @@ from django.db.models import Count, Exists, F, Q, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from inspector.deadlines import header_deadline_seconds
+from inspector.hf_spec import hub_host
+from inspector.hub_api import list_models_page
 from inspector.hub_names import hub_access
-from inspector.remote import header_deadline_seconds, hub_host, list_models_page
 from inspector.sources import SourceError
 from registry.access.policy import may_use_server_token
 from registry.hub.host_slots import host_slot

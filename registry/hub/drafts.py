@@ -13,7 +13,7 @@ from typing import cast
 
 from django.db.models import F, QuerySet
 
-from inspector.remote import search_models
+from inspector.hub_api import search_models
 from inspector.sources import SourceError
 from inspector.speculative import SIDECAR_ARCHS
 from registry.catalog.combinations import file_verdicts

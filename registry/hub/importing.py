@@ -11,17 +11,11 @@ from typing import NoReturn
 
 from django.conf import settings
 
+from inspector.deadlines import Deadline, current_job_deadline, job_deadline
+from inspector.hf_spec import parse_hf_spec
+from inspector.hub_api import RemoteFile, RepoListing, list_gguf_files
 from inspector.hub_names import SHARD, first_shard, have_token, hf_source, model_repo_id, shard_names
 from inspector.info import InspectError, inspect_source
-from inspector.remote import (
-    Deadline,
-    RemoteFile,
-    RepoListing,
-    current_job_deadline,
-    job_deadline,
-    list_gguf_files,
-    parse_hf_spec,
-)
 from inspector.sources import SourceError, Unreachable
 from registry.catalog.registration import find_unchanged, register
 from registry.results.examples import apply_reported_examples

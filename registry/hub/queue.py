@@ -12,8 +12,8 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from inspector.hf_spec import parse_hf_spec
 from inspector.hub_names import shard_names
-from inspector.remote import parse_hf_spec
 from inspector.sources import SourceError
 from registry.access.job_limits import check_job_limits
 from registry.access.policy import may_use_server_token

@@ -34,9 +34,9 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
+from inspector.hf_spec import parse_hf_spec
 from inspector.hub_names import hf_source
 from inspector.info import ModelInfo
-from inspector.remote import parse_hf_spec
 from inspector.sources import SourceError
 from inspector.tokens import TokenTable as Tokens
 from inspector.tokens import vocab_key

@@ -12,8 +12,8 @@ from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError
 from tqdm.auto import tqdm
 
+from inspector.hf_spec import parse_hf_spec
 from inspector.hub_names import hub_token, shard_names
-from inspector.remote import parse_hf_spec
 from inspector.sources import SourceError, is_remote
 from registry.models import SHA256
 from runner.cache import sha256_file

@@ -24,8 +24,8 @@ import time
 
 from django.conf import settings
 
+from inspector.deadlines import header_deadline_seconds
 from inspector.management.base import SpecregCommand
-from inspector.remote import header_deadline_seconds
 from registry.queues import crawl_queue, telemetry_queue
 from runner.runs.queues import bench_queue, local_hardware_class
 
