@@ -336,76 +336,12 @@ def read_header(src: Source, max_header_bytes: int = 256 * 1024 * 1024, tensors:
 
 
 def _read(c: _Cursor, src: Source, want_tensors: bool) -> Header:
-    if src.size is not None and src.size < 4:
-        raise GGUFError(f"not a GGUF file (only {src.size} bytes)")
-    c.need(4, "magic")
-    if struct.unpack_from("<I", c.buf, 0)[0] != GGUF_MAGIC:
-        head = bytes(c.buf[:4])
-        raise GGUFError(f"not a GGUF file (magic {head!r}, expected b'GGUF')")
-    c.pos = 4
-    version = c.unpack("I", "version")
-    if version == 0:
-        raise GGUFError("GGUF version 0 is not a valid version (corrupt header)")
-    if version & 0xFFFF == 0:  # written big-endian: the version reads byte-swapped
-        c.bo = ">"
-        version = struct.unpack(">I", struct.pack("<I", version))[0]
-    if version == 1:
-        raise GGUFError("GGUF version 1 is not supported (it predates llama.cpp's current format; reconvert the model)")
-    if version & 0xFFFF == 0 or version > GGUF_VERSION:
-        raise GGUFError(f"unknown GGUF version {version} (llama.cpp reads versions 2 and {GGUF_VERSION})")
-    n_tensors = c.unpack("q", "tensor count")
-    if n_tensors < 0:
-        raise GGUFError(f"the tensor count is negative ({n_tensors:,}): corrupt header")
-    n_kv = c.unpack("q", "metadata count")
-    if n_kv < 0:
-        raise GGUFError(f"the metadata key count is negative ({n_kv:,}): corrupt header")
-    c.check_count(n_kv, MIN_KV, "metadata count")
-    if want_tensors:
-        c.check_count(n_tensors, MIN_TENSOR_INFO, "tensor count")
-    if n_kv > MAX_KEYS:
-        raise GGUFError(
-            f"the header declares {n_kv:,} metadata keys; specreg reads at most {MAX_KEYS:,} "
-            "(real models have under a hundred)"
-        )
-    if want_tensors and n_tensors > MAX_TENSORS:
-        raise GGUFError(f"the header declares {n_tensors:,} tensors; specreg reads at most {MAX_TENSORS:,} per file")
+    version = _magic_and_version(c, src)
+    n_tensors, n_kv = _counts(c, want_tensors)
     tail = n_tensors * MIN_TENSOR_INFO if want_tensors else 0
-    kv: dict[str, Any] = {}
-    kv_types: dict[str, int] = {}
-    odd_keys: set[bytes] = set()  # keys that are not UTF-8, compared as the bytes llama.cpp compares
-    for i in range(n_kv):
-        c.after = (n_kv - i - 1) * MIN_KV + tail
-        raw = c.string(f"key #{i}")
-        if not raw:
-            raise GGUFError(f"metadata key #{i} is empty (llama.cpp refuses files with an empty key)")
-        try:
-            key = raw.decode("utf-8")
-            duplicate = key in kv_types
-        except UnicodeDecodeError:  # llama.cpp takes any bytes; show them escaped
-            key = raw.decode("utf-8", errors="backslashreplace")
-            duplicate = raw in odd_keys
-            odd_keys.add(raw)
-            while key in kv_types and not duplicate:  # an escaped form that a UTF-8 key spells literally
-                key += "'"
-        if duplicate:
-            raise GGUFError(f"metadata key '{_shown(key)}' appears twice (pair #{i}); llama.cpp refuses duplicate keys")
-        shown = _shown(key)  # messages name the key, but never carry a megabyte-long one
-        vtype = c.unpack("i", f"type of {shown}")
-        kv_types[key] = vtype
-        kv[key] = _value(c, vtype, shown)
+    kv, kv_types = _metadata(c, n_kv, tail)
     c.after = tail
-    alignment = GGUF_DEFAULT_ALIGNMENT
-    if "general.alignment" in kv_types:
-        if kv_types["general.alignment"] != T.UINT32:
-            name = (
-                T(kv_types["general.alignment"]).name.lower()
-                if kv_types["general.alignment"] in T._value2member_map_
-                else "?"
-            )
-            raise GGUFError(f"general.alignment is stored as {name}; llama.cpp requires a uint32")
-        alignment = kv["general.alignment"]
-        if alignment == 0 or alignment & (alignment - 1):
-            raise GGUFError(f"general.alignment must be a power of two, got {alignment}")
+    alignment = _alignment(kv, kv_types)
     nbytes = array("Q")  # ggml_nbytes of each tensor, for the layout check
     infos = _tensor_infos(c, n_tensors, nbytes) if want_tensors else []
     header_size = c.pos
@@ -436,6 +372,95 @@ def _read(c: _Cursor, src: Source, want_tensors: bool) -> Header:
         data_end=data_end,
         data_complete=complete,
     )
+
+
+def _magic_and_version(c: _Cursor, src: Source) -> int:
+    """The version after the magic, the cursor's byte order set by it (a big-endian file reads it swapped)."""
+    if src.size is not None and src.size < 4:
+        raise GGUFError(f"not a GGUF file (only {src.size} bytes)")
+    c.need(4, "magic")
+    if struct.unpack_from("<I", c.buf, 0)[0] != GGUF_MAGIC:
+        head = bytes(c.buf[:4])
+        raise GGUFError(f"not a GGUF file (magic {head!r}, expected b'GGUF')")
+    c.pos = 4
+    version = c.unpack("I", "version")
+    if version == 0:
+        raise GGUFError("GGUF version 0 is not a valid version (corrupt header)")
+    if version & 0xFFFF == 0:  # written big-endian: the version reads byte-swapped
+        c.bo = ">"
+        version = struct.unpack(">I", struct.pack("<I", version))[0]
+    if version == 1:
+        raise GGUFError("GGUF version 1 is not supported (it predates llama.cpp's current format; reconvert the model)")
+    if version & 0xFFFF == 0 or version > GGUF_VERSION:
+        raise GGUFError(f"unknown GGUF version {version} (llama.cpp reads versions 2 and {GGUF_VERSION})")
+    return int(version)
+
+
+def _counts(c: _Cursor, want_tensors: bool) -> tuple[int, int]:
+    """The tensor and metadata counts, each bounded by what the file can hold and by specreg's limits."""
+    n_tensors = c.unpack("q", "tensor count")
+    if n_tensors < 0:
+        raise GGUFError(f"the tensor count is negative ({n_tensors:,}): corrupt header")
+    n_kv = c.unpack("q", "metadata count")
+    if n_kv < 0:
+        raise GGUFError(f"the metadata key count is negative ({n_kv:,}): corrupt header")
+    c.check_count(n_kv, MIN_KV, "metadata count")
+    if want_tensors:
+        c.check_count(n_tensors, MIN_TENSOR_INFO, "tensor count")
+    if n_kv > MAX_KEYS:
+        raise GGUFError(
+            f"the header declares {n_kv:,} metadata keys; specreg reads at most {MAX_KEYS:,} "
+            "(real models have under a hundred)"
+        )
+    if want_tensors and n_tensors > MAX_TENSORS:
+        raise GGUFError(f"the header declares {n_tensors:,} tensors; specreg reads at most {MAX_TENSORS:,} per file")
+    return n_tensors, n_kv
+
+
+def _metadata(c: _Cursor, n_kv: int, tail: int) -> tuple[dict[str, Any], dict[str, int]]:
+    """Every key-value pair, refusing what llama.cpp refuses (empty or repeated keys); ``tail`` is the least the
+    tensor infos after them take, so a count the rest of the file cannot hold fails before it is read."""
+    kv: dict[str, Any] = {}
+    kv_types: dict[str, int] = {}
+    odd_keys: set[bytes] = set()  # keys that are not UTF-8, compared as the bytes llama.cpp compares
+    for i in range(n_kv):
+        c.after = (n_kv - i - 1) * MIN_KV + tail
+        raw = c.string(f"key #{i}")
+        if not raw:
+            raise GGUFError(f"metadata key #{i} is empty (llama.cpp refuses files with an empty key)")
+        try:
+            key = raw.decode("utf-8")
+            duplicate = key in kv_types
+        except UnicodeDecodeError:  # llama.cpp takes any bytes; show them escaped
+            key = raw.decode("utf-8", errors="backslashreplace")
+            duplicate = raw in odd_keys
+            odd_keys.add(raw)
+            while key in kv_types and not duplicate:  # an escaped form that a UTF-8 key spells literally
+                key += "'"
+        if duplicate:
+            raise GGUFError(f"metadata key '{_shown(key)}' appears twice (pair #{i}); llama.cpp refuses duplicate keys")
+        shown = _shown(key)  # messages name the key, but never carry a megabyte-long one
+        vtype = c.unpack("i", f"type of {shown}")
+        kv_types[key] = vtype
+        kv[key] = _value(c, vtype, shown)
+    return kv, kv_types
+
+
+def _alignment(kv: dict[str, Any], kv_types: dict[str, int]) -> int:
+    """general.alignment as llama.cpp reads it: a uint32 power of two, 32 when absent."""
+    alignment = GGUF_DEFAULT_ALIGNMENT
+    if "general.alignment" in kv_types:
+        if kv_types["general.alignment"] != T.UINT32:
+            name = (
+                T(kv_types["general.alignment"]).name.lower()
+                if kv_types["general.alignment"] in T._value2member_map_
+                else "?"
+            )
+            raise GGUFError(f"general.alignment is stored as {name}; llama.cpp requires a uint32")
+        alignment = int(kv["general.alignment"])
+        if alignment == 0 or alignment & (alignment - 1):
+            raise GGUFError(f"general.alignment must be a power of two, got {alignment}")
+    return alignment
 
 
 def _tensor_infos(c: _Cursor, n_tensors: int, nbytes: array[int]) -> list[TensorInfo]:

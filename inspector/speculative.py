@@ -9,6 +9,7 @@ names with the pinned source.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -27,9 +28,6 @@ SPEC_TYPES: tuple[str, ...] = (
     "ngram-cache",
 )
 NGRAM_METHODS: tuple[str, ...] = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
-# Auto-detected from the draft's metadata when no --spec-type is given (first shard only); a plain draft
-# model and an EAGLE-3 head need the flag.
-AUTO_DETECTED = ("draft-mtp", "draft-dflash", "draft-dspark")
 SIDECAR_ARCHS = ("eagle3", "dflash")  # general.architecture of EAGLE-3 heads and DFlash/DSpark sidecars
 DSPARK_TENSOR = "markov_w1.weight"
 EAGLE3_LAYERS = 3  # llama_model_eagle3: "EAGLE3 requires exactly 3 entries"
@@ -219,119 +217,152 @@ def _layer_check(rule: str, layers: list[int], n_layer: int, nextn: int, top: in
     )
 
 
+@dataclass(frozen=True)
+class _Facts:
+    """What every method's check reads: the pair's headers, the draft's method facts, the target's layers."""
+
+    target: Any
+    draft: Any
+    facts: dict[str, Any]
+    t_width: int | None  # the target's embedding width
+    n_layer: int | None  # the target's transformer blocks (without its MTP blocks)
+    nextn: int  # the target's MTP blocks
+
+
 def check_method(target: Any, draft: Any) -> list[MethodCheck]:
     """What the pinned build checks when it starts the draft's method against this target, from the headers.
 
     For draft-simple the six vocabulary rules (inspector.compat) are the whole check: this returns [].
     """
     facts = draft.speculative or {}
-    kind = facts.get("type")
-    t_width = (target.speculative or {}).get("embedding_length")
+    check = _METHOD_CHECKS.get(facts.get("type"))
+    if check is None:
+        return []
     n_layer = target_layer_count(target)
-    nextn = (target.block_count or 0) - (n_layer or 0)
+    t_width = (target.speculative or {}).get("embedding_length")
+    return check(_Facts(target, draft, facts, t_width, n_layer, (target.block_count or 0) - (n_layer or 0)))
+
+
+def _check_eagle3(f: _Facts) -> list[MethodCheck]:
+    target, facts, t_width, n_layer, nextn = f.target, f.facts, f.t_width, f.n_layer, f.nextn
     out: list[MethodCheck] = []
-    if kind == "draft-eagle3":
-        layers, hidden = facts.get("target_layers"), facts.get("target_hidden_size")
-        if layers is None or len(layers) != EAGLE3_LAYERS:
-            out.append(
-                MethodCheck(
-                    "eagle3_layers",
-                    False,
-                    "The EAGLE-3 head must name exactly 3 target layers "
-                    f"(eagle3.target_layers); it names {'none' if layers is None else len(layers)}.",
-                )
-            )
-        elif n_layer is None:
-            out.append(
-                MethodCheck(
-                    "eagle3_layers", None, "The target's block_count is missing, so its layer ids cannot be checked."
-                )
-            )
-        else:
-            # common/speculative.cpp:600-607: an id below n_layer taps that block's input, an id equal to
-            # n_layer the target's last hidden state (llama_set_embeddings_nextn), a larger one GGML_ABORTs;
-            # a negative one turns into a huge uint32 and fails GGML_ASSERT(lid <= n_layer)
-            # (src/llama-context.cpp:1242).
-            out.append(
-                _layer_check(
-                    "eagle3_layers",
-                    layers,
-                    n_layer,
-                    nextn,
-                    n_layer,
-                    f"lie past the target (llama.cpp aborts; id {n_layer} is its last hidden state)",
-                )
-            )
+    layers, hidden = facts.get("target_layers"), facts.get("target_hidden_size")
+    if layers is None or len(layers) != EAGLE3_LAYERS:
         out.append(
-            _widths(
-                "eagle3_width",
-                hidden,
-                t_width,
-                "The head was trained on a target {ours} wide; this target is {target} wide",
-                "its encoder (3 × width inputs) cannot read this target's hidden states",
+            MethodCheck(
+                "eagle3_layers",
+                False,
+                "The EAGLE-3 head must name exactly 3 target layers "
+                f"(eagle3.target_layers); it names {'none' if layers is None else len(layers)}.",
             )
         )
-        # ids below n_layer are read as layer inputs; id n_layer comes from the last hidden state instead
-        if layers and (n_layer is None or any(i < n_layer for i in layers)):
-            out.append(_layer_inputs(target.architecture))
-    elif kind in ("draft-dflash", "draft-dspark"):
-        layers = facts.get("target_layers")
-        if not layers:
-            out.append(
-                MethodCheck(
-                    "dflash_layers", False, "dflash.target_layers is missing or empty; llama.cpp refuses the file."
-                )
-            )
-        elif n_layer is None:
-            out.append(MethodCheck("dflash_layers", None, "The target's block_count is missing."))
-        else:
-            # common/speculative.cpp:1116-1117 taps every id as a layer input: ids past n_layer (or negative)
-            # fail GGML_ASSERT(lid <= n_layer) (src/llama-context.cpp:1242); id n_layer passes it, but the
-            # graph then asserts the tensor was built (src/llama-graph.cpp:1413), which only
-            # FINAL_LAYER_INPUT_ARCHS do.
-            final = target.architecture in FINAL_LAYER_INPUT_ARCHS
-            top = n_layer if final else n_layer - 1
-            out.append(
-                _layer_check(
-                    "dflash_layers",
-                    layers,
-                    n_layer,
-                    nextn,
-                    top,
-                    "do not exist in the target (llama.cpp aborts)"
-                    + (
-                        ""
-                        if final
-                        else f"; id {n_layer} (the last block's output) is built "
-                        f"only by {', '.join(FINAL_LAYER_INPUT_ARCHS)}, not {target.architecture}"
-                    ),
-                )
-            )
-        n = len(layers or [])
+    elif n_layer is None:
         out.append(
-            _widths(
-                "dflash_width",
-                facts.get("embedding_length"),
-                t_width,
-                f"The sidecar is {{ours}} wide "
-                f"and reads {n} target layers as {n} × its own width; the target is {{target}} wide",
-                "the features would not fit",
+            MethodCheck(
+                "eagle3_layers", None, "The target's block_count is missing, so its layer ids cannot be checked."
             )
         )
-        if layers:
-            out.append(_layer_inputs(target.architecture))
-    elif kind == "draft-mtp":
-        # GGML_ASSERT(n_embd_out(draft) == n_embd_out(target)), common/speculative.cpp:1436-1438
+    else:
+        # common/speculative.cpp:600-607: an id below n_layer taps that block's input, an id equal to
+        # n_layer the target's last hidden state (llama_set_embeddings_nextn), a larger one GGML_ABORTs;
+        # a negative one turns into a huge uint32 and fails GGML_ASSERT(lid <= n_layer)
+        # (src/llama-context.cpp:1242).
         out.append(
-            _widths(
-                "mtp_width",
-                _embd_out(draft),
-                _embd_out(target),
-                "The MTP heads take rows {ours} wide from the target, which is {target} wide",
-                'they do not fit (llama.cpp aborts: "MTP input row width must match the target h_nextn width")',
+            _layer_check(
+                "eagle3_layers",
+                layers,
+                n_layer,
+                nextn,
+                n_layer,
+                f"lie past the target (llama.cpp aborts; id {n_layer} is its last hidden state)",
             )
         )
+    out.append(
+        _widths(
+            "eagle3_width",
+            hidden,
+            t_width,
+            "The head was trained on a target {ours} wide; this target is {target} wide",
+            "its encoder (3 × width inputs) cannot read this target's hidden states",
+        )
+    )
+    # ids below n_layer are read as layer inputs; id n_layer comes from the last hidden state instead
+    if layers and (n_layer is None or any(i < n_layer for i in layers)):
+        out.append(_layer_inputs(target.architecture))
     return out
+
+
+def _check_dflash(f: _Facts) -> list[MethodCheck]:
+    target, facts, t_width, n_layer, nextn = f.target, f.facts, f.t_width, f.n_layer, f.nextn
+    out: list[MethodCheck] = []
+    layers = facts.get("target_layers")
+    if not layers:
+        out.append(
+            MethodCheck("dflash_layers", False, "dflash.target_layers is missing or empty; llama.cpp refuses the file.")
+        )
+    elif n_layer is None:
+        out.append(MethodCheck("dflash_layers", None, "The target's block_count is missing."))
+    else:
+        # common/speculative.cpp:1116-1117 taps every id as a layer input: ids past n_layer (or negative)
+        # fail GGML_ASSERT(lid <= n_layer) (src/llama-context.cpp:1242); id n_layer passes it, but the
+        # graph then asserts the tensor was built (src/llama-graph.cpp:1413), which only
+        # FINAL_LAYER_INPUT_ARCHS do.
+        final = target.architecture in FINAL_LAYER_INPUT_ARCHS
+        top = n_layer if final else n_layer - 1
+        out.append(
+            _layer_check(
+                "dflash_layers",
+                layers,
+                n_layer,
+                nextn,
+                top,
+                "do not exist in the target (llama.cpp aborts)"
+                + (
+                    ""
+                    if final
+                    else f"; id {n_layer} (the last block's output) is built "
+                    f"only by {', '.join(FINAL_LAYER_INPUT_ARCHS)}, not {target.architecture}"
+                ),
+            )
+        )
+    n = len(layers or [])
+    out.append(
+        _widths(
+            "dflash_width",
+            facts.get("embedding_length"),
+            t_width,
+            f"The sidecar is {{ours}} wide "
+            f"and reads {n} target layers as {n} × its own width; the target is {{target}} wide",
+            "the features would not fit",
+        )
+    )
+    if layers:
+        out.append(_layer_inputs(target.architecture))
+    return out
+
+
+def _check_mtp(f: _Facts) -> list[MethodCheck]:
+    target, draft = f.target, f.draft
+    out: list[MethodCheck] = []
+    # GGML_ASSERT(n_embd_out(draft) == n_embd_out(target)), common/speculative.cpp:1436-1438
+    out.append(
+        _widths(
+            "mtp_width",
+            _embd_out(draft),
+            _embd_out(target),
+            "The MTP heads take rows {ours} wide from the target, which is {target} wide",
+            'they do not fit (llama.cpp aborts: "MTP input row width must match the target h_nextn width")',
+        )
+    )
+    return out
+
+
+_METHOD_CHECKS: dict[Any, Callable[[_Facts], list[MethodCheck]]] = {
+    "draft-eagle3": _check_eagle3,
+    "draft-dflash": _check_dflash,
+    "draft-dspark": _check_dflash,
+    "draft-mtp": _check_mtp,
+}
 
 
 def _layer_inputs(arch: str) -> MethodCheck:

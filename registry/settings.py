@@ -350,7 +350,7 @@ SPECREG_QUEUED_TIMEOUT_HOURS = envint("SPECREG_QUEUED_TIMEOUT_HOURS", 24)
 SPECREG_TELEMETRY_INTERVAL_SECONDS = envint("SPECREG_TELEMETRY_INTERVAL_SECONDS", 300)
 SPECREG_TELEMETRY_TIMEOUT_SECONDS = envint("SPECREG_TELEMETRY_TIMEOUT_SECONDS", 5)
 SPECREG_TELEMETRY_MAX_BYTES = envint("SPECREG_TELEMETRY_MAX_BYTES", 1024 * 1024)
-# Beside the sweep, in the one beat schedule (serve's worker runs --beat; see README "Scaling out").
+# Beside the sweep, in the one beat schedule (serve's worker runs --beat; see docs/deployment.md).
 CELERY_BEAT_SCHEDULE["scrape-deployments"] = {
     "task": "runner.tasks.scrape_deployments",
     "schedule": float(max(10, SPECREG_TELEMETRY_INTERVAL_SECONDS)),

@@ -1,4 +1,4 @@
-"""Pages that queue background work and follow it: benchmark runs and Hub jobs (imports, draft searches)."""
+"""Pages that queue runs and follow them: benchmarks, predictions, soaks, and the hardware classes' pages."""
 
 from __future__ import annotations
 
