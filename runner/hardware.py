@@ -9,6 +9,8 @@ import shutil
 import subprocess
 from typing import Any
 
+from inspector.llama_flags import ALL_GPU_LAYERS
+
 
 def _cpu_model() -> str:
     try:
@@ -64,8 +66,10 @@ def _nvidia_gpus() -> list[dict[str, Any]]:
     return gpus
 
 
-def detect() -> dict[str, Any]:
-    """The hardware as a JSON-ready dict (stored with every benchmark)."""
+def detect(backend: str = "") -> dict[str, Any]:
+    """The hardware as a JSON-ready dict (stored with every benchmark). ``backend`` is what the llama.cpp build in use
+    offloads to (runner.llama.binaries.build_backend: cpu or cuda; "" unknown): a CPU-only build on a GPU machine
+    measures the CPU, and its class says so."""
     info: dict[str, Any] = {
         "cpu_model": _cpu_model(),
         "cpu_cores": _usable_cores(),
@@ -75,6 +79,8 @@ def detect() -> dict[str, Any]:
         "os": f"{platform.system()} {platform.release()}",
         "gpus": _nvidia_gpus(),
     }
+    if backend:
+        info["llama_backend"] = backend
     info["hardware_class"] = hardware_class(info)
     return info
 
@@ -87,10 +93,29 @@ def _gpu_slug(name: str) -> str:
     return slug or "unknown"
 
 
+def offloads(info: dict[str, Any]) -> bool:
+    """Whether llama.cpp runs on this machine's GPU: one is detected (NVIDIA only, by nvidia-smi) and the build in
+    use is not a CPU-only one (a build of unknown backend is taken at its word that it can)."""
+    return bool(info.get("gpus")) and info.get("llama_backend") != "cpu"
+
+
+def gpu_layers(info: dict[str, Any]) -> int | None:
+    """The layers every llama.cpp process of a benchmark or a prediction offloads (``-ngl``, and ``-ngld`` for a
+    second model): SPECREG_GPU_LAYERS when set ("0": none; a number; "all"), else all of them where the machine
+    offloads (``offloads``), else None (llama.cpp's default)."""
+    value = os.environ.get("SPECREG_GPU_LAYERS", "").strip().lower()
+    if value == "all":
+        return ALL_GPU_LAYERS
+    if value.isdigit():
+        return int(value)
+    return ALL_GPU_LAYERS if offloads(info) else None
+
+
 def hardware_class(info: dict[str, Any]) -> str:
-    """Short label that groups comparable machines: ``cpu-2c``, ``gpu-nvidia-h100``, ``gpu-nvidia-a100x2``."""
+    """Short label that groups comparable machines: ``cpu-2c``, ``gpu-nvidia-h100``, ``gpu-nvidia-a100x2``; a
+    GPU machine whose llama.cpp build runs on the CPU only is a ``cpu-…`` one."""
     gpus = info.get("gpus") or []
-    if gpus:
+    if gpus and offloads(info):
         slug = _gpu_slug(gpus[0].get("name", ""))
         count = f"x{len(gpus)}" if len(gpus) > 1 else ""
         return f"gpu-{gpus[0].get('vendor', 'gpu')}-{slug}{count}"

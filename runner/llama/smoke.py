@@ -4,6 +4,7 @@ crashes on this machine (shared by the install step and the runner's crash diagn
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -153,6 +154,9 @@ def smoke(timeout_s: float = 120.0, binary: Path | None = None) -> Smoke:
             "256",
             "--no-warmup",
         ]
+        gpu = binaries.build_backend(exe.parent) == "cuda"
+        if gpu:  # a GPU build is checked on the GPU: every layer offloaded
+            argv += ["-ngl", "99"]
         started = time.monotonic()
         try:
             res = subprocess.run(
@@ -170,6 +174,8 @@ def smoke(timeout_s: float = 120.0, binary: Path | None = None) -> Smoke:
             return Smoke(False, f"{exe.name} could not start: {exc}", isa=isa)
     seconds = time.monotonic() - started
     details = {"seconds": round(seconds, 2), "binary": str(exe)}
+    if res.returncode == 0 and gpu and (why := _not_offloaded(res.stdout + res.stderr)):
+        return Smoke(False, f"{exe.name} is a CUDA build but {why}", res.returncode, isa, details)
     if res.returncode == 0:
         return Smoke(
             True,
@@ -203,3 +209,17 @@ def smoke(timeout_s: float = 120.0, binary: Path | None = None) -> Smoke:
 def _clean_env() -> dict[str, str]:
     # LLAMA_ARG_* variables would change what the check runs
     return {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+
+
+# llama.cpp's load log: "load_tensors: offloaded 3/3 layers to GPU"
+_OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+
+
+def _not_offloaded(log: str) -> str:
+    """Why a CUDA build's tiny generation did not run on the GPU, in words; "" when every layer was offloaded."""
+    m = _OFFLOADED.search(log)
+    if m and int(m[1]) > 0 and m[1] == m[2]:
+        return ""
+    if "no CUDA-capable device" in log or "failed to initialize CUDA" in log or ("ggml_cuda_init" in log and not m):
+        return "no GPU answered it (check nvidia-smi and the driver)"
+    return f"it offloaded {m[1]}/{m[2]} layers of the tiny model" if m else "it offloaded nothing to a GPU"

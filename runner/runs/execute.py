@@ -12,12 +12,11 @@ from django.db.models import F
 from django.utils import timezone
 
 from inspector.hub_names import hub_access
-from inspector.llama_flags import ALL_GPU_LAYERS
 from inspector.sources import is_remote
 from inspector.spec_flags import Setting
 from registry.access.policy import may_use_server_token
 from registry.models import BenchmarkRun, GGUFFile
-from runner.hardware import detect, hardware_class
+from runner.hardware import detect, gpu_layers, hardware_class
 from runner.llama import binaries, procs
 from runner.methods import settings_for
 from runner.predict.prediction import PredictionCancelled, PredictionRun
@@ -70,12 +69,12 @@ def _requester_may_use_token(run_id: int) -> bool:
 def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
     run = BenchmarkRun.objects.select_related("pair__target", "pair__draft", "target_file", "draft_file").get(pk=run_id)
     pair, p = run.pair, run.params
-    hw = detect()
     try:
         build = binaries.build_info()
         server_caps = binaries.capabilities(binaries.find_binary(binaries.SERVER))
     except (binaries.LlamaCppNotFound, binaries.LlamaCppError) as exc:
         return BenchmarkRun.FAILED, str(exc)
+    hw = detect(build.backend)
     hw["llama_isa"] = build.isa  # stored with every figure: builds of different instruction sets differ
     BenchmarkRun.objects.filter(pk=run_id).update(
         hardware=hw, hardware_class=hardware_class(hw), build={**asdict(build), "label": build.label}
@@ -98,7 +97,7 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
     except TaskSetError as exc:
         return BenchmarkRun.FAILED, str(exc)
     if p.get("mode") == "soak":
-        gpu = ALL_GPU_LAYERS if hw.get("gpus") else None
+        gpu = gpu_layers(hw)
         return execute_soak(run, str(target_path), draft_path or None, task_set, hw, build, reporter, server_caps, gpu)
     if p.get("mode") == "predict":
         return _predict_only(run, str(target_path), draft_path or None, task_set, hw, build, reporter)
@@ -126,7 +125,7 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
         methods=tuple(p.get("methods") or ("draft-simple",)),
         p_mins=tuple(p.get("p_mins") or (None,)),
         via=p.get("via") or "cli",
-        gpu_layers=ALL_GPU_LAYERS if hw.get("gpus") else None,
+        gpu_layers=gpu_layers(hw),
         timeout_s=float(p.get("timeout_s", 900)),
         settings_by_type=by_type,
         clients=tuple(p.get("clients") or (1,)),

@@ -8,6 +8,7 @@ import os
 from django.conf import settings
 
 from runner.hardware import detect, hardware_class
+from runner.llama.binaries import build_backend
 
 
 def bench_queue(hardware_class: str) -> str:
@@ -16,4 +17,4 @@ def bench_queue(hardware_class: str) -> str:
 
 
 def local_hardware_class() -> str:
-    return os.environ.get("SPECREG_HARDWARE_CLASS") or hardware_class(detect())
+    return os.environ.get("SPECREG_HARDWARE_CLASS") or hardware_class(detect(build_backend()))
