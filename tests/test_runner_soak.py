@@ -21,6 +21,8 @@ from registry.hub.sources import register_source
 from registry.models import BenchmarkRun, StabilityResult
 from runner.llama import binaries as llamacpp
 from runner.llama import procs
+from runner.prompts import load_task_set
+from runner.runs.execute_soak import soak_prompts
 from runner.soak.loop import SoakConfig, SoakRecord, duration_text, run_soak
 from runner.soak.targets import parse_duration
 from tests.needs import missing
@@ -70,7 +72,10 @@ def test_a_60_second_soak_records_its_intervals_and_a_stable_verdict(smollm2_pat
     assert s.acceptance_min >= 0.5 and s.acceptance is not None  # SmolLM2 drafting for itself
     assert 0 < s.compared <= s.requests  # one client: outputs of the first prompts against the plain ones before
     assert s.baseline_tokens_per_second > 0 and s.rss_start_mb and s.rss_end_mb
-    assert s.prompt_repeats  # 60 s outlasts the task set: labelled
+    # Labelled when the loop came round to a prompt again: on a quiet machine 60 s outlasts the task set, on a loaded
+    # one it may not, and then nothing repeated (the label is the promise, not the machine's speed).
+    n_prompts = len(soak_prompts(load_task_set(), str(smollm2_path)))
+    assert s.prompt_repeats or s.requests <= n_prompts, (s.requests, n_prompts)
     assert f"soak stable: {s.verdict}" in out.getvalue()
     client = Client()
     page = client.get(pair.get_absolute_url()).content.decode()
