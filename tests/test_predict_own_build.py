@@ -73,7 +73,7 @@ def test_a_build_of_another_version_is_refused_in_one_line(tmp_path, smollm2_pat
     ).stdout
     (other / "help.txt").write_text(real_help)
     fake.write_text(
-        f"#!/bin/sh\ncase \"$1\" in --help) cat {other / 'help.txt'} ;; "
+        f'#!/bin/sh\ncase "$1" in --help) cat {other / "help.txt"} ;; '
         "*) echo 'version: 12000 (build 12000, commit abcdef1)'; echo 'built with cc for x86_64' ;; esac\n"
     )
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
