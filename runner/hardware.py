@@ -42,13 +42,15 @@ def ram_bytes() -> int | None:
     return None
 
 
-def _nvidia_gpus() -> list[dict[str, Any]]:
+def nvidia_smi(fields: str) -> list[list[str]]:
+    """``nvidia-smi --query-gpu=FIELDS`` as rows of stripped values, one per GPU; [] when no NVIDIA GPU answers
+    (only NVIDIA GPUs are detected)."""
     smi = shutil.which("nvidia-smi")
     if not smi:
         return []
     try:
         out = subprocess.run(
-            [smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
+            [smi, f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             timeout=15,
@@ -57,9 +59,12 @@ def _nvidia_gpus() -> list[dict[str, Any]]:
         return []
     if out.returncode != 0:
         return []
+    return [[p.strip() for p in line.split(",")] for line in out.stdout.strip().splitlines()]
+
+
+def _nvidia_gpus() -> list[dict[str, Any]]:
     gpus = []
-    for line in out.stdout.strip().splitlines():
-        parts = [p.strip() for p in line.split(",")]
+    for parts in nvidia_smi("name,memory.total,driver_version"):
         if len(parts) >= 3:
             mem = int(parts[1]) * 1024 * 1024 if parts[1].isdigit() else None
             gpus.append({"vendor": "nvidia", "name": parts[0], "memory_bytes": mem, "driver": parts[2]})

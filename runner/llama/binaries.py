@@ -153,7 +153,7 @@ def build_backend(bin_dir: Path | None = None) -> str:
         bin_dir = bin_dir or find_binary(SPECULATIVE).parent
     except LlamaCppNotFound:
         return ""
-    for d in (Path(bin_dir), Path(bin_dir).parent / "lib", Path(bin_dir).parent / "lib64"):
+    for d in lib_dirs(Path(bin_dir)):
         if any(d.glob("libggml-cuda*.so*")) or any(d.glob("libggml-cuda*.dylib")):
             return "cuda"
     return "cpu"
@@ -176,9 +176,15 @@ print(json.dumps(out))
 _ISA_CACHE: dict[tuple[str, int], str] = {}
 
 
+def lib_dirs(bin_dir: Path) -> tuple[Path, ...]:
+    """Where a build keeps its shared libraries: beside its binaries (the package's wheel, a CMake build tree) or
+    in ../lib, ../lib64 (an installed CMake build)."""
+    return (bin_dir, bin_dir.parent / "lib", bin_dir.parent / "lib64")
+
+
 def _ggml_cpu_libs(bin_dir: Path) -> list[Path]:
     found: list[Path] = []
-    for d in (bin_dir, bin_dir.parent / "lib", bin_dir.parent / "lib64"):
+    for d in lib_dirs(bin_dir):
         found += sorted(d.glob("libggml-cpu*.so")) + sorted(d.glob("libggml-cpu*.dylib"))
     return found
 

@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from runner.hardware import nvidia_smi
 from runner.llama.procs import describe_exit
 
 
@@ -106,14 +107,5 @@ def best_isa(flags: set[str], amx: str) -> tuple[str, tuple[str, ...]]:
 def cuda_architectures() -> str:
     """The compute capability of this machine's NVIDIA GPUs as CMake names it (``90`` for 9.0), ``;``-joined when
     they differ; empty when no NVIDIA GPU answers (only NVIDIA GPUs are detected)."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return ""
-    try:
-        out = subprocess.run(
-            [smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True, text=True, timeout=15
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    caps = {line.strip().replace(".", "") for line in out.stdout.splitlines() if out.returncode == 0}
+    caps = {row[0].replace(".", "") for row in nvidia_smi("compute_cap") if row}
     return ";".join(sorted(c for c in caps if c.isdigit()))

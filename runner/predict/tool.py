@@ -76,8 +76,10 @@ def build_in_use() -> BuildInUse:
                 f"the llama.cpp in use ({exe.parent}) is {b.label}, but the replay tool is compiled with the pinned "
                 f"b{PINNED_BUILD}'s headers: predict with a b{PINNED_BUILD} build (benchmarks run with any)"
             )
-        folders = (exe.parent, exe.parent.parent / "lib", exe.parent.parent / "lib64")
-        lib = next((d for d in folders if any(d.glob("libllama.so*")) or any(d.glob("libllama.dylib"))), None)
+        lib = next(
+            (d for d in binaries.lib_dirs(exe.parent) if any(d.glob("libllama.so*")) or any(d.glob("libllama.dylib"))),
+            None,
+        )
         if lib is None:
             raise ReplayError(f"the llama.cpp in use ({exe.parent}) has no libllama beside it or in ../lib to link")
         version = installed_version() if binaries.ENV_BIN_DIR not in os.environ else None
