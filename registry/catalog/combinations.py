@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from django.db import connection
 from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform
 
@@ -27,7 +28,7 @@ from inspector.llama_rules import LLAMA_CPP_BUILD
 from inspector.tokens import MAX_SIZE_DIFFERENCE
 from registry.catalog.columns import table_columns
 from registry.catalog.stored import load_info
-from registry.models import BaseClass, BaseModel, ClassCheck, GGUFFile, Pair, TokenizerClass
+from registry.models import BaseClass, BaseModel, ClassCheck, GGUFFile, Pair, PairCheckResult, TokenizerClass
 
 # Rules in check_pair's order; the class columns decide all but token_text.
 RULES = ("vocab_type", "bos", "eos", "vocab_size", "token_text")
@@ -175,6 +176,7 @@ def standings(bases: dict[int, BaseModel], by_base: dict[int, list[BaseClass]]) 
     if several:
         rows = (
             GGUFFile.objects.filter(model__base_id__in=several, tokenizer_class__isnull=False)
+            .order_by()  # (the model's default order by source would make every file distinct)
             .values_list("model__base_id", "tokenizer_class_id", "repo")
             .distinct()
         )
@@ -230,14 +232,38 @@ def pair_combinations(pairs: list[Pair], record: bool = True) -> list[PairCombin
     return out
 
 
+@dataclass
+class Settled:
+    """Pairs whose settled columns changed (unsaved), those of them whose files moved, and pairs (by id, not read as
+    objects) whose verdict alone changed."""
+
+    pairs: list[Pair] = field(default_factory=list)
+    moved: set[int] = field(default_factory=set)
+    verdicts: dict[int, str] = field(default_factory=dict)
+
+    def add(self, other: Settled) -> None:
+        self.pairs += other.pairs
+        self.moved |= other.moved
+        self.verdicts.update(other.verdicts)
+
+    def __len__(self) -> int:
+        return len(self.pairs) + len(self.verdicts)
+
+
 def settle(pairs: list[Pair], record: bool = True) -> list[Pair]:
     """Set each pair's verdict and the two files it shows from its combinations; return the pairs that changed
     (unsaved). A pair whose base models have no classes (files without a tokenizer) keeps what it has."""
-    changed = []
+    return settle_pairs(pairs, record).pairs
+
+
+def settle_pairs(pairs: list[Pair], record: bool = True) -> Settled:
+    """``settle``, telling which pairs' files moved (``save_settled`` writes the others with a few UPDATEs)."""
+    out = Settled()
     for pc in pair_combinations(pairs, record):
         p, c = pc.pair, pc.chosen
         if c is None:
             continue
+        target, draft = c.target.file, c.draft.file
         if p.files_pinned:  # staff chose the files: keep them, with their own combination's verdict
             c = next(
                 (
@@ -248,28 +274,39 @@ def settle(pairs: list[Pair], record: bool = True) -> list[Pair]:
                 ),
                 c,
             )
-            c.target.file, c.draft.file = p.target, p.draft
-        fields = {
-            "verdict": pc.verdict,
-            "compatible": c.compatible,
-            "llama_cpp_compatible": c.llama_cpp_compatible,
-            "failed_rule": c.failed_rule,
-            "rules_from": c.rules_from,
-            "target_id": c.target.file.pk,
-            "draft_id": c.draft.file.pk,
-        }
-        if any(getattr(p, k) != v for k, v in fields.items()):
-            files_moved = (p.target_id, p.draft_id) != (c.target.file.pk, c.draft.file.pk)
-            for k, v in fields.items():
-                setattr(p, k, v)
-            if files_moved:  # the names, search text and size ratio the table shows follow the files
-                t, d = c.target.file, c.draft.file
-                p.target, p.draft = t, d
-                for k, v in table_columns(t, d).items():
-                    setattr(p, k, v)
-                p.size_ratio = (t.parameter_count / d.parameter_count) if d.parameter_count else None
-            changed.append(p)
-    return changed
+            # (not written into the combination: its class rows are shared by every pair of the batch)
+            target, draft = p.target, p.draft
+        before = (p.target_id, p.draft_id)
+        if apply_combination(p, pc.verdict, c, target, draft):
+            out.pairs.append(p)
+            if (p.target_id, p.draft_id) != before:
+                out.moved.add(p.pk)
+    return out
+
+
+def apply_combination(p: Pair, verdict: str, c: Combination, target: GGUFFile, draft: GGUFFile) -> bool:
+    """Give ``p`` the verdict ``verdict`` and combination ``c`` shown on these two files; whether anything changed.
+    The names, search text and size ratio the table shows follow the files where they moved."""
+    fields = {
+        "verdict": verdict,
+        "compatible": c.compatible,
+        "llama_cpp_compatible": c.llama_cpp_compatible,
+        "failed_rule": c.failed_rule,
+        "rules_from": c.rules_from,
+        "target_id": target.pk,
+        "draft_id": draft.pk,
+    }
+    if all(getattr(p, k) == v for k, v in fields.items()):
+        return False
+    files_moved = (p.target_id, p.draft_id) != (target.pk, draft.pk)
+    for k, v in fields.items():
+        setattr(p, k, v)
+    if files_moved:
+        p.target, p.draft = target, draft
+        for k, v in table_columns(target, draft).items():
+            setattr(p, k, v)
+        p.size_ratio = (target.parameter_count / draft.parameter_count) if draft.parameter_count else None
+    return True
 
 
 SETTLED_FIELDS = [
@@ -364,6 +401,44 @@ def classes_dict(rows: list[BaseClass], visible: int = 50) -> list[dict[str, obj
     ]
 
 
+# The columns a settled pair whose files stayed can change: its chosen combination's (and the verdict).
+VERDICT_COLUMNS = ("verdict", "compatible", "llama_cpp_compatible", "failed_rule", "rules_from")
+
+
+def chunks(ids: list[int]) -> Iterable[list[int]]:
+    """Id lists short enough for one statement's parameters (SQLite's limit; one chunk on PostgreSQL)."""
+    size = max(100, (connection.features.max_query_params or len(ids) + 10) - 10)
+    for start in range(0, len(ids), size):
+        yield ids[start : start + size]
+
+
+def save_settled(settled: Settled) -> None:
+    """Write settled pairs with a number of statements that does not grow with them where their files stayed.
+
+    A class a popular draft gains can change the verdict of thousands of its pairs at once ("all" → "partial"),
+    each to the same values: one UPDATE per distinct set of verdict columns writes them all (``bulk_update``
+    would build a CASE per row and column). Pairs whose files moved get every settled column, per row, and lose
+    their stored full check (it was of the files they no longer show)."""
+    moved = [p for p in settled.pairs if p.pk in settled.moved]
+    if moved:
+        Pair.objects.bulk_update(moved, SETTLED_FIELDS, batch_size=500)
+        for ids in chunks([p.pk for p in moved]):
+            PairCheckResult.objects.filter(pair_id__in=ids).delete()
+    groups: dict[tuple[object, ...], list[int]] = defaultdict(list)
+    for p in settled.pairs:
+        if p.pk not in settled.moved:
+            groups[tuple(getattr(p, k) for k in VERDICT_COLUMNS)].append(p.pk)
+    for values, pks in groups.items():
+        for ids in chunks(pks):
+            Pair.objects.filter(pk__in=ids).update(**dict(zip(VERDICT_COLUMNS, values, strict=True)))
+    by_verdict: dict[str, list[int]] = defaultdict(list)
+    for pk, verdict in settled.verdicts.items():
+        by_verdict[verdict].append(pk)
+    for verdict, pks in by_verdict.items():
+        for ids in chunks(pks):
+            Pair.objects.filter(pk__in=ids).update(verdict=verdict)
+
+
 def resettle(base_ids: Iterable[int | None]) -> int:
     """Settle every pair of these base models again (after their files or classes changed outside registration:
     files moved to another base model, deleted, pinned); returns how many changed."""
@@ -371,7 +446,6 @@ def resettle(base_ids: Iterable[int | None]) -> int:
     pairs = list(
         Pair.objects.filter(Q(target_base_id__in=ids) | Q(draft_base_id__in=ids)).select_related("target", "draft")
     )
-    changed = settle(pairs)
-    if changed:
-        Pair.objects.bulk_update(changed, SETTLED_FIELDS, batch_size=500)
-    return len(changed)
+    settled = settle_pairs(pairs)
+    save_settled(settled)
+    return len(settled)

@@ -7,12 +7,13 @@ the same way here.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from django.db import transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
@@ -21,7 +22,15 @@ from inspector.info import ModelInfo
 from inspector.tokens import MAX_SIZE_DIFFERENCE, candidate_keys
 from registry.catalog.classes import candidate_classes
 from registry.catalog.columns import table_columns
-from registry.catalog.combinations import SETTLED_FIELDS, pair_combinations, settle, special_method, vocabulary_check
+from registry.catalog.combinations import (
+    chunks,
+    pair_combinations,
+    save_settled,
+    settle_pairs,
+    special_method,
+    vocabulary_check,
+)
+from registry.catalog.gained import PairRow, pair_objects, pair_rows, settle_gained_class
 from registry.catalog.listing import Listing, rank
 from registry.catalog.stored import load_info
 from registry.jsonsafe import json_safe
@@ -120,23 +129,33 @@ class Verdict:
     rules_from: str
 
 
-def partner_files(f: GGUFFile, base: BaseModel) -> dict[int, tuple[BaseModel, list[GGUFFile]]]:
+def partner_files(
+    f: GGUFFile, base: BaseModel, paired: Collection[int] = ()
+) -> dict[int, tuple[BaseModel, list[GGUFFile]]]:
     """Other base models with files that could pair with ``f``: one file per tokenizer class of each, from the
-    class index and the (base model, class) table, so the read grows with base models, not with files."""
+    class index and the (base model, class) table, so the read grows with base models, not with files.
+
+    ``paired``: base models to leave out (already in a compatible pair with ``base``: nothing ``f`` brings changes
+    the files such a pair shows, and a popular small draft is in thousands): the candidates are then read as ids
+    first, and as objects only those left."""
     if f.tokenizer_class is None:
         return {}
     out: dict[int, tuple[BaseModel, list[GGUFFile]]] = {}
-    rows = (
-        BaseClass.objects.filter(tokenizer_class__in=candidate_classes(f.tokenizer_class))
-        .exclude(base=base)
-        .select_related("base", "file__model__family", "file__token_table")
-        .defer("file__info", "file__token_table__blob")  # read only where a check must load the file
-        .annotate(spec=KeyTextTransform("speculative_type", "file__info"))
-        .order_by("base_id", "pk")
-    )
-    for bc in rows:
-        bc.file.spec = bc.spec  # type: ignore[attr-defined]
-        out.setdefault(bc.base_id, (bc.base, []))[1].append(bc.file)
+    candidates = BaseClass.objects.filter(tokenizer_class__in=candidate_classes(f.tokenizer_class)).exclude(base=base)
+    batches = [candidates]
+    if paired:
+        left = sorted((b, pk) for pk, b in candidates.values_list("pk", "base_id") if b not in paired)
+        batches = [BaseClass.objects.filter(pk__in=ids) for ids in chunks([pk for _, pk in left])]
+    for batch in batches:
+        rows = (
+            batch.select_related("base", "file__model__family", "file__token_table")
+            .defer("file__info", "file__token_table__blob")  # read only where a check must load the file
+            .annotate(spec=KeyTextTransform("speculative_type", "file__info"))
+            .order_by("base_id", "pk")
+        )
+        for bc in rows:
+            bc.file.spec = bc.spec  # type: ignore[attr-defined]
+            out.setdefault(bc.base_id, (bc.base, []))[1].append(bc.file)
     return out
 
 
@@ -189,28 +208,9 @@ def _first_compatible(verdicts: Verdicts, others: list[GGUFFile], f_is_target: b
     return first
 
 
-_PAIR_READ = (
-    "pk",
-    "target_id",
-    "draft_id",
-    "target_base_id",
-    "draft_base_id",
-    "compatible",
-    "llama_cpp_compatible",
-    "failed_rule",
-    "rules_from",
-    "verdict",
-    "files_pinned",
-    "target_name",
-    "draft_name",
-    "search_text",
-    "size_ratio",
-    "target__tokenizer_class_id",
-    "draft__tokenizer_class_id",
-)
-
-
-def compute_pairs(f: GGUFFile, info: ModelInfo, record_classes: bool = True) -> tuple[int, int, list[int]]:
+def compute_pairs(
+    f: GGUFFile, info: ModelInfo, record_classes: bool = True, fresh: bool = False
+) -> tuple[int, int, list[int]]:
     """Pairs between ``f``'s base model and every other base model with a file that could pair with ``f``.
 
     A new pair is checked once, on ``f`` and one file of the partner (per tokenizer class it has). An existing
@@ -218,6 +218,11 @@ def compute_pairs(f: GGUFFile, info: ModelInfo, record_classes: bool = True) -> 
     or the pair is incompatible and ``f`` brings its side a tokenizer class the pair's file lacks. The twentieth
     quant of a model so costs two indexed reads, whatever the size of its family. A pair, and the results
     attached to it, is never dropped: its verdict is updated.
+
+    ``fresh``: ``f`` was registered just now for the first time, so its base model's classes only grew (by ``f``'s,
+    where that class is new to it): its other pairs are settled from what they hold (registry.catalog.gained)
+    rather than over every combination again. Otherwise (a file read again, whose class may have left its base
+    model) they are settled the whole way.
     """
     base = f.model.base
     if base is None:
@@ -233,21 +238,35 @@ def compute_pairs(f: GGUFFile, info: ModelInfo, record_classes: bool = True) -> 
             # pair was checked on this file, so nothing can change. The common case costs two indexed reads.
             return 0, 0, []
         new_class = not seen
-    pairs = (
-        Pair.objects.filter(Q(target_base=base) | Q(draft_base=base))
-        .exclude(target_base=F("draft_base"))
-        .select_related("target", "draft")
-        .only(*_PAIR_READ)
+    # The pairs of this base model as plain rows (a popular small draft has thousands), by the other side's base
+    # model; as objects only those checked again below. Every one of them (its own pair, a pair a user asked for in
+    # the other direction) is settled at the end.
+    rows = pair_rows(Pair.objects.filter(Q(target_base=base) | Q(draft_base=base)))
+    existing: dict[int, PairRow] = {}
+    for row in rows:
+        if row.target_base_id == base.pk and row.draft_base_id not in (None, base.pk):
+            existing.setdefault(row.draft_base_id, row)
+        elif row.draft_base_id == base.pk and row.target_base_id not in (None, base.pk):
+            existing.setdefault(row.target_base_id, row)
+    partners = partner_files(f, base, {b for b, row in existing.items() if row.compatible})
+    # Checked again on f: f's own pairs (f changed), and incompatible pairs whose side f joins lacked f's class.
+    objects = pair_objects(
+        row.pk
+        for b, row in existing.items()
+        if f.pk in (row.target_id, row.draft_id)
+        or (
+            b in partners
+            and not row.compatible
+            and (row.target_class if row.target_base_id == base.pk else row.draft_class) != f.tokenizer_class_id
+        )
     )
-    existing: dict[int, Pair] = {}
-    for p in pairs:  # by the other side's base model (the query's filter: both are set)
-        existing[cast(int, p.draft_base_id if p.target_base_id == base.pk else p.target_base_id)] = p
-    partners = partner_files(f, base)
     verdicts = Verdicts(f, info, record_classes)
     # New pairs get a row only when worth listing (catalog.listing): read the listed pairs of every target here once.
     listing = Listing([base.pk, *(b for b, (other, _) in partners.items() if base_is_target(other, base))])
     now = timezone.now()
-    new, changed, compatible = [], [], []
+    new: list[Pair] = []
+    changed: list[Pair] = []
+    compatible: list[int] = []
     touched: list[Pair] = []  # pairs whose combinations gained f's class: their verdict and files are settled below
     mine = {b for b, p in existing.items() if f.pk in (p.target_id, p.draft_id)}
     # f's own pairs first, then partners smallest first: a target's places go to its smallest drafts.
@@ -255,15 +274,12 @@ def compute_pairs(f: GGUFFile, info: ModelInfo, record_classes: bool = True) -> 
         set(partners) | mine, key=lambda b: (b not in mine, rank(partners[b][0] if b in partners else None), b)
     )
     for partner_id in order:
-        pair = existing.get(partner_id)
+        known = existing.get(partner_id)
+        if known is not None and known.pk not in objects:
+            continue  # the pair's own files are still its files: only its combinations changed (settled below)
+        pair = objects[known.pk] if known is not None else None
         if pair is not None and f.pk in (pair.target_id, pair.draft_id):
             others = [pair.draft if pair.target_id == f.pk else pair.target]  # f changed: the same two files again
-        elif pair is not None and (
-            pair.compatible
-            or (pair.target if pair.target_base_id == base.pk else pair.draft).tokenizer_class_id
-            == f.tokenizer_class_id
-        ):
-            continue  # the pair's own files are still its files: only its combinations changed (settled below)
         else:
             others = partners[partner_id][1]
         if pair is not None:
@@ -302,30 +318,33 @@ def compute_pairs(f: GGUFFile, info: ModelInfo, record_classes: bool = True) -> 
     # same pair, so the insert leaves it, and the ids come from one read (ON CONFLICT returns none).
     Pair.objects.bulk_create(new, batch_size=500, ignore_conflicts=True)
     if new:
+        partner_ids = [p.draft_base_id if p.target_base_id == base.pk else p.target_base_id for p in new]
+        mine_q = Q(target_base=base, draft_base_id__in=partner_ids) | Q(draft_base=base, target_base_id__in=partner_ids)
         ids: dict[tuple[int | None, int | None], int] = {
-            (t, d): pk
-            for pk, t, d in Pair.objects.filter(Q(target_base=base) | Q(draft_base=base)).values_list(
-                "pk", "target_base_id", "draft_base_id"
-            )
+            (t, d): pk for pk, t, d in Pair.objects.filter(mine_q).values_list("pk", "target_base_id", "draft_base_id")
         }
         for p in new:
             p.pk = ids.get((p.target_base_id, p.draft_base_id))
         new = [p for p in new if p.pk is not None]
     if changed:
         Pair.objects.bulk_update(changed, ["target", "draft", *fields], batch_size=500)
+        # An answer stored before is out of date; the pair page computes the whole check from now on.
+        PairCheckResult.objects.filter(pair__in=changed).delete()
     # Every combination of the two sides' classes decides the verdict (all, partial, none) and which files the row
     # shows: by the sides' standing, never by what came last (registry.catalog.combinations).
+    done = {p.pk for p in [*new, *changed]} | set(listing.dropped)
+    settled = settle_pairs([*new, *changed], record=record_classes)
     if new_class:
-        # Every pair of this base model has one more combination per class of its partner, partners outside the
-        # new class's candidate window included (those combinations fail on the class columns alone).
-        touched = list(existing.values())
-    done = {p.pk for p in [*new, *changed]}
-    settled = settle([*new, *changed, *(p for p in touched if p.pk not in done)], record=record_classes)
-    if settled:
-        Pair.objects.bulk_update(settled, SETTLED_FIELDS, batch_size=500)
-    if changed or settled:
-        # An answer stored before is out of date; the pair page computes the whole check from now on.
-        PairCheckResult.objects.filter(pair__in=[*changed, *settled]).delete()
+        # Every other pair of this base model has one more combination per class of its partner, partners outside
+        # the new class's candidate window included (those combinations fail on the class columns alone).
+        rest = [row for row in rows if row.pk not in done]
+        if fresh and f.tokenizer_class_id is not None:
+            settled.add(settle_gained_class(base, f.tokenizer_class_id, rest, record=record_classes))
+        else:
+            settled.add(settle_pairs(list(pair_objects(row.pk for row in rest).values()), record=record_classes))
+    else:
+        settled.add(settle_pairs([p for p in touched if p.pk not in done], record=record_classes))
+    save_settled(settled)
     return len(new), len(changed), compatible
 
 

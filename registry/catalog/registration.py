@@ -77,7 +77,7 @@ def register(
             if attempt == 2:  # not a race lost to a registration of the same file: a real conflict
                 raise
     with transaction.atomic():
-        added, updated, compatible = compute_pairs(f, info, record_classes=not outer)
+        added, updated, compatible = compute_pairs(f, info, record_classes=not outer, fresh=existing is None)
     if outer:
         # Inside a caller's transaction (import_kb's) the file stays invisible to other registrations until
         # that commits, so the ordering above does not hold: pair it again once it has committed.

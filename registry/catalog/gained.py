@@ -1,0 +1,332 @@
+"""Settling the pairs of a base model that gained a tokenizer class, from what each pair already holds.
+
+When a file registered for the first time brings its base model B a class ``c`` B did not have, every pair of B gains
+one combination per class of its partner X: (x, c) for each x of X (target and draft as the pair has them). Nothing
+else changes: B's other classes and X's classes are what they were, and every pair of B was settled over them
+(``combinations.settle``). So, without reading every combination of every pair again:
+
+- The verdict: "all" stays unless a new combination fails ("partial"), "none" stays unless one passes ("partial"),
+  "partial" stays.
+- The combination shown: the pair showed the least of its combinations by (incompatible, target class's standing,
+  draft class's standing) (``combinations.choose``); now it shows the least of that one and the new ones. B's
+  standings are read (one base model); X's are not, where the pair itself says how they compare: the combination
+  it shows beat every other old one at its level, so an X class that had a combination at that level stands below
+  the shown one. Where neither says, the pair is settled the whole way (``settle_pairs``): X holds several
+  classes and one of them meets ``c`` better than it met B's other classes.
+
+A popular small draft is in thousands of pairs: this reads them, and their partners' classes, as plain rows, decides
+each new combination once per distinct partner class (most partners share a handful), and writes the verdicts that
+changed with one UPDATE per distinct value (``save_settled``), so a registration's statements do not grow with the
+pairs it settles. Rows still show the truth when the page is read: this runs in the registration's own transaction.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+from django.db.models import Q, QuerySet
+from django.db.models.fields.json import KeyTextTransform
+
+from registry.catalog.combinations import (
+    ClassVerdicts,
+    Combination,
+    Settled,
+    apply_combination,
+    chunks,
+    combine,
+    settle_pairs,
+    special_method,
+    standings,
+)
+from registry.models import BaseClass, BaseModel, GGUFFile, Pair
+
+
+class PairRow(NamedTuple):
+    """What settling reads of a pair, as a plain row: thousands of these cost what a few hundred objects would."""
+
+    pk: int
+    target_id: int
+    draft_id: int
+    target_base_id: int | None
+    draft_base_id: int | None
+    compatible: bool
+    verdict: str
+    files_pinned: bool
+    target_class: int | None  # the tokenizer class of the file it shows, each side
+    draft_class: int | None
+
+
+def pair_rows(pairs: QuerySet[Pair]) -> list[PairRow]:
+    """These pairs as plain rows (one query, joined to their two files for the classes they show)."""
+    return [
+        PairRow(*r)
+        for r in pairs.values_list(
+            "pk",
+            "target_id",
+            "draft_id",
+            "target_base_id",
+            "draft_base_id",
+            "compatible",
+            "verdict",
+            "files_pinned",
+            "target__tokenizer_class_id",
+            "draft__tokenizer_class_id",
+        )
+    ]
+
+
+# What registration and settling read of a Pair as an object (the rest, large or unused, stays deferred).
+PAIR_READ = (
+    "pk",
+    "target_id",
+    "draft_id",
+    "target_base_id",
+    "draft_base_id",
+    "compatible",
+    "llama_cpp_compatible",
+    "failed_rule",
+    "rules_from",
+    "verdict",
+    "files_pinned",
+    "target_name",
+    "draft_name",
+    "search_text",
+    "size_ratio",
+    "target__tokenizer_class_id",
+    "draft__tokenizer_class_id",
+)
+
+
+def pair_objects(pks: Iterable[int]) -> dict[int, Pair]:
+    """These pairs as objects with their two files, for the few that registration checks again or moves."""
+    out = {}
+    for ids in chunks(sorted(set(pks))):
+        out.update(
+            {p.pk: p for p in Pair.objects.filter(pk__in=ids).select_related("target", "draft").only(*PAIR_READ)}
+        )
+    return out
+
+
+class PartnerClass(NamedTuple):
+    """One class of a partner base model, as a plain row: what a combination with it depends on, and its file."""
+
+    pk: int
+    base_id: int
+    class_id: int
+    file_id: int
+    # What the combination's verdict reads: the class (its vocabulary rules), the file's kind (the architecture
+    # rule), and the file itself only for a sidecar or MTP draft (judged per file by its method's rules).
+    signature: tuple[int, str, int]
+
+
+def partner_classes(base_id: int) -> dict[int, list[PartnerClass]]:
+    """The classes of every base model in a pair with ``base_id``, oldest first, as plain rows: one query per
+    direction of the pairs, each a semi-join on them (no list of thousands of ids, no model instances)."""
+    out: dict[int, list[PartnerClass]] = defaultdict(list)
+    seen: set[int] = set()
+    for partners in (
+        Pair.objects.filter(draft_base_id=base_id).values_list("target_base_id", flat=True),
+        Pair.objects.filter(target_base_id=base_id).values_list("draft_base_id", flat=True),
+    ):
+        rows = (
+            BaseClass.objects.filter(base_id__in=partners)
+            .exclude(base_id=base_id)
+            .annotate(spec=KeyTextTransform("speculative_type", "file__info"))
+            .order_by("pk")
+            .values_list("pk", "base_id", "tokenizer_class_id", "file_id", "file__arch_kind", "spec")
+        )
+        for pk, partner, class_id, file_id, kind, spec in rows:
+            if pk not in seen:  # a partner in a pair each way
+                seen.add(pk)
+                signature = (class_id, kind or "", file_id if special_method(spec) else 0)
+                out[partner].append(PartnerClass(pk, partner, class_id, file_id, signature))
+    for rows_of_one in out.values():
+        rows_of_one.sort(key=lambda r: r.pk)
+    return out
+
+
+def class_rows(base_id: int, pks: Iterable[int]) -> list[BaseClass]:
+    """``base_id``'s class rows and these others, oldest first, as ``sides`` reads them (with the tokenizer class,
+    and the file's method from its stored inspection): one query."""
+    rows = (
+        BaseClass.objects.filter(Q(base_id=base_id) | Q(pk__in=sorted(set(pks))))
+        .select_related("tokenizer_class", "file__token_table", "file__model__family")
+        .defer("file__info", "file__token_table__blob")
+        .annotate(spec=KeyTextTransform("speculative_type", "file__info"))
+        .order_by("pk")
+    )
+    out: list[BaseClass] = []
+    for row in rows:
+        row.file.spec = row.spec  # type: ignore[attr-defined]
+        out.append(row)
+    return out
+
+
+class _Undecided(Exception):
+    """The pair's own columns do not say which combination it now shows: settle it the whole way."""
+
+
+def settle_gained_class(base: BaseModel, class_id: int, pairs: list[PairRow], record: bool = True) -> Settled:
+    """Settle ``pairs`` (pairs of ``base``, each settled before ``base`` gained class ``class_id``) over their new
+    combinations; returns what changed, unsaved: verdicts alone by pair id, pairs whose files move as objects."""
+    partners = partner_classes(base.pk)
+    # One partner class row per signature stands for all that share it: most partners share a handful of classes.
+    first: dict[tuple[int, str, int], int] = {}
+    for rows in partners.values():
+        for r in rows:
+            first.setdefault(r.signature, r.pk)
+    loaded = class_rows(base.pk, first.values())
+    mine = [bc for bc in loaded if bc.base_id == base.pk]
+    by_pk = {bc.pk: bc for bc in loaded}
+    reps = {sig: by_pk[pk] for sig, pk in first.items() if pk in by_pk}
+    new = next((bc for bc in mine if bc.tokenizer_class_id == class_id), None)
+    old = [bc for bc in mine if bc is not new]
+    if new is None or not old:  # the model's first class: no settled combinations to start from
+        return settle_pairs(list(pair_objects(p.pk for p in pairs).values()), record)
+    own_file = {bc.tokenizer_class_id: bc.file_id for bc in old}
+    # Every combination below is decided from these classes' stored checks, or checked once and stored.
+    verdicts = ClassVerdicts({bc.tokenizer_class_id for bc in mine} | {sig[0] for sig in reps}, record)
+    standing = standings({base.pk: base}, {base.pk: mine})
+
+    def rank(bc_class: int) -> tuple[int, int, int]:
+        return standing[(base.pk, bc_class)].key()
+
+    memo: dict[tuple[bool, tuple[int, str, int], int], Combination] = {}
+
+    def meet(base_is_target: bool, x: PartnerClass, b: BaseClass) -> Combination:
+        """The combination of B's class ``b`` with partner class ``x``, in the pair's direction (once per kind)."""
+        key = (base_is_target, x.signature, b.tokenizer_class_id)
+        if key not in memo:
+            rep = reps[x.signature]
+            memo[key] = combine(b, rep, verdicts) if base_is_target else combine(rep, b, verdicts)
+        return memo[key]
+
+    out = Settled()
+    whole: list[int] = []  # pairs settled the whole way
+    moves: dict[int, tuple[str, Combination, int, int]] = {}  # pair -> verdict, combination, target and draft file
+    for p in pairs:
+        if p.target_base_id is None or p.draft_base_id is None or p.target_base_id == p.draft_base_id:
+            whole.append(p.pk)
+            continue
+        b_is_target = p.target_base_id == base.pk
+        xs = partners.get(p.draft_base_id if b_is_target else p.target_base_id, [])
+        if not xs:
+            continue  # the partner has no classes (files without a tokenizer): the pair keeps what it has
+        if any(x.signature not in reps for x in xs):
+            whole.append(p.pk)  # a class row went between the two reads
+            continue
+        o_b, o_x = (p.target_class, p.draft_class) if b_is_target else (p.draft_class, p.target_class)
+        b_file, x_file = (p.target_id, p.draft_id) if b_is_target else (p.draft_id, p.target_id)
+        shown_x = next((x for x in xs if x.class_id == o_x), None)
+        if (
+            shown_x is None
+            or o_b is None
+            or o_b not in own_file
+            or (not p.files_pinned and (own_file[o_b], shown_x.file_id) != (b_file, x_file))
+        ):
+            whole.append(p.pk)  # not what a settled pair shows (files moved out, a class gone): from the start
+            continue
+        added = [(x, meet(b_is_target, x, new)) for x in xs]
+        verdict = p.verdict
+        if verdict == Pair.VERDICT_ALL and not all(c.compatible for _, c in added):
+            verdict = Pair.VERDICT_PARTIAL
+        elif verdict == Pair.VERDICT_NONE and any(c.compatible for _, c in added):
+            verdict = Pair.VERDICT_PARTIAL
+        try:
+            chosen = None if p.files_pinned else _better(p, b_is_target, o_b, shown_x, added, old, class_id, rank, meet)
+        except _Undecided:
+            whole.append(p.pk)
+            continue
+        if chosen is not None:
+            x, combo = chosen
+            moves[p.pk] = (verdict, combo, *((new.file_id, x.file_id) if b_is_target else (x.file_id, new.file_id)))
+        elif verdict != p.verdict:
+            out.verdicts[p.pk] = verdict  # the files it shows, and their combination, stay
+    if moves:  # the moved pairs, and the files they now show with what the table copies from them
+        objects = pair_objects(moves)
+        wanted = {i for _, _, t, d in moves.values() for i in (t, d)}
+        files = {
+            f.pk: f
+            for f in GGUFFile.objects.filter(pk__in=sorted(wanted)).select_related("model__family").defer("info")
+        }
+        for pk, (verdict, combo, t_id, d_id) in moves.items():
+            pair = objects.get(pk)
+            if pair is None or t_id not in files or d_id not in files:
+                whole.append(pk)
+                continue
+            before = (pair.target_id, pair.draft_id)
+            if apply_combination(pair, verdict, combo, files[t_id], files[d_id]):
+                out.pairs.append(pair)
+                if (pair.target_id, pair.draft_id) != before:
+                    out.moved.add(pk)
+    if whole:
+        out.add(settle_pairs(list(pair_objects(whole).values()), record))
+    return out
+
+
+def _better(
+    p: PairRow,
+    b_is_target: bool,
+    o_b: int,
+    shown_x: PartnerClass,
+    added: list[tuple[PartnerClass, Combination]],
+    old: list[BaseClass],
+    c_id: int,
+    rank: Callable[[int], tuple[int, int, int]],  # a class of B -> its standing's sort key
+    meet: Callable[[bool, PartnerClass, BaseClass], Combination],
+) -> tuple[PartnerClass, Combination] | None:
+    """The new combination the pair now shows instead of its own, or None where its own still wins.
+
+    A combination's order is (incompatible, target class's standing, draft class's standing). The shown one, o =
+    (o_b with shown_x), was the least of the old ones; the candidates are (c with x) for each partner class x. B's
+    standings are known; X's are known only relative to shown_x, from the old combinations: an X class that met
+    some old B class at o's level stands below shown_x (o beat that combination, and two classes never tie)."""
+    level = not p.compatible
+    good = [(x, c) for x, c in added if c.compatible]
+
+    def below_shown(x: PartnerClass) -> bool:
+        """Whether X class ``x`` provably stands below ``shown_x`` (see above)."""
+        return x is not shown_x and any((not meet(b_is_target, x, b).compatible) == level for b in old)
+
+    if level and good:
+        # Every old combination failed and some new one passes: the pair shows a passing one now, of X's best class
+        # among those. shown_x is X's best class of all (it won where every combination failed).
+        if any(x is shown_x for x, _ in good):
+            return next((x, c) for x, c in good if x is shown_x)
+        if len(good) == 1:
+            return good[0]
+        raise _Undecided
+    same = [(x, c) for x, c in added if (not c.compatible) == level]
+    if not same:
+        return None  # every new combination is at a worse level than the shown one
+    if not b_is_target:
+        # Target X, draft B: X's standing decides first. (shown_x with c) beats o when c stands above o_b; another
+        # x's combination loses when x stands below shown_x, and is undecided otherwise.
+        winner = None
+        for x, c in same:
+            if x is shown_x:
+                if rank(c_id) < rank(o_b):
+                    winner = (x, c)
+            elif not below_shown(x):
+                raise _Undecided
+        return winner
+    # Target B, draft X: B's standing decides first.
+    if rank(c_id) > rank(o_b):
+        return None
+    if level:  # every combination fails: shown_x is X's best class, and (c with shown_x) fails too
+        return next((x, c) for x, c in same if x is shown_x)
+    # c stands above o_b and meets some X classes: the best of those. shown_x was the best X class that passes with
+    # o_b, so it stands above every x that passes with o_b too.
+    if len(same) == 1:
+        return same[0]
+    if any(x is shown_x for x, _ in same) and all(
+        meet(True, x, _old_class(old, o_b)).compatible for x, _ in same if x is not shown_x
+    ):
+        return next((x, c) for x, c in same if x is shown_x)
+    raise _Undecided
+
+
+def _old_class(old: list[BaseClass], class_id: int) -> BaseClass:
+    return next(bc for bc in old if bc.tokenizer_class_id == class_id)
