@@ -16,6 +16,7 @@ batch's make-up, and the share that differs from that single-client output is re
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -61,9 +62,8 @@ def round_prompts(n_prompts: int, clients: int, repeat: int) -> list[int]:
 def measure_under_load(
     cell: Cell, caps: Capabilities, *, progress: Progress | None = None, should_cancel: Cancel | None = None
 ) -> CellResult:
-
+    """The cell at ``cell.clients`` requests at once against a plain and a speculative llama-server."""
     start = time.monotonic()
-    n = cell.clients
     kw = ServerSize(ctx_size=context_size(cell), threads=cell.threads, gpu_layers=cell.gpu_layers, parallel=cell.slots)
     p_port, s_port = free_port(), free_port()
     try:
@@ -71,76 +71,112 @@ def measure_under_load(
         spec = Server(spec_server_argv(caps, cell.target, cell.draft or None, cell.setting, s_port, **kw), s_port)
     except LlamaCppError as exc:
         return summarize(cell, [], "failed", str(exc), time.monotonic() - start)
-    cancelled = should_cancel or (lambda: False)
-    runs: list[Run] = []
-    aggregates: dict[str, list[float]] = {"plain": [], "spec": []}
-    refs: dict[int, str] = {}
-    cpu_before = cpu_seconds()
-    label = f"{cell.setting.label} via server, {n} clients" + (f" {cell.content_type}" if cell.content_type else "")
-
-    def ask(server: Server, i: int) -> Completion:
-        return server.complete(
-            cell.prompts[i],
-            n_predict=cell.n_predict,
-            temperature=cell.temperature,
-            seed=cell.seed,
-            timeout_s=cell.timeout_s,
-            stream=True,
-        )
-
-    def end(status: str, error: str | None, signal: int | None = None) -> CellResult:
-        return _with_load(
-            summarize(cell, runs, status, error, time.monotonic() - start, cpu_before, signal),
-            aggregates,
-            refs,
-        )
-
+    run = _LoadRun(cell, start, cpu_seconds(), should_cancel)
     try:
         problem = plain.start(should_cancel=should_cancel)
         if problem:
             status = "cancelled" if problem == "cancelled" else "failed"
-            return end(
+            return run.end(
                 status, problem if status == "cancelled" else f"plain llama-server: {problem}", plain.crash_signal
             )
-        used = sorted({i for r in range(cell.repeats) for i in round_prompts(len(cell.prompts), n, r)})
-        for i in used:  # the single-client plain output of every prompt, for the identity report
-            if cancelled():
-                return end("cancelled", "cancelled")
-            c = ask(plain, i)
-            if c.state != "ok":
-                return end("failed" if c.state != "timeout" else "timeout", c.error, plain.crash_signal)
-            refs[i] = c.text
-        total = 2 * cell.repeats
-        with ThreadPoolExecutor(max_workers=n, thread_name_prefix="load-client") as pool:
-            for r in range(cell.repeats):
-                batch = round_prompts(len(cell.prompts), n, r)
-                for kind, server in (("plain", plain), ("spec", spec)):
-                    if cancelled():
-                        return end("cancelled", "cancelled")
-                    if kind == "spec":  # a fresh server every round: no n-gram pool from earlier requests
-                        spec.stop()
-                        problem = spec.start(should_cancel=should_cancel)
-                        if problem:
-                            status = "cancelled" if problem == "cancelled" else "failed"
-                            why = problem if status == "cancelled" else f"speculative llama-server: {problem}"
-                            return end(status, why, spec.crash_signal)
-                    t0 = time.monotonic()
-                    done = list(pool.map(lambda i, s=server: ask(s, i), batch))
-                    wall = time.monotonic() - t0
-                    runs += [run_of(kind, i, r, c, server) for i, c in zip(batch, done, strict=True)]
-                    failed = next((c for c in done if c.state != "ok"), None)
-                    if failed is not None:
-                        status = failed.state if failed.state in ("timeout", "cancelled") else "failed"
-                        return end(status, failed.error, server.crash_signal)
-                    aggregates[kind].append(sum(c.n_tokens for c in done) / wall if wall > 0 else 0.0)
-                    if progress is not None:
-                        progress(
-                            len(runs) / (total * n), f"{label}: {kind} round {r + 1}: {aggregates[kind][-1]:.1f} t/s"
-                        )
-        return end("ok", None)
+        ended = _single_client_outputs(run, plain)
+        if ended is not None:
+            return ended
+        return _rounds(run, plain, spec, progress)
     finally:
         plain.stop()
         spec.stop()
+
+
+@dataclasses.dataclass
+class _LoadRun:
+    """A cell under load as it is measured: its runs, each round's aggregate speed, the single-client outputs."""
+
+    cell: Cell
+    start: float
+    cpu_before: tuple[float, float] | None
+    should_cancel: Cancel | None
+    runs: list[Run] = dataclasses.field(default_factory=list)
+    aggregates: dict[str, list[float]] = dataclasses.field(default_factory=lambda: {"plain": [], "spec": []})
+    refs: dict[int, str] = dataclasses.field(default_factory=dict)  # prompt index: its single-client plain output
+
+    def cancelled(self) -> bool:
+        return self.should_cancel is not None and self.should_cancel()
+
+    def end(self, status: str, error: str | None, signal: int | None = None) -> CellResult:
+        """The cell's result from what was measured so far."""
+        elapsed = time.monotonic() - self.start
+        summary = summarize(self.cell, self.runs, status, error, elapsed, self.cpu_before, signal)
+        return _with_load(summary, self.aggregates, self.refs)
+
+
+def _ask(cell: Cell, server: Server, i: int) -> Completion:
+    return server.complete(
+        cell.prompts[i],
+        n_predict=cell.n_predict,
+        temperature=cell.temperature,
+        seed=cell.seed,
+        timeout_s=cell.timeout_s,
+        stream=True,
+    )
+
+
+def _single_client_outputs(run: _LoadRun, plain: Server) -> CellResult | None:
+    """The single-client plain output of every prompt the rounds send, for the identity report; the cell's result
+    when it ends here (cancelled, or a request failed)."""
+    cell = run.cell
+    used = sorted({i for r in range(cell.repeats) for i in round_prompts(len(cell.prompts), cell.clients, r)})
+    for i in used:
+        if run.cancelled():
+            return run.end("cancelled", "cancelled")
+        c = _ask(cell, plain, i)
+        if c.state != "ok":
+            return run.end("failed" if c.state != "timeout" else "timeout", c.error, plain.crash_signal)
+        run.refs[i] = c.text
+    return None
+
+
+def _rounds(run: _LoadRun, plain: Server, spec: Server, progress: Progress | None) -> CellResult:
+    """Per repeat, one round per side (plain, then speculative: A B A B), each of ``clients`` requests at once."""
+    cell, n = run.cell, run.cell.clients
+    label = f"{cell.setting.label} via server, {n} clients" + (f" {cell.content_type}" if cell.content_type else "")
+    total = 2 * cell.repeats
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="load-client") as pool:
+        for r in range(cell.repeats):
+            batch = round_prompts(len(cell.prompts), n, r)
+            for kind, server in (("plain", plain), ("spec", spec)):
+                if run.cancelled():
+                    return run.end("cancelled", "cancelled")
+                if kind == "spec":  # a fresh server every round: no n-gram pool from earlier requests
+                    spec.stop()
+                    problem = spec.start(should_cancel=run.should_cancel)
+                    if problem:
+                        status = "cancelled" if problem == "cancelled" else "failed"
+                        why = problem if status == "cancelled" else f"speculative llama-server: {problem}"
+                        return run.end(status, why, spec.crash_signal)
+                ended = _round(run, pool, kind, server, batch, r)
+                if ended is not None:
+                    return ended
+                if progress is not None:
+                    speed = run.aggregates[kind][-1]
+                    progress(len(run.runs) / (total * n), f"{label}: {kind} round {r + 1}: {speed:.1f} t/s")
+    return run.end("ok", None)
+
+
+def _round(
+    run: _LoadRun, pool: ThreadPoolExecutor, kind: str, server: Server, batch: list[int], r: int
+) -> CellResult | None:
+    """One round's requests at once; its runs and aggregate speed kept. The cell's result when a request failed."""
+    t0 = time.monotonic()
+    done = list(pool.map(functools.partial(_ask, run.cell, server), batch))
+    wall = time.monotonic() - t0
+    run.runs += [run_of(kind, i, r, c, server) for i, c in zip(batch, done, strict=True)]
+    failed = next((c for c in done if c.state != "ok"), None)
+    if failed is not None:
+        status = failed.state if failed.state in ("timeout", "cancelled") else "failed"
+        return run.end(status, failed.error, server.crash_signal)
+    run.aggregates[kind].append(sum(c.n_tokens for c in done) / wall if wall > 0 else 0.0)
+    return None
 
 
 def _with_load(result: CellResult, aggregates: dict[str, list[float]], refs: dict[int, str]) -> CellResult:

@@ -234,6 +234,62 @@ class PredictionRun:
 NEAR_TIE = 0.5  # logits: a margin below this can flip with another batch shape (the issue's edit prompts)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What every task of one prediction shares: the models, the settings, the generation and the cost model."""
+
+    target: Path | str
+    draft: Path | str | None
+    settings: list[Setting]
+    fast: list[Setting]  # predicted from one teacher-forced pass of the draft (runner.predict.forced)
+    p_cont: float  # the smallest p-min of ``fast``: continuations matter only above p-min 0
+    n_predict: int
+    max_k: int
+    gen: binaries.GenParams
+    costs: dict[str, CostModel]
+    temperature: float
+    should_cancel: Callable[[], bool] | None
+    timeout_s: float
+
+    @property
+    def transcript_n(self) -> int:
+        return self.n_predict + self.max_k + 2  # longer than any replay's run by its draft
+
+
+@dataclass
+class _Tally:
+    """The predictions summed over the tasks, one per content type and setting, and the seconds each stage took."""
+
+    rows: dict[tuple[str, str], Prediction] = field(default_factory=dict)
+    seconds: dict[str, float] = field(
+        default_factory=lambda: {"transcript": 0.0, "replay": 0.0, "forced": 0.0, "cost_model": 0.0}
+    )
+
+    def add(self, plan: _Plan, ctype: str, s: Setting, r: replay.Replay | forced.Expected, ties: int) -> None:
+        """One task's counts for setting ``s``, and their predicted time against plain decoding's."""
+        draft = plan.draft
+        row = self.rows.setdefault(
+            (ctype, s.label),
+            Prediction(
+                s.method,
+                str(draft) if draft and uses_draft_file(s.method) else None,
+                s.k if s.k else None,
+                s.p_min,
+                ctype,
+                s.label,
+                tuple(s.options),
+            ),  # fmt: skip
+        )
+        row.drafted += r.n_drafted
+        row.accepted += r.n_accept
+        row.tokens += r.n_predict
+        row.near_ties += ties
+        costs = plan.costs
+        weighted = r.steps if isinstance(r, forced.Expected) else [(1.0, d) for d, _ in r.steps]
+        row.spec_seconds += sum(w * step_seconds(s, d, costs["target"], costs.get("draft")) for w, d in weighted)
+        row.plain_seconds += r.n_predict * costs["target"].token()
+
+
 def predict(
     target: Path | str,
     draft: Path | str | None,
@@ -265,21 +321,18 @@ def predict(
     max_k = max((s.k for s in settings), default=1)
     gen = binaries.GenParams(n_predict=n_predict, threads=threads, temperature=temperature)
     template = read_chat_template(target)
-    seconds = {"transcript": 0.0, "replay": 0.0, "forced": 0.0, "cost_model": 0.0}
+    tally = _Tally()
     fast = [] if exact or draft is None else [s for s in settings if s.method == "draft-simple"]
     p_cont = min((s.p_min for s in fast if s.p_min), default=0.0)  # continuations matter only above p-min 0
-    transcript_n = n_predict + max_k + 2  # longer than any replay's run by its draft
 
     started = time.monotonic()
-    timed = min(max_k + 1, MAX_TIMED_BATCH)
-    # the run's limit per process holds for each tool process as for each llama.cpp one
-    costs = {"target": measure_cost(target, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)}
-    if draft is not None and any(uses_draft_file(s.method) for s in settings):
-        costs["draft"] = measure_cost(draft, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)
-    seconds["cost_model"] = time.monotonic() - started
+    costs = _cost_models(target, draft, settings, gen, max_k, should_cancel, timeout_s)
+    tally.seconds["cost_model"] = time.monotonic() - started
     log(f"cost model: target {costs['target'].batch(1) * 1000:.1f} ms per token")
+    plan = _Plan(
+        target, draft, settings, fast, p_cont, n_predict, max_k, gen, costs, temperature, should_cancel, timeout_s
+    )
 
-    rows: dict[tuple[str, str], Prediction] = {}
     work = [(c, t) for c in content_types for t in tasks.by_type(c)]
     for done, (ctype, task) in enumerate(work):
         if should_cancel is not None and should_cancel():
@@ -287,61 +340,80 @@ def predict(
         if progress is not None:
             progress(done / max(1, len(work)), f"predicting {ctype}/{task.id}: transcript and replay")
         prompt = render_prompt(task.prompt, template, task.system).text
-        size = len(prompt) + n_predict + max_k + 64
-        task_gen = replace(gen, ctx_size=max(2048, -(-size // 256) * 256))
-        started = time.monotonic()
-        script = replay.transcript(
-            target,
-            prompt,
-            replace(task_gen, n_predict=transcript_n),
-            task=f"{tasks.name}/{ctype}/{task.id}",
-            should_cancel=should_cancel,
-            timeout_s=timeout_s,
-        )
-        seconds["transcript"] += time.monotonic() - started
-        ties = sum(1 for m in script.margins[:n_predict] if m < NEAR_TIE)
-        ended = len(script.tokens) < transcript_n  # the target stopped: its last token ends the run
-        passed = None
-        if fast and draft is not None:
-            started = time.monotonic()
-            max_fast = max(s.k for s in fast)
-            passed = forced.forced_pass(
-                draft, prompt, task_gen, script, max_fast, p_cont, should_cancel=should_cancel, timeout_s=timeout_s
-            )
-            seconds["forced"] += time.monotonic() - started
-        for s in settings:
-            started = time.monotonic()
-            r: replay.Replay | forced.Expected
-            if passed is not None and s in fast:
-                walk = forced.expected if temperature > 0 else forced.steps
-                r = walk(passed, script, s, n_predict, task_gen.ctx_size or 2048, ended)
-            else:
-                used = draft if uses_draft_file(s.method) else None
-                r = replay.replay(
-                    target, used, prompt, task_gen, s, script, should_cancel=should_cancel, timeout_s=timeout_s
-                )
-                seconds["replay"] += time.monotonic() - started
-            row = rows.setdefault(
-                (ctype, s.label),
-                Prediction(
-                    s.method,
-                    str(draft) if draft and uses_draft_file(s.method) else None,
-                    s.k if s.k else None,
-                    s.p_min,
-                    ctype,
-                    s.label,
-                    tuple(s.options),
-                ),  # fmt: skip
-            )
-            row.drafted += r.n_drafted
-            row.accepted += r.n_accept
-            row.tokens += r.n_predict
-            row.near_ties += ties
-            weighted = r.steps if isinstance(r, forced.Expected) else [(1.0, d) for d, _ in r.steps]
-            row.spec_seconds += sum(w * step_seconds(s, d, costs["target"], costs.get("draft")) for w, d in weighted)
-            row.plain_seconds += r.n_predict * costs["target"].token()
+        _predict_task(plan, tally, ctype, f"{tasks.name}/{ctype}/{task.id}", prompt)
         log(f"{ctype}/{task.id}: {len(settings)} settings replayed")
-    return PredictionRun(list(rows.values()), costs, seconds)
+    return PredictionRun(list(tally.rows.values()), costs, tally.seconds)
+
+
+def _cost_models(
+    target: Path | str,
+    draft: Path | str | None,
+    settings: list[Setting],
+    gen: binaries.GenParams,
+    max_k: int,
+    should_cancel: Callable[[], bool] | None,
+    timeout_s: float,
+) -> dict[str, CostModel]:
+    """The target's cost model, and the draft's when a setting decodes with it."""
+    timed = min(max_k + 1, MAX_TIMED_BATCH)
+    # the run's limit per process holds for each tool process as for each llama.cpp one
+    costs = {"target": measure_cost(target, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)}
+    if draft is not None and any(uses_draft_file(s.method) for s in settings):
+        costs["draft"] = measure_cost(draft, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)
+    return costs
+
+
+def _predict_task(plan: _Plan, tally: _Tally, ctype: str, name: str, prompt: str) -> None:
+    """One task: the target's transcript, the draft's forced pass where one serves, then every setting's counts."""
+    size = len(prompt) + plan.n_predict + plan.max_k + 64
+    task_gen = replace(plan.gen, ctx_size=max(2048, -(-size // 256) * 256))
+    started = time.monotonic()
+    script = replay.transcript(
+        plan.target,
+        prompt,
+        replace(task_gen, n_predict=plan.transcript_n),
+        task=name,
+        should_cancel=plan.should_cancel,
+        timeout_s=plan.timeout_s,
+    )
+    tally.seconds["transcript"] += time.monotonic() - started
+    ties = sum(1 for m in script.margins[: plan.n_predict] if m < NEAR_TIE)
+    ended = len(script.tokens) < plan.transcript_n  # the target stopped: its last token ends the run
+    passed = None
+    if plan.fast and plan.draft is not None:
+        started = time.monotonic()
+        max_fast = max(s.k for s in plan.fast)
+        passed = forced.forced_pass(
+            plan.draft,
+            prompt,
+            task_gen,
+            script,
+            max_fast,
+            plan.p_cont,
+            should_cancel=plan.should_cancel,
+            timeout_s=plan.timeout_s,
+        )
+        tally.seconds["forced"] += time.monotonic() - started
+    for s in plan.settings:
+        started = time.monotonic()
+        r: replay.Replay | forced.Expected
+        if passed is not None and s in plan.fast:
+            walk = forced.expected if plan.temperature > 0 else forced.steps
+            r = walk(passed, script, s, plan.n_predict, task_gen.ctx_size or 2048, ended)
+        else:
+            used = plan.draft if uses_draft_file(s.method) else None
+            r = replay.replay(
+                plan.target,
+                used,
+                prompt,
+                task_gen,
+                s,
+                script,
+                should_cancel=plan.should_cancel,
+                timeout_s=plan.timeout_s,
+            )
+            tally.seconds["replay"] += time.monotonic() - started
+        tally.add(plan, ctype, s, r, ties)
 
 
 class ModelTooBig(replay.ReplayError):

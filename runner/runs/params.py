@@ -11,7 +11,7 @@ from django.conf import settings
 from inspector.spec_flags import MAX_K
 from runner.errors import BenchmarkError
 from runner.methods import DEFAULT_KS, GRID, P_MIN_GRID, MethodError, check_methods, settings_for
-from runner.prompts import load_task_set, parse_task_set
+from runner.prompts import TaskSet, load_task_set, parse_task_set
 
 DEFAULT_PARAMS: dict[str, Any] = {
     "ks": list(DEFAULT_KS),
@@ -73,49 +73,19 @@ def normalize_params(params: dict[str, Any], *, has_draft: bool = True) -> dict[
     unknown = set(p) - set(DEFAULT_PARAMS)
     if unknown:
         raise BenchmarkError(f"unknown benchmark parameter(s): {', '.join(sorted(unknown))}")
-    ks = sorted({int(k) for k in p["ks"]})
-    if not ks or any(k < 1 or k > MAX_K for k in ks):
-        raise BenchmarkError(f"K must be between 1 and {MAX_K} (grid: {', '.join(map(str, GRID))}); got {p['ks']}")
-    temps = [float(t) for t in p["temperatures"]]
-    if not temps or any(not math.isfinite(t) or t < 0 or t > 2 for t in temps):  # NaN passes any comparison
-        raise BenchmarkError(f"temperatures must lie in [0, 2]; got {p['temperatures']}")
-    for name, lo, hi in (
-        ("repeats", 1, 20),
-        ("n_predict", 8, 4096),
-        ("prompts_per_type", 1, 50),
-        ("timeout_s", 1, 6 * 3600),
-    ):
-        if not lo <= int(p[name]) <= hi:
-            raise BenchmarkError(f"{name} must be between {lo} and {hi}; got {p[name]}")
+    ks = _checked_ks(p["ks"])
+    temps = _checked_temperatures(p["temperatures"])
+    _check_counts(p)
     try:
         methods = check_methods(list(p["methods"] or ["draft-simple"]), has_draft=has_draft)
     except MethodError as exc:
         raise BenchmarkError(str(exc)) from None
-    p_mins = sorted({float(x) for x in p["p_mins"] or P_MIN_GRID})
-    if p["p_min"] is not None:
-        p_mins = [float(p["p_min"])]
-    if any(not math.isfinite(x) or not 0 <= x <= 1 for x in p_mins):
-        raise BenchmarkError(f"p-min must lie in [0, 1]; got {p_mins}")
-    if p["mode"] not in MODES:
-        raise BenchmarkError(f"mode must be one of {', '.join(MODES)}; got {p['mode']!r}")
-    if p["via"] not in VIAS:
-        raise BenchmarkError(f"via must be one of {', '.join(VIAS)}; got {p['via']!r}")
-    clients = sorted({int(c) for c in p["clients"] or [1]})
-    if any(c < 1 or c > settings.SPECREG_MAX_CLIENTS for c in clients):
-        raise BenchmarkError(f"clients must be between 1 and {settings.SPECREG_MAX_CLIENTS}; got {p['clients']}")
-    if clients != [1] and p["via"] != "server":
-        raise BenchmarkError("several clients are measured through llama-server: add --via server")
-    parallel = int(p["parallel"]) if p["parallel"] is not None else None
-    if parallel is not None and not 1 <= parallel <= settings.SPECREG_MAX_CLIENTS:
-        raise BenchmarkError(f"parallel (-np) must be between 1 and {settings.SPECREG_MAX_CLIENTS}; got {parallel}")
+    p_mins = _checked_p_mins(p["p_mins"], p["p_min"])
+    _check_choice("mode", p["mode"], MODES)
+    _check_choice("via", p["via"], VIAS)
+    clients, parallel = _checked_concurrency(p["clients"], p["parallel"], p["via"])
     task_set = parse_task_set(p["task_set"], "task set") if p["task_set"] else load_task_set()
-    types = p["content_types"] or None
-    if types:
-        missing = [t for t in types if t not in task_set.content_types]
-        if missing:
-            raise BenchmarkError(
-                f"content type(s) {', '.join(missing)} not in the task set (have: {', '.join(task_set.content_types)})"
-            )
+    types = _checked_content_types(p["content_types"] or None, task_set)
     out = {
         **p,
         "ks": ks,
@@ -138,7 +108,75 @@ def normalize_params(params: dict[str, Any], *, has_draft: bool = True) -> dict[
         return out  # no benchmark process runs; the prediction's own work is bounded by K <= 64 and the prompts
     if out["mode"] == "soak":
         return out  # one server for the soak's duration (runner.soak.loop checks its own parameters)
-    n = process_count(out, len(types or task_set.content_types))
+    _check_process_count(out, len(types or task_set.content_types))
+    return out
+
+
+def _checked_ks(values: list[Any]) -> list[int]:
+    ks = sorted({int(k) for k in values})
+    if not ks or any(k < 1 or k > MAX_K for k in ks):
+        raise BenchmarkError(f"K must be between 1 and {MAX_K} (grid: {', '.join(map(str, GRID))}); got {values}")
+    return ks
+
+
+def _checked_temperatures(values: list[Any]) -> list[float]:
+    temps = [float(t) for t in values]
+    if not temps or any(not math.isfinite(t) or t < 0 or t > 2 for t in temps):  # NaN passes any comparison
+        raise BenchmarkError(f"temperatures must lie in [0, 2]; got {values}")
+    return temps
+
+
+def _check_counts(p: dict[str, Any]) -> None:
+    for name, lo, hi in (
+        ("repeats", 1, 20),
+        ("n_predict", 8, 4096),
+        ("prompts_per_type", 1, 50),
+        ("timeout_s", 1, 6 * 3600),
+    ):
+        if not lo <= int(p[name]) <= hi:
+            raise BenchmarkError(f"{name} must be between {lo} and {hi}; got {p[name]}")
+
+
+def _checked_p_mins(values: list[Any] | None, p_min: Any) -> list[float]:
+    """The p-min grid, or the one p-min asked for (it wins)."""
+    p_mins = sorted({float(x) for x in values or P_MIN_GRID})
+    if p_min is not None:
+        p_mins = [float(p_min)]
+    if any(not math.isfinite(x) or not 0 <= x <= 1 for x in p_mins):
+        raise BenchmarkError(f"p-min must lie in [0, 1]; got {p_mins}")
+    return p_mins
+
+
+def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise BenchmarkError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def _checked_concurrency(values: list[Any] | None, slots: Any, via: str) -> tuple[list[int], int | None]:
+    """The concurrent clients (several only through llama-server) and the servers' slots (-np)."""
+    clients = sorted({int(c) for c in values or [1]})
+    if any(c < 1 or c > settings.SPECREG_MAX_CLIENTS for c in clients):
+        raise BenchmarkError(f"clients must be between 1 and {settings.SPECREG_MAX_CLIENTS}; got {values}")
+    if clients != [1] and via != "server":
+        raise BenchmarkError("several clients are measured through llama-server: add --via server")
+    parallel = int(slots) if slots is not None else None
+    if parallel is not None and not 1 <= parallel <= settings.SPECREG_MAX_CLIENTS:
+        raise BenchmarkError(f"parallel (-np) must be between 1 and {settings.SPECREG_MAX_CLIENTS}; got {parallel}")
+    return clients, parallel
+
+
+def _checked_content_types(types: list[str] | None, task_set: TaskSet) -> list[str] | None:
+    if types:
+        missing = [t for t in types if t not in task_set.content_types]
+        if missing:
+            raise BenchmarkError(
+                f"content type(s) {', '.join(missing)} not in the task set (have: {', '.join(task_set.content_types)})"
+            )
+    return types
+
+
+def _check_process_count(p: dict[str, Any], n_types: int) -> None:
+    n = process_count(p, n_types)
     cap = settings.SPECREG_MAX_PROCESSES_PER_RUN
     if n > cap:
         raise BenchmarkError(
@@ -146,4 +184,3 @@ def normalize_params(params: dict[str, Any], *, has_draft: bool = True) -> dict[
             "allowed per run (SPECREG_MAX_PROCESSES_PER_RUN): ask for fewer K values, "
             "temperatures, content types, prompts or repeats"
         )
-    return out

@@ -17,6 +17,7 @@ This module is the loop and its verdict (no database): ``runner.soak.targets`` q
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import time
@@ -283,15 +284,7 @@ def run_soak(
         raise SoakError("no prompts to send")
     plain, spec = servers(caps, config)
     record = SoakRecord(command=" ".join(spec.argv))
-    cancelled = should_cancel or (lambda: False)
-
-    def stopping() -> bool:
-        return procs.SHUTDOWN.is_set() or cancelled()
-
-    def finish(status: str, verdict: str) -> SoakRecord:
-        record.status, record.verdict = status, verdict
-        return record
-
+    stopping = functools.partial(_stopping, should_cancel or (lambda: False))
     try:
         problem = plain.start(should_cancel=should_cancel)
         if problem:
@@ -301,59 +294,92 @@ def run_soak(
         refs = _reference(plain, config, record, stopping)
         plain.stop()
         if stopping():
-            return finish(*_stopped(record, 0.0))
+            return _finish(record, *_stopped(record, 0.0))
         problem = spec.start(should_cancel=should_cancel)
         if problem:
             raise SoakError(f"llama-server with {config.setting.label}: {problem}")
-        clients = _Clients(spec, config)
-        start = time.monotonic()
-        clients.last_answer = start
-        boundary = start + config.interval_s
-
-        def close(elapsed: float) -> Interval:
-            """The interval since the last one closed (its answers drained), and the record's running totals."""
-            last_t = record.intervals[-1].t if record.intervals else 0.0
-            record.elapsed_s = elapsed
-            record.prompt_repeats = clients.sent > len(config.prompts)
-            return _close(clients.drain(), elapsed, elapsed - last_t, spec.pid, refs)
-
-        clients.start()
-        try:
-            while True:
-                time.sleep(POLL_S)
-                now = time.monotonic()
-                elapsed = now - start
-                end = elapsed >= config.duration_s
-                if not spec.alive or stopping() or now - clients.last_answer > config.request_timeout_s:
-                    status, verdict = _early(record, spec, config, elapsed, now - clients.last_answer, stopping())
-                    partial = close(elapsed)
-                    if partial.requests or not spec.alive:
-                        record.intervals.append(partial)
-                    return finish(status, verdict)
-                if now < boundary and not end:
-                    continue
-                record.intervals.append(close(elapsed))
-                boundary += config.interval_s
-                if progress:
-                    iv = record.intervals[-1]
-                    progress(
-                        min(0.99, elapsed / config.duration_s),
-                        f"soak {duration_text(elapsed)}: {iv.tokens_per_second:.1f} t/s, {iv.requests} requests",
-                    )
-                judged = _judge(record, config)
-                if judged is not None:
-                    return finish(*judged)
-                if on_interval:
-                    on_interval(record)
-                if end:
-                    return finish("stable", stable_verdict(record, config))
-        finally:
-            clients.stop.set()
-            spec.stop()  # closes the sockets of requests still waiting on it
-            clients.join()
+        soak = _Soak(config, spec, _Clients(spec, config), record, refs, stopping)
+        return _soak_loop(soak, on_interval, progress)
     finally:
         plain.stop()
         spec.stop()
+
+
+def _stopping(cancelled: Callable[[], bool]) -> bool:
+    """Whether the soak must stop now: the worker is stopping (SIGTERM) or the soak was cancelled."""
+    return procs.SHUTDOWN.is_set() or cancelled()
+
+
+def _finish(record: SoakRecord, status: str, verdict: str) -> SoakRecord:
+    record.status, record.verdict = status, verdict
+    return record
+
+
+@dataclass
+class _Soak:
+    """A soak under way: the soaked server and its clients, the record, and the plain outputs compared with."""
+
+    config: SoakConfig
+    spec: Server
+    clients: _Clients
+    record: SoakRecord
+    refs: dict[int, str]
+    stopping: Callable[[], bool]
+
+    def close(self, elapsed: float) -> Interval:
+        """The interval since the last one closed (its answers drained), and the record's running totals."""
+        record = self.record
+        last_t = record.intervals[-1].t if record.intervals else 0.0
+        record.elapsed_s = elapsed
+        record.prompt_repeats = self.clients.sent > len(self.config.prompts)
+        return _close(self.clients.drain(), elapsed, elapsed - last_t, self.spec.pid, self.refs)
+
+
+def _soak_loop(
+    soak: _Soak,
+    on_interval: Callable[[SoakRecord], None] | None,
+    progress: Callable[[float, str], None] | None,
+) -> SoakRecord:
+    """The clients' requests against the soaked server, an interval closed and judged every ``interval_s``, until
+    the duration ends, a verdict stops it, or the server dies, falls silent or the soak is stopped."""
+    config, spec, clients, record = soak.config, soak.spec, soak.clients, soak.record
+    start = time.monotonic()
+    clients.last_answer = start
+    boundary = start + config.interval_s
+    clients.start()
+    try:
+        while True:
+            time.sleep(POLL_S)
+            now = time.monotonic()
+            elapsed = now - start
+            end = elapsed >= config.duration_s
+            if not spec.alive or soak.stopping() or now - clients.last_answer > config.request_timeout_s:
+                status, verdict = _early(record, spec, config, elapsed, now - clients.last_answer, soak.stopping())
+                partial = soak.close(elapsed)
+                if partial.requests or not spec.alive:
+                    record.intervals.append(partial)
+                return _finish(record, status, verdict)
+            if now < boundary and not end:
+                continue
+            record.intervals.append(soak.close(elapsed))
+            boundary += config.interval_s
+            if progress:
+                iv = record.intervals[-1]
+                progress(
+                    min(0.99, elapsed / config.duration_s),
+                    f"soak {duration_text(elapsed)}: {iv.tokens_per_second:.1f} t/s, {iv.requests} requests",
+                )
+            judged = _judge(record, config)
+            if judged is not None:
+                return _finish(record, *judged)
+            if on_interval:
+                on_interval(record)
+            if end:
+                return _finish(record, "stable", stable_verdict(record, config))
+    finally:
+        clients.stop.set()
+        spec.stop()  # closes the sockets of requests still waiting on it
+        clients.join()
 
 
 def _stopped(record: SoakRecord, elapsed: float) -> tuple[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ from registry.formatting import duration
 from registry.results.deploy import Deployment
 from runner.llama import binaries
 from runner.measure.cli import BUSY_SHARE, CellResult
-from runner.sweep.sweep import NO_DRAFT, SweepResult
+from runner.sweep.sweep import NO_DRAFT, Recommendation, SweepConfig, SweepResult
 
 
 def _f(x: float | None, fmt: str = "{:.1f}") -> str:
@@ -83,8 +84,33 @@ def markdown_report(
     prediction: dict[str, Any] | None = None,
 ) -> str:
     """The benchmark report in markdown: settings, hardware, build, every cell, the recommendations."""
-    cfg = result.config
     out = [
+        *_method_lines(result.config),
+        "## Hardware",
+        "",
+        *_hardware_lines(hardware),
+        "",
+        "## llama.cpp build",
+        "",
+        f"- {build.label}, {build.compiler} for {build.target}",
+        "",
+    ]
+    if prediction is not None:
+        out += _prediction_lines(prediction)
+    if result.status != "ok":
+        out += [f"**Sweep {result.status}:** {result.error}", ""]
+    if result.prompt_notes:
+        out += ["Prompt notes:", *[f"- {n}" for n in result.prompt_notes], ""]
+    for rec in result.recommendations:
+        out += _recommendation_lines(rec, result.cells)
+    if deployments:
+        out += _deployment_lines(result.recommendations, deployments)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _method_lines(cfg: SweepConfig) -> list[str]:
+    """The title and how every cell was measured."""
+    return [
         f"# Speculative decoding benchmark: {Path(cfg.target).name} + {Path(cfg.draft).name}",
         "",
         "## Method",
@@ -104,74 +130,79 @@ def markdown_report(
         "is compared with the plain text over the plain run's length (speculation may overshoot the token "
         "limit by up to K); a difference is reported with its first character position.",
         "",
-        "## Hardware",
+    ]
+
+
+def _recommendation_lines(rec: Recommendation, all_cells: Sequence[CellResult]) -> list[str]:
+    """One content type at one temperature and concurrency: its cells, the recommendation, and what to doubt."""
+    cells = [
+        c
+        for c in all_cells
+        if c.cell.content_type == rec.content_type
+        and c.cell.temperature == rec.temperature
+        and c.cell.clients == rec.clients
+    ]
+    load = (
+        f", {rec.clients} concurrent clients on {rec.parallel} slots: aggregate speeds, speedup against the plain "
+        "server at the same concurrency"
+        if rec.clients > 1
+        else ""
+    )
+    return [
+        f"## {rec.content_type} (temperature {rec.temperature:g}{load})",
         "",
-        *_hardware_lines(hardware),
+        "| K | temp | plain t/s | speculative t/s | speedup | acceptance | accepted/verification "
+        "| identical | status |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *[_row(c) for c in sorted(cells, key=lambda c: c.cell.k)],
         "",
-        "## llama.cpp build",
+        f"**Recommendation:** {rec.summary if rec.use_draft else NO_DRAFT} — {rec.reason}."
+        + (f" **Caveat:** {rec.caveat}." if rec.caveat else ""),
         "",
-        f"- {build.label}, {build.compiler} for {build.target}",
+        *_busy_lines(cells),
+        *_divergence_lines(cells),
+    ]
+
+
+def _busy_lines(cells: list[CellResult]) -> list[str]:
+    """A warning when other work took a share of the CPU while cells ran."""
+    busy = [c for c in cells if (c.other_cpu_share or 0) > BUSY_SHARE]
+    if not busy:
+        return []
+    worst = max(busy, key=lambda c: c.other_cpu_share or 0)  # every busy cell has a share
+    return [
+        f"- Warning: other work used up to {100 * (worst.other_cpu_share or 0):.0f}% of the CPU while "
+        f"K={', '.join(str(c.cell.k) for c in busy)} ran; those speeds understate both sides, "
+        "speculation most.",
         "",
     ]
-    if prediction is not None:
-        out += _prediction_lines(prediction)
-    if result.status != "ok":
-        out += [f"**Sweep {result.status}:** {result.error}", ""]
-    if result.prompt_notes:
-        out += ["Prompt notes:", *[f"- {n}" for n in result.prompt_notes], ""]
-    for rec in result.recommendations:
-        cells = [
-            c
-            for c in result.cells
-            if c.cell.content_type == rec.content_type
-            and c.cell.temperature == rec.temperature
-            and c.cell.clients == rec.clients
-        ]
-        load = (
-            f", {rec.clients} concurrent clients on {rec.parallel} slots: aggregate speeds, speedup against the plain "
-            "server at the same concurrency"
-            if rec.clients > 1
-            else ""
+
+
+def _divergence_lines(cells: list[CellResult]) -> list[str]:
+    """Where each speculative output first differs from the plain one, and why that happens."""
+    diverged = [c for c in cells if c.identical is False]
+    out = []
+    for c in diverged:
+        d = c.divergences[0]
+        out.append(
+            f"- K={c.cell.k}: output differs from the plain run at character {d.position} "
+            f"(prompt {d.prompt_index + 1}): plain `{d.plain_excerpt!r}` vs speculative "
+            f"`{d.spec_excerpt!r}`"
         )
+    if diverged:
         out += [
-            f"## {rec.content_type} (temperature {rec.temperature:g}{load})",
             "",
-            "| K | temp | plain t/s | speculative t/s | speedup | acceptance | accepted/verification "
-            "| identical | status |",
-            "|---|---|---|---|---|---|---|---|---|",
-            *[_row(c) for c in sorted(cells, key=lambda c: c.cell.k)],
-            "",
-            f"**Recommendation:** {rec.summary if rec.use_draft else NO_DRAFT} — {rec.reason}."
-            + (f" **Caveat:** {rec.caveat}." if rec.caveat else ""),
+            "Such differences come from batch-size-dependent arithmetic in the target's "
+            "verification batches, not from the draft; they are reported, not hidden.",
             "",
         ]
-        busy = [c for c in cells if (c.other_cpu_share or 0) > BUSY_SHARE]
-        if busy:
-            worst = max(busy, key=lambda c: c.other_cpu_share or 0)  # every busy cell has a share
-            out += [
-                f"- Warning: other work used up to {100 * (worst.other_cpu_share or 0):.0f}% of the CPU while "
-                f"K={', '.join(str(c.cell.k) for c in busy)} ran; those speeds understate both sides, "
-                "speculation most.",
-                "",
-            ]
-        diverged = [c for c in cells if c.identical is False]
-        for c in diverged:
-            d = c.divergences[0]
-            out.append(
-                f"- K={c.cell.k}: output differs from the plain run at character {d.position} "
-                f"(prompt {d.prompt_index + 1}): plain `{d.plain_excerpt!r}` vs speculative "
-                f"`{d.spec_excerpt!r}`"
-            )
-        if diverged:
-            out += [
-                "",
-                "Such differences come from batch-size-dependent arithmetic in the target's "
-                "verification batches, not from the draft; they are reported, not hidden.",
-                "",
-            ]
-    if deployments:
-        clients = max((r.clients for r in result.recommendations), default=1)
-        out += ["## Deployment", "", f"For {clients} concurrent client{'s' if clients != 1 else ''}, as measured.", ""]
-        for name, dep in deployments.items():
-            out += [f"### {name}", "", "```sh", dep.command, "```", "", "```ini", dep.unit.rstrip(), "```", ""]
-    return "\n".join(out).rstrip() + "\n"
+    return out
+
+
+def _deployment_lines(recs: Sequence[Recommendation], deployments: dict[str, Deployment]) -> list[str]:
+    """The deployment per content type, for the largest concurrency measured."""
+    clients = max((r.clients for r in recs), default=1)
+    out = ["## Deployment", "", f"For {clients} concurrent client{'s' if clients != 1 else ''}, as measured.", ""]
+    for name, dep in deployments.items():
+        out += [f"### {name}", "", "```sh", dep.command, "```", "", "```ini", dep.unit.rstrip(), "```", ""]
+    return out

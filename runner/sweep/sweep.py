@@ -3,10 +3,12 @@ recommend the fastest one that beats the plain target."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from inspector.llama_flags import Capabilities
 from inspector.spec_flags import NGRAM_SWEEP, Setting, uses_draft_file
 from runner.llama import binaries
 from runner.measure.cli import BUSY_SHARE, Cancel, Cell, CellResult, Progress, measure_cell
@@ -248,6 +250,77 @@ def planned_settings(config: SweepConfig) -> list[Setting]:
     return [s for m in config.methods for s in settings_for(m, list(config.ks), list(config.draft_p_mins))]
 
 
+@dataclass(frozen=True)
+class _Caps:
+    """What the llama.cpp binaries a cell runs can do: llama-server's (via server), or the two CLI tools'."""
+
+    plain: Capabilities | None = None
+    spec: Capabilities | None = None
+    server: Capabilities | None = None
+
+
+def _read_caps(config: SweepConfig) -> _Caps:
+    """Raises LlamaCppNotFound or LlamaCppError when a binary the sweep needs is missing or broken."""
+    if config.via == "server":
+        return _Caps(server=binaries.capabilities(binaries.find_binary(binaries.SERVER)))
+    plain = binaries.capabilities(binaries.find_binary(binaries.COMPLETION))
+    return _Caps(plain=plain, spec=binaries.capabilities(binaries.find_binary(binaries.SPECULATIVE)))
+
+
+@dataclass(frozen=True)
+class _Group:
+    """One content type at one temperature, with its rendered prompts."""
+
+    content_type: str
+    temperature: float
+    prompts: tuple[str, ...]
+
+    def cell(self, config: SweepConfig, setting: Setting, clients: int) -> Cell:
+        return _cell(config, self.prompts, self.content_type, self.temperature, setting, clients)
+
+
+@dataclass
+class _SweepState:
+    """A sweep under way: what it measured and recommended, whether it goes on, and its progress bar."""
+
+    config: SweepConfig
+    caps: _Caps
+    measure: Callable[..., CellResult]
+    progress: Progress | None
+    should_cancel: Cancel | None
+    expected: int  # cells the bar counts to: a predicted plan or an extension of K changes it during the run
+    shown: float = 0.0  # where the bar stands: it never moves back
+    cells: list[CellResult] = field(default_factory=list)
+    recs: list[Recommendation] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    status: str = "ok"  # ok, failed, cancelled: anything but ok stops the run
+    error: str | None = None
+    crashes: CrashDiagnosis = field(default_factory=CrashDiagnosis)
+
+    def stop(self, status: str, error: str | None) -> None:
+        self.status, self.error = status, error
+
+    def report(self, done: int, fraction: float, message: str) -> None:
+        """The run's progress while its cell number ``done`` is ``fraction`` measured."""
+        if self.progress is not None:
+            # an extension adds a cell to the estimate (``expected`` as it stands when the cell reports); never let
+            # the bar move back; 1.0 only at the end
+            self.shown = max(self.shown, min(0.99, (done + fraction) / self.expected))
+            self.progress(self.shown, message)
+
+    def measure_one(self, cell: Cell) -> CellResult:
+        result = self.measure(
+            cell,
+            plain_caps=self.caps.plain,
+            spec_caps=self.caps.spec,
+            server_caps=self.caps.server,
+            progress=functools.partial(self.report, len(self.cells)),
+            should_cancel=self.should_cancel,
+        )
+        self.cells.append(result)
+        return result
+
+
 def run_sweep(
     config: SweepConfig,
     *,
@@ -265,13 +338,7 @@ def run_sweep(
             config, "failed", f"cannot read the target's header: {exc}", (), (), (), time.monotonic() - start
         )
     try:
-        if config.via == "server":
-            plain_caps = spec_caps = None
-            server_caps = binaries.capabilities(binaries.find_binary(binaries.SERVER))
-        else:
-            plain_caps = binaries.capabilities(binaries.find_binary(binaries.COMPLETION))
-            spec_caps = binaries.capabilities(binaries.find_binary(binaries.SPECULATIVE))
-            server_caps = None
+        caps = _read_caps(config)
     except (binaries.LlamaCppNotFound, binaries.LlamaCppError) as exc:
         return SweepResult(config, "failed", str(exc), (), (), (), time.monotonic() - start)
     types = config.content_types or config.task_set.content_types
@@ -279,98 +346,99 @@ def run_sweep(
     planned = planned_settings(config)
     base, *more_clients = sorted(set(config.clients)) or [1]
     expected = len(groups) * (len(planned) + 2 * len(more_clients))
-    cells: list[CellResult] = []
-    recs: list[Recommendation] = []
-    notes: list[str] = []
-    status, error = "ok", None
-    shown = [0.0]
-    crashes = CrashDiagnosis()
-
-    def cell_progress(done: int) -> Progress:
-        """The run's progress while its cell number ``done`` is measured."""
-
-        def sub(fraction: float, message: str) -> None:
-            if progress is not None:
-                # an extension adds a cell to the estimate; never let the bar move back
-                # ``expected`` is read late on purpose: an extension raises it; 1.0 only at the end
-                shown[0] = max(shown[0], min(0.99, (done + fraction) / expected))
-                progress(shown[0], message)
-
-        return sub
-
-    def measure_one(cell: Cell) -> CellResult:
-        result = measure(
-            cell,
-            plain_caps=plain_caps,
-            spec_caps=spec_caps,
-            server_caps=server_caps,
-            progress=cell_progress(len(cells)),
-            should_cancel=should_cancel,
-        )
-        cells.append(result)
-        return result
-
+    state = _SweepState(config, caps, measure, progress, should_cancel, expected)
     for content_type, temperature in groups:
         prompts, group_notes = _prompts(config, template, content_type, max(config.clients))
-        notes += [n for n in group_notes if n not in notes]
+        state.notes += [n for n in group_notes if n not in state.notes]
         if not prompts:
-            recs.append(recommend(content_type, temperature, [], base, config.parallel))
+            state.recs.append(recommend(content_type, temperature, [], base, config.parallel))
             continue
-        group: list[CellResult] = []
-        chosen = (config.settings_by_type or {}).get(content_type)
-        if chosen is not None:
-            expected += len(chosen) - len(planned)
-        queue = list(chosen if chosen is not None else planned)
-        while queue:
-            setting = queue.pop(0)
-            result = measure_one(_cell(config, prompts, content_type, temperature, setting, base))
-            group.append(result)
+        group = _Group(content_type, temperature, prompts)
+        measured = _sweep_settings(state, group, planned, base)
+        state.recs.append(recommend(content_type, temperature, measured, base, config.parallel))
+        if state.status == "ok":
+            _sweep_more_clients(state, group, measured, more_clients)
+        if state.status != "ok":
+            break
+    return _finish(state, start)
+
+
+def _sweep_settings(state: _SweepState, group: _Group, planned: list[Setting], clients: int) -> list[CellResult]:
+    """The group's settings at the smallest concurrency: the predicted ones for its type where there are, else the
+    plan, each K extended upward while the largest is the fastest. Stops the run on cancel or a broken build."""
+    chosen = (state.config.settings_by_type or {}).get(group.content_type)
+    if chosen is not None:
+        state.expected += len(chosen) - len(planned)
+    queue = list(chosen if chosen is not None else planned)
+    measured: list[CellResult] = []
+    while queue:
+        setting = queue.pop(0)
+        result = state.measure_one(group.cell(state.config, setting, clients))
+        measured.append(result)
+        if result.status == "cancelled":
+            state.stop("cancelled", "cancelled")
+            break
+        if (explanation := state.crashes.build_at_fault(result)) is not None:
+            # every other setting would die the same way: one explanation, and the run stops
+            state.stop("failed", explanation)
+            break
+        if chosen is None and (larger := _extension(state.config, setting, queue, measured)) is not None:
+            queue.insert(0, larger)
+            state.expected += 1
+    return measured
+
+
+def _extension(
+    config: SweepConfig, setting: Setting, queue: list[Setting], measured: list[CellResult]
+) -> Setting | None:
+    """The next K to measure after ``setting``, when it was the last K of its method and p-min in the queue."""
+    if (
+        not config.extend
+        or setting.method in NGRAM_SWEEP
+        or setting.method == "ngram-cache"
+        or any(q.method == setting.method and q.p_min == setting.p_min for q in queue)
+    ):
+        return None
+    # the last K of this method and p-min: go on upward while the largest K is the fastest
+    same = [c for c in measured if c.cell.method == setting.method and c.cell.p_min == setting.p_min]
+    nk = next_k({c.cell.k: cell_speed(c) for c in same}, config.grid)
+    return Setting(setting.method, nk, setting.p_min, setting.options) if nk is not None else None
+
+
+def _sweep_more_clients(state: _SweepState, group: _Group, measured: list[CellResult], more_clients: list[int]) -> None:
+    """Larger concurrency: the best two settings of this type measured again (the best K may shrink there)."""
+    ranked = sorted((c for c in measured if cell_speed(c) is not None), key=lambda c: -(c.speedup or 0.0))
+    top = [c.cell.setting for c in ranked[:2]]
+    for clients in more_clients:
+        at: list[CellResult] = []
+        for setting in top:
+            result = state.measure_one(group.cell(state.config, setting, clients))
+            at.append(result)
             if result.status == "cancelled":
-                status, error = "cancelled", "cancelled"
+                state.stop("cancelled", "cancelled")
                 break
-            if (explanation := crashes.build_at_fault(result)) is not None:
-                # every other setting would die the same way: one explanation, and the run stops
-                status, error = "failed", explanation
-                break
-            if (
-                config.extend
-                and chosen is None
-                and setting.method not in NGRAM_SWEEP
-                and setting.method != "ngram-cache"
-                and not any(q.method == setting.method and q.p_min == setting.p_min for q in queue)
-            ):
-                # the last K of this method and p-min: go on upward while the largest K is the fastest
-                same = [c for c in group if c.cell.method == setting.method and c.cell.p_min == setting.p_min]
-                nk = next_k({c.cell.k: cell_speed(c) for c in same}, config.grid)
-                if nk is not None:
-                    queue.insert(0, Setting(setting.method, nk, setting.p_min, setting.options))
-                    expected += 1
-        recs.append(recommend(content_type, temperature, group, base, config.parallel))
-        if status != "ok":
-            break
-        # Larger concurrency: the best two settings of this type measured again (the best K may shrink there)
-        ranked = sorted((c for c in group if cell_speed(c) is not None), key=lambda c: -(c.speedup or 0.0))
-        top = [c.cell.setting for c in ranked[:2]]
-        for clients in more_clients:
-            at: list[CellResult] = []
-            for setting in top:
-                result = measure_one(_cell(config, prompts, content_type, temperature, setting, clients))
-                at.append(result)
-                if result.status == "cancelled":
-                    status, error = "cancelled", "cancelled"
-                    break
-            recs.append(recommend(content_type, temperature, at, clients, config.parallel))
-            if status != "ok":
-                break
-        if status != "ok":
-            break
-    if status == "ok" and cells and all(c.status != "ok" for c in cells):
-        status, error = "failed", cells[0].error
+        state.recs.append(recommend(group.content_type, group.temperature, at, clients, state.config.parallel))
+        if state.status != "ok":
+            return
+
+
+def _finish(state: _SweepState, start: float) -> SweepResult:
+    """The run's result: failed when no cell completed; the bar at 1.0 when it ended well."""
+    cells = state.cells
+    if state.status == "ok" and cells and all(c.status != "ok" for c in cells):
+        state.stop("failed", cells[0].error)
     by_type: dict[str, list[CellResult]] = {}
     for c in cells:
         by_type.setdefault(c.cell.content_type, []).append(c)
-    if progress is not None and status == "ok":
-        progress(1.0, "sweep finished")
+    if state.progress is not None and state.status == "ok":
+        state.progress(1.0, "sweep finished")
     return SweepResult(
-        config, status, error, tuple(cells), tuple(recs), tuple(notes), time.monotonic() - start, by_type
+        state.config,
+        state.status,
+        state.error,
+        tuple(cells),
+        tuple(state.recs),
+        tuple(state.notes),
+        time.monotonic() - start,
+        by_type,
     )

@@ -13,13 +13,13 @@ from django.core.management.base import CommandParser
 from inspector.compat import check_pair
 from inspector.info import InspectError, inspect_source
 from inspector.management.base import SpecregCommand, UserError, float_list, int_list
-from inspector.spec_flags import uses_draft_file
+from inspector.spec_flags import Setting, uses_draft_file
 from inspector.speculative import NGRAM_METHODS
 from registry.models import GGUFFile
 from runner import methods as methods_mod
 from runner.predict import prediction as predict_mod
 from runner.predict.replay import ReplayError
-from runner.prompts import TaskSetError, load_task_set, parse_task_set
+from runner.prompts import TaskSet, TaskSetError, load_task_set, parse_task_set
 
 PREDICTABLE, NOT_YET, TEMPERATURE_0_ONLY = predict_mod.PREDICTABLE, predict_mod.NOT_YET, predict_mod.TEMPERATURE_0_ONLY
 
@@ -71,63 +71,16 @@ class Command(SpecregCommand):
     def handle(self, *args: Any, **o: Any) -> None:
         target = _local(o["target"])
         draft = _local(o["draft"]) if o["draft"] else None
-        try:
-            t_info = inspect_source(str(target))
-            d_info = inspect_source(str(draft)) if draft else None
-        except InspectError as exc:
-            raise UserError(str(exc)) from None
-        if draft is not None and d_info is not None:
-            check = check_pair(t_info, d_info)
-            if not check.compatible:
-                failed = next(c for c in check.checks if c.rule == check.failed_rule)
-                raise UserError(
-                    f"{draft.name} cannot draft for {target.name}: rule '{failed.rule}' fails ({failed.detail})"
-                )
+        _check_pair(target, draft)
         wanted = o["methods"].split(",") if o["methods"] else (["draft-simple"] if draft else []) + list(NGRAM_METHODS)
         try:
             chosen = methods_mod.check_methods([m.strip() for m in wanted], has_draft=draft is not None)
         except methods_mod.MethodError as exc:
             raise UserError(str(exc)) from None
-        if not 1 <= o["n_predict"] <= 4096 or not 1 <= o["prompts_per_type"] <= 50:
-            raise UserError("--n-predict must be 1..4096 and --prompts-per-type 1..50")
-        if any(not 1 <= k <= 64 for k in o["k"]):
-            raise UserError("K must be between 1 and 64")
+        _check_limits(o)
         temp = o["temperature"]
-        if not 0.0 <= temp <= 2.0:  # NaN fails this too
-            raise UserError("--temperature must be between 0 and 2")
-        if temp > 0 and o["exact"]:
-            raise UserError("--exact replays by exact match: temperature 0 only")
-        try:
-            tasks = (
-                parse_task_set(json.loads(Path(o["task_file"]).read_text()), o["task_file"])
-                if o["task_file"]
-                else load_task_set()
-            )
-        except (OSError, ValueError, TaskSetError) as exc:
-            raise UserError(f"{o['task_file']}: {exc}") from None
-        types = o["tasks"].split(",") if o["tasks"] else list(tasks.content_types)
-        unknown = [t for t in types if t not in tasks.content_types]
-        if unknown:
-            raise UserError(
-                f"no tasks of type {', '.join(unknown)} (the task set has {', '.join(tasks.content_types)})"
-            )
-        tasks = type(tasks)(
-            tasks.name,
-            tasks.description,
-            tuple(t for c in types for t in tasks.by_type(c)[: o["prompts_per_type"]]),
-        )
-        p_mins: list[float | None] = list(o["p_min"]) if o["p_min"] else [0.0]
-        settings = [
-            s
-            for m in chosen
-            if m in PREDICTABLE
-            for s in methods_mod.settings_for(m, o["k"], p_mins if uses_draft_file(m) else [None])
-        ]
-        why = {m: NOT_YET for m in chosen if m not in PREDICTABLE}
-        if temp > 0:  # only a draft model's acceptance has a distribution to be read above 0
-            why |= {m: TEMPERATURE_0_ONLY for m in chosen if m in PREDICTABLE and m != "draft-simple"}
-            settings = [s for s in settings if s.method == "draft-simple"]
-        skipped = list(why)
+        tasks, types = _tasks(o["task_file"], o["tasks"], o["prompts_per_type"])
+        settings, why = _settings(chosen, o["k"], o["p_min"], temp)
         log = (lambda s: None) if o["json"] else (lambda s: self.stderr.write(s))
         try:
             run = predict_mod.predict(
@@ -146,10 +99,14 @@ class Command(SpecregCommand):
             raise UserError(str(exc)) from None
         if o["json"]:
             out = run.to_dict()
-            out["not_predictable"] = [{"method": m, "why": why[m]} for m in skipped]
+            out["not_predictable"] = [{"method": m, "why": w} for m, w in why.items()]
             out["temperature"] = temp
             self.stdout.write(json.dumps(out))
             return
+        self._write_table(run, why, temp)
+
+    def _write_table(self, run: predict_mod.PredictionRun, why: dict[str, str], temp: float) -> None:
+        """Every prediction, the best per content type, and the methods that were not predicted."""
         self.stdout.write(f"{'content type':14} {'setting':40} {'acceptance':>10} {'speedup':>8}")
         for p in run.predictions:
             acc = "–" if p.acceptance is None else f"{p.acceptance:.1%}"
@@ -157,7 +114,67 @@ class Command(SpecregCommand):
             self.stdout.write(f"{p.content_type:14} {p.setting:40} {acc:>10} {speed:>8}")
         for ctype, b in run.best().items():
             self.stdout.write(f"best for {ctype}: {b['setting']} ({b['speedup']:.2f}x predicted)")
-        for m in skipped:
-            self.stdout.write(f"{m}: {why[m]}")
+        for m, w in why.items():
+            self.stdout.write(f"{m}: {w}")
         took = ", ".join(f"{k} {v:.1f} s" for k, v in run.seconds.items())
         self.stdout.write(f"predicted in {took} (temperature {temp:g}; a benchmark confirms it)")
+
+
+def _check_pair(target: Path, draft: Path | None) -> None:
+    """Both files read, and the draft able to draft for the target (inspector.compat)."""
+    try:
+        t_info = inspect_source(str(target))
+        d_info = inspect_source(str(draft)) if draft else None
+    except InspectError as exc:
+        raise UserError(str(exc)) from None
+    if draft is not None and d_info is not None:
+        check = check_pair(t_info, d_info)
+        if not check.compatible:
+            failed = next(c for c in check.checks if c.rule == check.failed_rule)
+            raise UserError(
+                f"{draft.name} cannot draft for {target.name}: rule '{failed.rule}' fails ({failed.detail})"
+            )
+
+
+def _check_limits(o: dict[str, Any]) -> None:
+    if not 1 <= o["n_predict"] <= 4096 or not 1 <= o["prompts_per_type"] <= 50:
+        raise UserError("--n-predict must be 1..4096 and --prompts-per-type 1..50")
+    if any(not 1 <= k <= 64 for k in o["k"]):
+        raise UserError("K must be between 1 and 64")
+    temp = o["temperature"]
+    if not 0.0 <= temp <= 2.0:  # NaN fails this too
+        raise UserError("--temperature must be between 0 and 2")
+    if temp > 0 and o["exact"]:
+        raise UserError("--exact replays by exact match: temperature 0 only")
+
+
+def _tasks(task_file: str | None, wanted: str | None, per_type: int) -> tuple[TaskSet, list[str]]:
+    """The task set cut to the content types asked for and ``per_type`` prompts of each, and those types."""
+    try:
+        tasks = parse_task_set(json.loads(Path(task_file).read_text()), task_file) if task_file else load_task_set()
+    except (OSError, ValueError, TaskSetError) as exc:
+        raise UserError(f"{task_file}: {exc}") from None
+    types = wanted.split(",") if wanted else list(tasks.content_types)
+    unknown = [t for t in types if t not in tasks.content_types]
+    if unknown:
+        raise UserError(f"no tasks of type {', '.join(unknown)} (the task set has {', '.join(tasks.content_types)})")
+    cut = type(tasks)(tasks.name, tasks.description, tuple(t for c in types for t in tasks.by_type(c)[:per_type]))
+    return cut, types
+
+
+def _settings(
+    chosen: list[str], ks: list[int], p_min: list[float] | None, temp: float
+) -> tuple[list[Setting], dict[str, str]]:
+    """The settings to predict, and why each chosen method that is not predicted is not."""
+    p_mins: list[float | None] = list(p_min) if p_min else [0.0]
+    settings = [
+        s
+        for m in chosen
+        if m in PREDICTABLE
+        for s in methods_mod.settings_for(m, ks, p_mins if uses_draft_file(m) else [None])
+    ]
+    why = {m: NOT_YET for m in chosen if m not in PREDICTABLE}
+    if temp > 0:  # only a draft model's acceptance has a distribution to be read above 0
+        why |= {m: TEMPERATURE_0_ONLY for m in chosen if m in PREDICTABLE and m != "draft-simple"}
+        settings = [s for s in settings if s.method == "draft-simple"]
+    return settings, why

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 from django.conf import settings
 
@@ -52,99 +53,63 @@ class Command(SpecregCommand):
         parser.add_argument("--no-worker", action="store_true", help="web server only (workers run elsewhere)")
 
     def handle(self, *args, host: str, port: int, no_worker: bool, **options) -> None:
-        stopping: list[int] = []
-
-        def on_signal(signum, frame) -> None:
-            stopping.append(signum)
-
+        stop = _StopRequest()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, on_signal)
+            signal.signal(sig, stop.receive)
         bin_dir = os.path.dirname(sys.executable)
-        procs: list[subprocess.Popen] = []
+        argvs = ([] if no_worker else _worker_argvs(bin_dir)) + [_web_argv(bin_dir, host, port)]
         # Each child leads its own process group, so a stop reaches everything it started.
-        if not no_worker:
-            schedule = settings.DATA_DIR / "celerybeat-schedule"
-            celery = [os.path.join(bin_dir, "celery"), "-A", "runner", "worker", "--pool", "solo", "--loglevel", "INFO"]
-            procs.append(
-                subprocess.Popen(
-                    celery
-                    + [
-                        "-n",
-                        "general@%h",
-                        "--beat",
-                        "--schedule",
-                        str(schedule),
-                        "-Q",
-                        settings.CELERY_TASK_DEFAULT_QUEUE,
-                    ],
-                    start_new_session=True,
-                )
-            )
-            procs.append(
-                subprocess.Popen(
-                    celery
-                    + [
-                        "-n",
-                        "bench@%h",
-                        "-Q",
-                        bench_queue(local_hardware_class()),
-                    ],
-                    start_new_session=True,
-                )
-            )
-            procs.append(
-                subprocess.Popen(
-                    celery[: celery.index("--pool")]
-                    + [
-                        "--pool",
-                        "threads",
-                        "--concurrency",
-                        str(settings.SPECREG_CRAWL_CONCURRENCY),
-                        "--loglevel",
-                        "INFO",
-                    ]
-                    + ["-n", "crawl@%h", "-Q", crawl_queue()],
-                    start_new_session=True,
-                )
-            )
-            procs.append(
-                subprocess.Popen(
-                    celery
-                    + [
-                        "-n",
-                        "telemetry@%h",
-                        "-Q",
-                        telemetry_queue(),
-                    ],
-                    start_new_session=True,
-                )
-            )
-        procs.append(
-            subprocess.Popen(
-                [
-                    os.path.join(bin_dir, "gunicorn"),
-                    "registry.wsgi",
-                    "--bind",
-                    f"{host}:{port}",
-                    "--workers",
-                    os.environ.get("WEB_CONCURRENCY", "3"),
-                    "--timeout",
-                    str(web_timeout_s()),
-                    "--graceful-timeout",
-                    "5",
-                    "--access-logfile",
-                    "-",
-                ],
-                start_new_session=True,
-            )
-        )
+        procs = [subprocess.Popen(argv, start_new_session=True) for argv in argvs]
         self.stdout.write(f"specreg is running at http://{host}:{port}/  (Ctrl-C or SIGTERM stops it)")
         self.stdout.flush()
-        while not stopping and all(p.poll() is None for p in procs):
+        while stop.signum is None and all(p.poll() is None for p in procs):
             time.sleep(0.2)
-        why = signal.Signals(stopping[0]).name if stopping else "a child exited"
+        why = signal.Signals(stop.signum).name if stop.signum is not None else "a child exited"
         self.stderr.write(f"serve: stopping ({why})")
         stop_all(procs)
+
+
+@dataclass
+class _StopRequest:
+    """The first stop signal received (SIGTERM or SIGINT); None while serve runs."""
+
+    signum: int | None = None
+
+    def receive(self, signum: int, frame: object) -> None:
+        if self.signum is None:
+            self.signum = signum
+
+
+def _worker_argvs(bin_dir: str) -> list[list[str]]:
+    """The four Celery workers: general (with the beat), benchmark, crawl and telemetry."""
+    schedule = settings.DATA_DIR / "celerybeat-schedule"
+    celery = [os.path.join(bin_dir, "celery"), "-A", "runner", "worker", "--pool", "solo", "--loglevel", "INFO"]
+    general = ["-n", "general@%h", "--beat", "--schedule", str(schedule), "-Q", settings.CELERY_TASK_DEFAULT_QUEUE]
+    threads = ["--pool", "threads", "--concurrency", str(settings.SPECREG_CRAWL_CONCURRENCY), "--loglevel", "INFO"]
+    return [
+        celery + general,
+        celery + ["-n", "bench@%h", "-Q", bench_queue(local_hardware_class())],
+        celery[: celery.index("--pool")] + threads + ["-n", "crawl@%h", "-Q", crawl_queue()],
+        celery + ["-n", "telemetry@%h", "-Q", telemetry_queue()],
+    ]
+
+
+def _web_argv(bin_dir: str, host: str, port: int) -> list[str]:
+    """gunicorn serving the site."""
+    return [
+        os.path.join(bin_dir, "gunicorn"),
+        "registry.wsgi",
+        "--bind",
+        f"{host}:{port}",
+        "--workers",
+        os.environ.get("WEB_CONCURRENCY", "3"),
+        "--timeout",
+        str(web_timeout_s()),
+        "--graceful-timeout",
+        "5",
+        "--access-logfile",
+        "-",
+    ]
 
 
 def stop_all(procs: list[subprocess.Popen]) -> None:
