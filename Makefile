@@ -6,7 +6,7 @@ PORT ?= 8000
 BIN := $(VENV)/bin
 export LLAMA_CPP_BUILD_JOBS ?= 2
 
-.PHONY: install install-test llama start test test-fast lint models chromium
+.PHONY: install install-test llama start test test-fast lint models chromium gpu-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,3 +55,9 @@ lint: $(BIN)/python
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# The GPU check's dry run (tests/bench/bench_gpu.py --dry-run): every step of the check a lent GPU machine runs, here on
+# the CPU build with tiny random models (2-3 minutes). Its first run gathers build/gpu-carry (the pinned source, the
+# Python 3.12 wheels and the token table that machine needs; the network is needed once).
+gpu-check: llama
+	$(BIN)/python tests/bench/bench_gpu.py --dry-run

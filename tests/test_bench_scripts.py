@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -96,3 +97,19 @@ def test_bench_load_quick_measures_one_and_two_clients(tmp_path, smollm2_path):
         ("ngram-mod K=16 ngram-mod-n-match=24", "2"),
     ], r.stdout
     assert all(float(x[4]) > 0 and float(x[5]) > 0 and float(x[12]) > 0 for x in rows)  # speeds, server CPU
+
+
+@pytest.mark.llama
+def test_bench_gpu_quick_dry_run_sets_a_random_models_predictions_beside_cpu_measurements(tmp_path, qwen05_header_path):
+    """The GPU check's quick dry run: a random model of Qwen2.5's vocabulary (read from the 0.5B's header) drafts for
+    itself through manage.py predict and run_benchmark on this CPU, labelled a CPU figure, never a GPU one."""
+    paths = ("--carry", str(tmp_path / "carry"), "--work", str(tmp_path / "work"), "--out", str(tmp_path / "out"))
+    r = _bench(tmp_path, "bench_gpu", "--dry-run", "--quick", *paths)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = [line.split("|") for line in r.stdout.splitlines() if line.startswith("| cpu-")]
+    assert [c[5].strip() for c in rows] == ["draft-simple K=2 p-min=0", "ngram-cache K=8"], r.stdout
+    assert rows[0][2].strip() == "self" and rows[0][7].strip() == "100.0%"  # it accepts every token it drafts
+    assert float(rows[0][9].strip().rstrip("x")) > 0 and "gpu-" not in r.stdout.split("## Predicted")[1]
+    assert "these are CPU figures, not GPU ones" in r.stdout
+    state = json.loads((tmp_path / "out" / "gpu-measure.json").read_text())
+    assert state["dry_run"] and state["label"].startswith("cpu-") and len(state["rows"]) == 2
