@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 FIRST_READ = 64 * 1024  # holds the general.* keys and the first few thousand tokens of every file seen
@@ -57,89 +58,127 @@ def next_read(buf: bytes | bytearray, need_end: int) -> int:
     return max(need_end - have, min(end - have, MAX_PLANNED), MIN_FOLLOW_UP)
 
 
+@dataclass
+class _Walk:
+    """What walking the metadata that arrived has learnt: where it stopped, and what the rest is scaled from."""
+
+    buf: bytes | bytearray
+    bo: str
+    pos: int = 24
+    guessed: float = 0.0
+    done: int = 0  # metadata entries whose size is known or guessed
+    seen: set[str] = field(default_factory=set)
+    n_tokens: int = 0
+    model: str = ""
+    token_avg: float = 0.0
+    token_marks: list[int] = field(default_factory=list)  # positions of every 1024th token, once all tokens are in
+    token_end: int = 0
+
+    def u32(self, at: int) -> int:
+        return int(struct.unpack_from(self.bo + "I", self.buf, at)[0])
+
+    def u64(self, at: int) -> int:
+        return int(struct.unpack_from(self.bo + "Q", self.buf, at)[0])
+
+
+class _Unreadable(Exception):
+    """A value type no real GGUF header has (arrays of arrays, unknown types): no estimate."""
+
+
 def estimate_end(buf: bytes | bytearray) -> tuple[int, int] | None:
     """(bytes known for certain, bytes guessed) from the start of ``buf`` to the header's end; None if unreadable."""
     if len(buf) < 24 or bytes(buf[:4]) != b"GGUF":
         return None
-    bo = "<"
-    if struct.unpack_from("<I", buf, 4)[0] & 0xFFFF == 0:
-        bo = ">"
+    bo = ">" if struct.unpack_from("<I", buf, 4)[0] & 0xFFFF == 0 else "<"
     n_tensors, n_kv = struct.unpack_from(bo + "QQ", buf, 8)
-    u32, u64 = struct.Struct(bo + "I").unpack_from, struct.Struct(bo + "Q").unpack_from
-    pos, guessed, limit = 24, 0.0, len(buf)
-    seen: set[str] = set()
-    n_tokens, model, token_avg = 0, "", 0.0
-    token_marks: list[int] = []  # positions of every 1024th token, once the whole token array is in
-    token_end = 0
-    done = 0  # metadata entries whose size is known or guessed
-    while done < n_kv:
-        if pos + 8 > limit:
-            break
-        klen = u64(buf, pos)[0]
-        if pos + 8 + klen + 4 > limit:
-            break
-        key = bytes(buf[pos + 8 : pos + 8 + klen]).decode("utf-8", "replace")
-        vtype = u32(buf, pos + 8 + klen)[0]
-        vpos = pos + 12 + klen
-        if vtype in _SCALARS:
-            pos = vpos + _SCALARS[vtype]
-        elif vtype == _STRING:
-            if vpos + 8 > limit:
+    w = _Walk(buf, bo)
+    try:
+        while w.done < n_kv and _entry(w):
+            if w.pos > len(buf):  # this entry runs past what arrived: what follows is guessed
                 break
-            n = u64(buf, vpos)[0]
-            if key == "tokenizer.ggml.model" and vpos + 8 + n <= limit:
-                model = bytes(buf[vpos + 8 : vpos + 8 + n]).decode("utf-8", "replace")
-            pos = vpos + 8 + n
-        elif vtype == _ARRAY:
-            if vpos + 12 > limit:
-                break
-            etype, count = u32(buf, vpos)[0], u64(buf, vpos + 4)[0]
-            pos = vpos + 12
-            if etype in _SCALARS:
-                pos += count * _SCALARS[etype]
-            elif etype == _STRING:
-                pos, rest, avg, marks = _walk_strings(buf, pos, count, u64)
-                if key == "tokenizer.ggml.tokens":
-                    n_tokens = count
-                    if rest:  # the sample so far is the vocabulary's shortest pieces: trust it only past half
-                        avg = avg if count - rest >= count // 2 else max(avg, token_length_prior(count))
-                    else:
-                        token_marks, token_end = marks, pos
-                    token_avg = avg
-                elif key == "tokenizer.ggml.merges" and rest:
-                    if token_marks and rest <= n_tokens:
-                        # BPE lists merges in rank order and tokens in the order merges made them, so the
-                        # merges not seen yet are the last tokens' texts with a space in each.
-                        avg = _tail_average(token_marks, token_end, n_tokens, rest) + 1
-                    elif count - rest < count // 2:
-                        avg = max(avg, (token_avg or token_length_prior(n_tokens or count)) + 1)
-                guessed += rest * (8 + avg)
-            else:
-                return None  # arrays of arrays: no real tokenizer has them
-        else:
-            return None
-        seen.add(key)
-        done += 1
-        if pos > limit:  # this entry runs past what arrived: what follows is guessed
-            break
-    if not n_tokens and "tokenizer.ggml.tokens" not in seen:
+    except _Unreadable:
+        return None
+    if not w.n_tokens and "tokenizer.ggml.tokens" not in w.seen:
         return None  # the vocabulary has not even started: nothing to scale from
-    unseen = n_kv - done
-    if unseen > 0 and n_tokens:
-        big: list[tuple[str, float]] = [("tokenizer.ggml.token_type", 4 * n_tokens)]
-        if model in WITH_SCORES:
-            big.append(("tokenizer.ggml.scores", 4 * n_tokens))
-        if model in WITH_MERGES:
-            avg = (token_avg or token_length_prior(n_tokens)) + 1  # a merge "a b" is its token plus a space
-            big.append(("tokenizer.ggml.merges", max(n_tokens - 256, 0) * (8 + avg)))
+    _guess_unseen(w, n_kv - w.done)
+    w.guessed += n_tensors * TENSOR_INFO
+    return w.pos, int(w.guessed)
+
+
+def _entry(w: _Walk) -> bool:
+    """Walk one metadata entry at ``w.pos``; False where its key or length has not arrived (nothing walked)."""
+    buf, pos, limit = w.buf, w.pos, len(w.buf)
+    if pos + 8 > limit:
+        return False
+    klen = w.u64(pos)
+    if pos + 8 + klen + 4 > limit:
+        return False
+    key = bytes(buf[pos + 8 : pos + 8 + klen]).decode("utf-8", "replace")
+    vtype = w.u32(pos + 8 + klen)
+    vpos = pos + 12 + klen
+    if vtype in _SCALARS:
+        w.pos = vpos + _SCALARS[vtype]
+    elif vtype == _STRING:
+        if vpos + 8 > limit:
+            return False
+        n = w.u64(vpos)
+        if key == "tokenizer.ggml.model" and vpos + 8 + n <= limit:
+            w.model = bytes(buf[vpos + 8 : vpos + 8 + n]).decode("utf-8", "replace")
+        w.pos = vpos + 8 + n
+    elif vtype == _ARRAY:
+        if vpos + 12 > limit:
+            return False
+        _array(w, key, vpos)
+    else:
+        raise _Unreadable
+    w.seen.add(key)
+    w.done += 1
+    return True
+
+
+def _array(w: _Walk, key: str, vpos: int) -> None:
+    """Walk an array entry whose element type and count start at ``vpos``, guessing the strings not arrived."""
+    etype, count = w.u32(vpos), w.u64(vpos + 4)
+    w.pos = vpos + 12
+    if etype in _SCALARS:
+        w.pos += count * _SCALARS[etype]
+        return
+    if etype != _STRING:
+        raise _Unreadable  # arrays of arrays: no real tokenizer has them
+    w.pos, rest, avg, marks = _walk_strings(w.buf, w.pos, count, struct.Struct(w.bo + "Q").unpack_from)
+    if key == "tokenizer.ggml.tokens":
+        w.n_tokens = count
+        if rest:  # the sample so far is the vocabulary's shortest pieces: trust it only past half
+            avg = avg if count - rest >= count // 2 else max(avg, token_length_prior(count))
+        else:
+            w.token_marks, w.token_end = marks, w.pos
+        w.token_avg = avg
+    elif key == "tokenizer.ggml.merges" and rest:
+        if w.token_marks and rest <= w.n_tokens:
+            # BPE lists merges in rank order and tokens in the order merges made them, so the
+            # merges not seen yet are the last tokens' texts with a space in each.
+            avg = _tail_average(w.token_marks, w.token_end, w.n_tokens, rest) + 1
+        elif count - rest < count // 2:
+            avg = max(avg, (w.token_avg or token_length_prior(w.n_tokens or count)) + 1)
+    w.guessed += rest * (8 + avg)
+
+
+def _guess_unseen(w: _Walk, unseen: int) -> None:
+    """Add the bytes guessed for the ``unseen`` metadata entries not reached: the vocabulary-sized arrays a tokenizer
+    of this model has and that were not seen, then small entries (and a chat template where none was seen)."""
+    if unseen > 0 and w.n_tokens:
+        big: list[tuple[str, float]] = [("tokenizer.ggml.token_type", 4 * w.n_tokens)]
+        if w.model in WITH_SCORES:
+            big.append(("tokenizer.ggml.scores", 4 * w.n_tokens))
+        if w.model in WITH_MERGES:
+            avg = (w.token_avg or token_length_prior(w.n_tokens)) + 1  # a merge "a b" is its token plus a space
+            big.append(("tokenizer.ggml.merges", max(w.n_tokens - 256, 0) * (8 + avg)))
         for key, size in big:
-            if key not in seen and unseen > 0:
-                guessed += size + 48
+            if key not in w.seen and unseen > 0:
+                w.guessed += size + 48
                 unseen -= 1
     if unseen > 0:
-        guessed += unseen * SMALL_KV + (TEMPLATE_ALLOWANCE if "tokenizer.chat_template" not in seen else 0)
-    guessed += n_tensors * TENSOR_INFO
-    return pos, int(guessed)
+        w.guessed += unseen * SMALL_KV + (TEMPLATE_ALLOWANCE if "tokenizer.chat_template" not in w.seen else 0)
 
 
 def _walk_strings(

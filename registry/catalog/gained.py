@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
 
 from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
@@ -33,6 +34,7 @@ from registry.catalog.combinations import (
     ClassVerdicts,
     Combination,
     Settled,
+    Standing,
     apply_combination,
     chunks,
     combine,
@@ -168,9 +170,36 @@ class _Undecided(Exception):
     """The pair's own columns do not say which combination it now shows: settle it the whole way."""
 
 
-def settle_gained_class(base: BaseModel, class_id: int, pairs: list[PairRow], record: bool = True) -> Settled:
-    """Settle ``pairs`` (pairs of ``base``, each settled before ``base`` gained class ``class_id``) over their new
-    combinations; returns what changed, unsaved: verdicts alone by pair id, pairs whose files move as objects."""
+@dataclass
+class _Gain:
+    """What deciding the new combinations of ``base``'s pairs reads once: the partners' classes (one row standing
+    for every class that shares its signature), ``base``'s new class row and its old ones, their standings."""
+
+    base: BaseModel
+    partners: dict[int, list[PartnerClass]]
+    reps: dict[tuple[int, str, int], BaseClass]
+    new: BaseClass
+    old: list[BaseClass]
+    verdicts: ClassVerdicts
+    standing: dict[tuple[int, int], Standing]
+    own_file: dict[int, int] = field(default_factory=dict)  # B's old classes -> the file each stands for
+    memo: dict[tuple[bool, tuple[int, str, int], int], Combination] = field(default_factory=dict)
+
+    def rank(self, bc_class: int) -> tuple[int, int, int]:
+        return self.standing[(self.base.pk, bc_class)].key()
+
+    def meet(self, base_is_target: bool, x: PartnerClass, b: BaseClass) -> Combination:
+        """The combination of B's class ``b`` with partner class ``x``, in the pair's direction (once per kind)."""
+        key = (base_is_target, x.signature, b.tokenizer_class_id)
+        if key not in self.memo:
+            rep = self.reps[x.signature]
+            self.memo[key] = combine(b, rep, self.verdicts) if base_is_target else combine(rep, b, self.verdicts)
+        return self.memo[key]
+
+
+def _gain(base: BaseModel, class_id: int, record: bool) -> _Gain | None:
+    """The context for ``base``'s new class ``class_id``; None where it is the model's first class (no settled
+    combinations to start from)."""
     partners = partner_classes(base.pk)
     # One partner class row per signature stands for all that share it: most partners share a handful of classes.
     first: dict[tuple[int, str, int], int] = {}
@@ -180,90 +209,108 @@ def settle_gained_class(base: BaseModel, class_id: int, pairs: list[PairRow], re
     loaded = class_rows(base.pk, first.values())
     mine = [bc for bc in loaded if bc.base_id == base.pk]
     by_pk = {bc.pk: bc for bc in loaded}
-    reps = {sig: by_pk[pk] for sig, pk in first.items() if pk in by_pk}
     new = next((bc for bc in mine if bc.tokenizer_class_id == class_id), None)
     old = [bc for bc in mine if bc is not new]
-    if new is None or not old:  # the model's first class: no settled combinations to start from
-        return settle_pairs(list(pair_objects(p.pk for p in pairs).values()), record)
-    own_file = {bc.tokenizer_class_id: bc.file_id for bc in old}
+    if new is None or not old:
+        return None
     # Every combination below is decided from these classes' stored checks, or checked once and stored.
+    reps = {sig: by_pk[pk] for sig, pk in first.items() if pk in by_pk}
     verdicts = ClassVerdicts({bc.tokenizer_class_id for bc in mine} | {sig[0] for sig in reps}, record)
-    standing = standings({base.pk: base}, {base.pk: mine})
+    own_file = {bc.tokenizer_class_id: bc.file_id for bc in old}
+    return _Gain(base, partners, reps, new, old, verdicts, standings({base.pk: base}, {base.pk: mine}), own_file)
 
-    def rank(bc_class: int) -> tuple[int, int, int]:
-        return standing[(base.pk, bc_class)].key()
 
-    memo: dict[tuple[bool, tuple[int, str, int], int], Combination] = {}
+# What one pair needs: settling the whole way, a new verdict on the files it shows, or other files (with the
+# verdict, the combination and the target and draft file ids); None where nothing changes.
+_Outcome = Literal["whole"] | str | tuple[str, Combination, int, int] | None
 
-    def meet(base_is_target: bool, x: PartnerClass, b: BaseClass) -> Combination:
-        """The combination of B's class ``b`` with partner class ``x``, in the pair's direction (once per kind)."""
-        key = (base_is_target, x.signature, b.tokenizer_class_id)
-        if key not in memo:
-            rep = reps[x.signature]
-            memo[key] = combine(b, rep, verdicts) if base_is_target else combine(rep, b, verdicts)
-        return memo[key]
 
+def settle_gained_class(base: BaseModel, class_id: int, pairs: list[PairRow], record: bool = True) -> Settled:
+    """Settle ``pairs`` (pairs of ``base``, each settled before ``base`` gained class ``class_id``) over their new
+    combinations; returns what changed, unsaved: verdicts alone by pair id, pairs whose files move as objects."""
+    g = _gain(base, class_id, record)
+    if g is None:  # the model's first class: no settled combinations to start from
+        return settle_pairs(list(pair_objects(p.pk for p in pairs).values()), record)
     out = Settled()
     whole: list[int] = []  # pairs settled the whole way
-    moves: dict[int, tuple[str, Combination, int, int]] = {}  # pair -> verdict, combination, target and draft file
+    moves: dict[int, tuple[str, Combination, int, int]] = {}
     for p in pairs:
-        if p.target_base_id is None or p.draft_base_id is None or p.target_base_id == p.draft_base_id:
+        outcome = _decide(g, p)
+        if outcome == "whole":
             whole.append(p.pk)
-            continue
-        b_is_target = p.target_base_id == base.pk
-        xs = partners.get(p.draft_base_id if b_is_target else p.target_base_id, [])
-        if not xs:
-            continue  # the partner has no classes (files without a tokenizer): the pair keeps what it has
-        if any(x.signature not in reps for x in xs):
-            whole.append(p.pk)  # a class row went between the two reads
-            continue
-        o_b, o_x = (p.target_class, p.draft_class) if b_is_target else (p.draft_class, p.target_class)
-        b_file, x_file = (p.target_id, p.draft_id) if b_is_target else (p.draft_id, p.target_id)
-        shown_x = next((x for x in xs if x.class_id == o_x), None)
-        if (
-            shown_x is None
-            or o_b is None
-            or o_b not in own_file
-            or (not p.files_pinned and (own_file[o_b], shown_x.file_id) != (b_file, x_file))
-        ):
-            whole.append(p.pk)  # not what a settled pair shows (files moved out, a class gone): from the start
-            continue
-        added = [(x, meet(b_is_target, x, new)) for x in xs]
-        verdict = p.verdict
-        if verdict == Pair.VERDICT_ALL and not all(c.compatible for _, c in added):
-            verdict = Pair.VERDICT_PARTIAL
-        elif verdict == Pair.VERDICT_NONE and any(c.compatible for _, c in added):
-            verdict = Pair.VERDICT_PARTIAL
-        try:
-            chosen = None if p.files_pinned else _better(p, b_is_target, o_b, shown_x, added, old, class_id, rank, meet)
-        except _Undecided:
-            whole.append(p.pk)
-            continue
-        if chosen is not None:
-            x, combo = chosen
-            moves[p.pk] = (verdict, combo, *((new.file_id, x.file_id) if b_is_target else (x.file_id, new.file_id)))
-        elif verdict != p.verdict:
-            out.verdicts[p.pk] = verdict  # the files it shows, and their combination, stay
-    if moves:  # the moved pairs, and the files they now show with what the table copies from them
-        objects = pair_objects(moves)
-        wanted = {i for _, _, t, d in moves.values() for i in (t, d)}
-        files = {
-            f.pk: f
-            for f in GGUFFile.objects.filter(pk__in=sorted(wanted)).select_related("model__family").defer("info")
-        }
-        for pk, (verdict, combo, t_id, d_id) in moves.items():
-            pair = objects.get(pk)
-            if pair is None or t_id not in files or d_id not in files:
-                whole.append(pk)
-                continue
-            before = (pair.target_id, pair.draft_id)
-            if apply_combination(pair, verdict, combo, files[t_id], files[d_id]):
-                out.pairs.append(pair)
-                if (pair.target_id, pair.draft_id) != before:
-                    out.moved.add(pk)
+        elif isinstance(outcome, tuple):
+            moves[p.pk] = outcome
+        elif outcome is not None:
+            out.verdicts[p.pk] = outcome  # the files it shows, and their combination, stay
+    whole += _move(moves, out)
     if whole:
         out.add(settle_pairs(list(pair_objects(whole).values()), record))
     return out
+
+
+def _decide(g: _Gain, p: PairRow) -> _Outcome:
+    """What pair ``p`` needs now that its base model has the new class (see ``_Outcome``)."""
+    if p.target_base_id is None or p.draft_base_id is None or p.target_base_id == p.draft_base_id:
+        return "whole"
+    b_is_target = p.target_base_id == g.base.pk
+    xs = g.partners.get(p.draft_base_id if b_is_target else p.target_base_id, [])
+    if not xs:
+        return None  # the partner has no classes (files without a tokenizer): the pair keeps what it has
+    if any(x.signature not in g.reps for x in xs):
+        return "whole"  # a class row went between the two reads
+    own_file = g.own_file
+    o_b, o_x = (p.target_class, p.draft_class) if b_is_target else (p.draft_class, p.target_class)
+    b_file, x_file = (p.target_id, p.draft_id) if b_is_target else (p.draft_id, p.target_id)
+    shown_x = next((x for x in xs if x.class_id == o_x), None)
+    if (
+        shown_x is None
+        or o_b is None
+        or o_b not in own_file
+        or (not p.files_pinned and (own_file[o_b], shown_x.file_id) != (b_file, x_file))
+    ):
+        return "whole"  # not what a settled pair shows (files moved out, a class gone): from the start
+    added = [(x, g.meet(b_is_target, x, g.new)) for x in xs]
+    verdict = p.verdict
+    if verdict == Pair.VERDICT_ALL and not all(c.compatible for _, c in added):
+        verdict = Pair.VERDICT_PARTIAL
+    elif verdict == Pair.VERDICT_NONE and any(c.compatible for _, c in added):
+        verdict = Pair.VERDICT_PARTIAL
+    try:
+        chosen = (
+            None
+            if p.files_pinned
+            else _better(p, b_is_target, o_b, shown_x, added, g.old, g.new.tokenizer_class_id, g.rank, g.meet)
+        )
+    except _Undecided:
+        return "whole"
+    if chosen is not None:
+        x, combo = chosen
+        return (verdict, combo, *((g.new.file_id, x.file_id) if b_is_target else (x.file_id, g.new.file_id)))
+    return verdict if verdict != p.verdict else None
+
+
+def _move(moves: dict[int, tuple[str, Combination, int, int]], out: Settled) -> list[int]:
+    """Give the moved pairs their new files, with what the table copies from them, into ``out``; returns the pairs
+    to settle the whole way instead (a pair or file gone between the reads)."""
+    if not moves:
+        return []
+    objects = pair_objects(moves)
+    wanted = {i for _, _, t, d in moves.values() for i in (t, d)}
+    files = {
+        f.pk: f for f in GGUFFile.objects.filter(pk__in=sorted(wanted)).select_related("model__family").defer("info")
+    }
+    whole = []
+    for pk, (verdict, combo, t_id, d_id) in moves.items():
+        pair = objects.get(pk)
+        if pair is None or t_id not in files or d_id not in files:
+            whole.append(pk)
+            continue
+        before = (pair.target_id, pair.draft_id)
+        if apply_combination(pair, verdict, combo, files[t_id], files[d_id]):
+            out.pairs.append(pair)
+            if (pair.target_id, pair.draft_id) != before:
+                out.moved.add(pk)
+    return whole
 
 
 def _better(

@@ -8,7 +8,7 @@ the same way here.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -227,27 +227,14 @@ def compute_pairs(
     base = f.model.base
     if base is None:
         return 0, 0, []
-    new_class = True
-    if f.tokenizer_class_id is not None:
-        # Registration wrote the (base model, class) row with the file (registry.catalog.registration): it names
-        # another file when the class was already the model's.
-        seen = BaseClass.objects.filter(base=base, tokenizer_class_id=f.tokenizer_class_id).exclude(file=f).exists()
-        if seen and not Pair.objects.filter(Q(target=f) | Q(draft=f)).exists():
-            # Another quant with a tokenizer its model already had: the registration that brought that
-            # class checked it against every partner (and partners that came later checked themselves), and no
-            # pair was checked on this file, so nothing can change. The common case costs two indexed reads.
-            return 0, 0, []
-        new_class = not seen
+    new_class = _class_is_new(f, base)
+    if new_class is None:
+        return 0, 0, []
     # The pairs of this base model as plain rows (a popular small draft has thousands), by the other side's base
     # model; as objects only those checked again below. Every one of them (its own pair, a pair a user asked for in
     # the other direction) is settled at the end.
     rows = pair_rows(Pair.objects.filter(Q(target_base=base) | Q(draft_base=base)))
-    existing: dict[int, PairRow] = {}
-    for row in rows:
-        if row.target_base_id == base.pk and row.draft_base_id not in (None, base.pk):
-            existing.setdefault(row.draft_base_id, row)
-        elif row.draft_base_id == base.pk and row.target_base_id not in (None, base.pk):
-            existing.setdefault(row.target_base_id, row)
+    existing = _by_partner(rows, base)
     partners = partner_files(f, base, {b for b, row in existing.items() if row.compatible})
     # Checked again on f: f's own pairs (f changed), and incompatible pairs whose side f joins lacked f's class.
     objects = pair_objects(
@@ -260,14 +247,9 @@ def compute_pairs(
             and (row.target_class if row.target_base_id == base.pk else row.draft_class) != f.tokenizer_class_id
         )
     )
-    verdicts = Verdicts(f, info, record_classes)
     # New pairs get a row only when worth listing (catalog.listing): read the listed pairs of every target here once.
     listing = Listing([base.pk, *(b for b, (other, _) in partners.items() if base_is_target(other, base))])
-    now = timezone.now()
-    new: list[Pair] = []
-    changed: list[Pair] = []
-    compatible: list[int] = []
-    touched: list[Pair] = []  # pairs whose combinations gained f's class: their verdict and files are settled below
+    batch = _Batch(f, base, Verdicts(f, info, record_classes), listing)
     mine = {b for b, p in existing.items() if f.pk in (p.target_id, p.draft_id)}
     # f's own pairs first, then partners smallest first: a target's places go to its smallest drafts.
     order = sorted(
@@ -277,63 +259,13 @@ def compute_pairs(
         known = existing.get(partner_id)
         if known is not None and known.pk not in objects:
             continue  # the pair's own files are still its files: only its combinations changed (settled below)
-        pair = objects[known.pk] if known is not None else None
-        if pair is not None and f.pk in (pair.target_id, pair.draft_id):
-            others = [pair.draft if pair.target_id == f.pk else pair.target]  # f changed: the same two files again
-        else:
-            others = partners[partner_id][1]
-        if pair is not None:
-            f_is_target = pair.target_base_id == base.pk  # an existing pair keeps its direction
-        else:
-            f_is_target = base_is_target(base, partners[partner_id][0])
-        found = _first_compatible(verdicts, others, f_is_target)
-        if found is None:
-            continue
-        result, other = found
-        if pair is not None and f.pk not in (pair.target_id, pair.draft_id) and not result.compatible:
-            touched.append(pair)  # still incompatible on the files it shows: its combinations changed
-            continue
-        if pair is None:
-            target_base, draft_base = (
-                (base, partners[partner_id][0]) if f_is_target else (partners[partner_id][0], base)
-            )
-            if not listing.admit(target_base, draft_base, result.compatible):
-                continue  # compatible or not, it is answered from the classes (listing.unlisted_partners)
-        t, d = (f, other) if f_is_target else (other, f)
-        fields = pair_fields(result, t, d, now)
-        if result.compatible and (pair is None or not pair.compatible):
-            compatible.append(other.pk)
-        if pair is None:
-            tb, db = (base.pk, partner_id) if f_is_target else (partner_id, base.pk)
-            pair = Pair(target=t, draft=d, target_base_id=tb, draft_base_id=db, **fields)
-            new.append(pair)
-        else:
-            if not pair.files_pinned:  # files staff chose stay (settle gives them their own verdict)
-                pair.target, pair.draft = t, d
-            for k, v in fields.items():
-                setattr(pair, k, v)
-            changed.append(pair)
+        batch.check(partner_id, objects[known.pk] if known is not None else None, partners.get(partner_id))
     listing.drop()
-    # A registration running beside this one may have written one of these pairs a moment ago: it is the
-    # same pair, so the insert leaves it, and the ids come from one read (ON CONFLICT returns none).
-    Pair.objects.bulk_create(new, batch_size=500, ignore_conflicts=True)
-    if new:
-        partner_ids = [p.draft_base_id if p.target_base_id == base.pk else p.target_base_id for p in new]
-        mine_q = Q(target_base=base, draft_base_id__in=partner_ids) | Q(draft_base=base, target_base_id__in=partner_ids)
-        ids: dict[tuple[int | None, int | None], int] = {
-            (t, d): pk for pk, t, d in Pair.objects.filter(mine_q).values_list("pk", "target_base_id", "draft_base_id")
-        }
-        for p in new:
-            p.pk = ids.get((p.target_base_id, p.draft_base_id))
-        new = [p for p in new if p.pk is not None]
-    if changed:
-        Pair.objects.bulk_update(changed, ["target", "draft", *fields], batch_size=500)
-        # An answer stored before is out of date; the pair page computes the whole check from now on.
-        PairCheckResult.objects.filter(pair__in=changed).delete()
+    batch.write()
     # Every combination of the two sides' classes decides the verdict (all, partial, none) and which files the row
     # shows: by the sides' standing, never by what came last (registry.catalog.combinations).
-    done = {p.pk for p in [*new, *changed]} | set(listing.dropped)
-    settled = settle_pairs([*new, *changed], record=record_classes)
+    done = {p.pk for p in [*batch.new, *batch.changed]} | set(listing.dropped)
+    settled = settle_pairs([*batch.new, *batch.changed], record=record_classes)
     if new_class:
         # Every other pair of this base model has one more combination per class of its partner, partners outside
         # the new class's candidate window included (those combinations fail on the class columns alone).
@@ -343,9 +275,115 @@ def compute_pairs(
         else:
             settled.add(settle_pairs(list(pair_objects(row.pk for row in rest).values()), record=record_classes))
     else:
-        settled.add(settle_pairs([p for p in touched if p.pk not in done], record=record_classes))
+        settled.add(settle_pairs([p for p in batch.touched if p.pk not in done], record=record_classes))
     save_settled(settled)
-    return len(new), len(changed), compatible
+    return len(batch.new), len(batch.changed), batch.compatible
+
+
+def _class_is_new(f: GGUFFile, base: BaseModel) -> bool | None:
+    """Whether ``f`` brings its base model a tokenizer class it lacked; None where nothing ``f`` brings can change
+    a pair (so registration stops here)."""
+    if f.tokenizer_class_id is None:
+        return True
+    # Registration wrote the (base model, class) row with the file (registry.catalog.registration): it names
+    # another file when the class was already the model's.
+    seen = BaseClass.objects.filter(base=base, tokenizer_class_id=f.tokenizer_class_id).exclude(file=f).exists()
+    if seen and not Pair.objects.filter(Q(target=f) | Q(draft=f)).exists():
+        # Another quant with a tokenizer its model already had: the registration that brought that
+        # class checked it against every partner (and partners that came later checked themselves), and no
+        # pair was checked on this file, so nothing can change. The common case costs two indexed reads.
+        return None
+    return not seen
+
+
+def _by_partner(rows: list[PairRow], base: BaseModel) -> dict[int, PairRow]:
+    """The pairs of ``base`` with another base model, by that model (the first where a pair goes each way)."""
+    existing: dict[int, PairRow] = {}
+    for row in rows:
+        if row.target_base_id == base.pk and row.draft_base_id not in (None, base.pk):
+            existing.setdefault(row.draft_base_id, row)
+        elif row.draft_base_id == base.pk and row.target_base_id not in (None, base.pk):
+            existing.setdefault(row.target_base_id, row)
+    return existing
+
+
+@dataclass
+class _Batch:
+    """The pairs one registration checks on its file ``f``: new ones, changed ones, and incompatible ones whose
+    combinations changed (``touched``: settled later); what it wrote goes to the database in a few statements."""
+
+    f: GGUFFile
+    base: BaseModel
+    verdicts: Verdicts
+    listing: Listing
+    now: datetime = field(default_factory=timezone.now)
+    new: list[Pair] = field(default_factory=list)
+    changed: list[Pair] = field(default_factory=list)
+    compatible: list[int] = field(default_factory=list)  # files newly compatible with f
+    touched: list[Pair] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)  # the columns pair_fields writes
+
+    def check(self, partner_id: int, pair: Pair | None, partner: tuple[BaseModel, list[GGUFFile]] | None) -> None:
+        """Check ``f`` against the partner's files (against the pair's own other file where ``f`` is one of them)."""
+        f, base = self.f, self.base
+        if pair is not None and f.pk in (pair.target_id, pair.draft_id):
+            others = [pair.draft if pair.target_id == f.pk else pair.target]  # f changed: the same two files again
+        else:
+            others = partner[1] if partner is not None else []  # (a pair not on f is rechecked on its partner's)
+        if pair is not None:
+            f_is_target = pair.target_base_id == base.pk  # an existing pair keeps its direction
+        elif partner is not None:
+            f_is_target = base_is_target(base, partner[0])
+        else:
+            return  # (never: a new pair comes from a partner's files)
+        found = _first_compatible(self.verdicts, others, f_is_target)
+        if found is None:
+            return
+        result, other = found
+        if pair is not None and f.pk not in (pair.target_id, pair.draft_id) and not result.compatible:
+            self.touched.append(pair)  # still incompatible on the files it shows: its combinations changed
+            return
+        if pair is None and partner is not None:
+            target_base, draft_base = (base, partner[0]) if f_is_target else (partner[0], base)
+            if not self.listing.admit(target_base, draft_base, result.compatible):
+                return  # compatible or not, it is answered from the classes (listing.unlisted_partners)
+        t, d = (f, other) if f_is_target else (other, f)
+        fields = pair_fields(result, t, d, self.now)
+        self.columns = list(fields)
+        if result.compatible and (pair is None or not pair.compatible):
+            self.compatible.append(other.pk)
+        if pair is None:
+            tb, db = (base.pk, partner_id) if f_is_target else (partner_id, base.pk)
+            self.new.append(Pair(target=t, draft=d, target_base_id=tb, draft_base_id=db, **fields))
+            return
+        if not pair.files_pinned:  # files staff chose stay (settle gives them their own verdict)
+            pair.target, pair.draft = t, d
+        for k, v in fields.items():
+            setattr(pair, k, v)
+        self.changed.append(pair)
+
+    def write(self) -> None:
+        """Insert the new pairs (learning their ids) and update the changed ones."""
+        base = self.base
+        # A registration running beside this one may have written one of these pairs a moment ago: it is the
+        # same pair, so the insert leaves it, and the ids come from one read (ON CONFLICT returns none).
+        Pair.objects.bulk_create(self.new, batch_size=500, ignore_conflicts=True)
+        if self.new:
+            partner_ids = [p.draft_base_id if p.target_base_id == base.pk else p.target_base_id for p in self.new]
+            mine_q = Q(target_base=base, draft_base_id__in=partner_ids) | Q(
+                draft_base=base, target_base_id__in=partner_ids
+            )
+            ids: dict[tuple[int | None, int | None], int] = {
+                (t, d): pk
+                for pk, t, d in Pair.objects.filter(mine_q).values_list("pk", "target_base_id", "draft_base_id")
+            }
+            for p in self.new:
+                p.pk = ids.get((p.target_base_id, p.draft_base_id))
+            self.new = [p for p in self.new if p.pk is not None]
+        if self.changed:
+            Pair.objects.bulk_update(self.changed, ["target", "draft", *self.columns], batch_size=500)
+            # An answer stored before is out of date; the pair page computes the whole check from now on.
+            PairCheckResult.objects.filter(pair__in=self.changed).delete()
 
 
 def pair_for(target: GGUFFile, draft: GGUFFile) -> Pair:

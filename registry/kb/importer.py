@@ -198,78 +198,106 @@ def outline(f: IO[bytes], cap: int) -> Outline:
     """One streaming pass over the whole file: valid UTF-8 JSON, no deeper than MAX_DEPTH, no key twice at
     the top or among the sections; the header's values (small) and the lists' lengths. Nothing is built
     but the header, so a refusal costs one read and no memory."""
-    out = Outline()
-    depth, top, sec = 0, "", ""
-    building: ijson.common.ObjectBuilder | None = None
-    built_events = 0
-    kinds, counts, sections, section_kinds = out.kinds, out.counts, out.sections, out.section_kinds
-    bound = RecordBound()
+    walk = _OutlineWalk()
     try:
         reader = _Capped(f, cap, check_utf8=True)
         for event, value in ijson.basic_parse(reader, use_float=True):
-            # The level of an event: how many containers enclose it (a container's start and end count at
-            # its parent's level). Only levels 0-3 (the top object, its values, records, their fields) matter.
-            if event == "start_map" or event == "start_array":
-                level = depth
-                depth += 1
-                if depth > MAX_DEPTH:
-                    raise KBError("not a knowledge base: JSON nested too deeply")
-            elif event == "end_map" or event == "end_array":
-                depth -= 1
-                level = depth
-            else:
-                level = depth
-            bound.event(event, level, top, sec, section_kinds, reader.read_so_far)
-            if level > 3:
-                continue
-            if building is not None:
-                building.event(event, value)
-                built_events += 1
-                if built_events > _HEADER_EVENTS:
-                    building, out.header[top] = None, None  # not a header value: the schema refuses it
-            if event == "start_map" or event == "start_array":
-                if level == 0:
-                    out.is_object = event == "start_map"
-                elif level == 1:
-                    kinds[top] = "list" if event == "start_array" else "object"
-                    if top in schema.HEADER and building is None:
-                        building, built_events = ijson.common.ObjectBuilder(), 0
-                        building.event(event, value)
-                elif level == 2:
-                    if top in counts:
-                        counts[top] += 1
-                    elif top == "sections" and sec:
-                        section_kinds[sec] = "list" if event == "start_array" else "object"
-                elif level == 3 and top == "sections" and section_kinds.get(sec) == "list":
-                    sections[sec] += 1
-            elif event == "end_map" or event == "end_array":
-                if level == 1 and building is not None:
-                    out.header[top], building = building.value, None
-            elif event == "map_key":
-                if level == 1:
-                    if value in kinds:
-                        raise KBError(f"the key {value[:64]!r} appears twice at the top of the file")
-                    top, sec = value, ""
-                    kinds[top] = "value"
-                    if top in LISTS:
-                        counts[top] = 0
-                elif level == 2 and top == "sections":
-                    if value in sections:
-                        raise KBError(f"sections: {value[:64]!r} appears twice")
-                    sec = value
-                    sections[sec], section_kinds[sec] = 0, "value"
-            elif level == 1:
-                if top in schema.HEADER:
-                    out.header[top] = value
-            elif level == 2:
-                if top in counts and kinds[top] == "list":
-                    counts[top] += 1
-            elif level == 3 and top == "sections" and section_kinds.get(sec) == "list":
-                sections[sec] += 1
+            level = walk.level(event)
+            walk.bound.event(event, level, walk.top, walk.sec, walk.out.section_kinds, reader.read_so_far)
+            if level <= 3:  # only levels 0-3 (the top object, its values, records, their fields) matter
+                walk.event(event, value, level)
     except ijson.JSONError as exc:
         raise _json_error(exc) from None
-    out.has_nul = reader.has_nul
-    return out
+    walk.out.has_nul = reader.has_nul
+    return walk.out
+
+
+_STARTS = ("start_map", "start_array")
+_ENDS = ("end_map", "end_array")
+
+
+class _OutlineWalk:
+    """``outline``'s state as the events arrive: the depth, the top-level key and section it is in, and the
+    header value being built."""
+
+    def __init__(self) -> None:
+        self.out = Outline()
+        self.depth, self.top, self.sec = 0, "", ""
+        self.building: ijson.common.ObjectBuilder | None = None
+        self.built_events = 0
+        self.bound = RecordBound()
+
+    def level(self, event: str) -> int:
+        """How many containers enclose the event (a container's start and end count at its parent's level)."""
+        if event in _STARTS:
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise KBError("not a knowledge base: JSON nested too deeply")
+            return self.depth - 1
+        if event in _ENDS:
+            self.depth -= 1
+        return self.depth
+
+    def event(self, event: str, value: Any, level: int) -> None:
+        if self.building is not None:
+            self.building.event(event, value)
+            self.built_events += 1
+            if self.built_events > _HEADER_EVENTS:
+                self.building, self.out.header[self.top] = None, None  # not a header value: the schema refuses it
+        if event in _STARTS:
+            self._start(event, value, level)
+        elif event in _ENDS:
+            if level == 1 and self.building is not None:
+                self.out.header[self.top], self.building = self.building.value, None
+        elif event == "map_key":
+            self._key(value, level)
+        elif level == 1:
+            if self.top in schema.HEADER:
+                self.out.header[self.top] = value
+        else:
+            self._count(level)
+
+    def _start(self, event: str, value: Any, level: int) -> None:
+        out, top, sec = self.out, self.top, self.sec
+        kind = "list" if event == "start_array" else "object"
+        if level == 0:
+            out.is_object = event == "start_map"
+        elif level == 1:
+            out.kinds[top] = kind
+            if top in schema.HEADER and self.building is None:
+                self.building, self.built_events = ijson.common.ObjectBuilder(), 0
+                self.building.event(event, value)
+        elif level == 2:
+            if top in out.counts:
+                out.counts[top] += 1
+            elif top == "sections" and sec:
+                out.section_kinds[sec] = kind
+        elif level == 3 and top == "sections" and out.section_kinds.get(sec) == "list":
+            out.sections[sec] += 1
+
+    def _key(self, value: str, level: int) -> None:
+        out = self.out
+        if level == 1:
+            if value in out.kinds:
+                raise KBError(f"the key {value[:64]!r} appears twice at the top of the file")
+            self.top, self.sec = value, ""
+            out.kinds[value] = "value"
+            if value in LISTS:
+                out.counts[value] = 0
+        elif level == 2 and self.top == "sections":
+            if value in out.sections:
+                raise KBError(f"sections: {value[:64]!r} appears twice")
+            self.sec = value
+            out.sections[value], out.section_kinds[value] = 0, "value"
+
+    def _count(self, level: int) -> None:
+        """A scalar record (level 2) or a scalar in a section's list (level 3)."""
+        out, top, sec = self.out, self.top, self.sec
+        if level == 2:
+            if top in out.counts and out.kinds[top] == "list":
+                out.counts[top] += 1
+        elif level == 3 and top == "sections" and out.section_kinds.get(sec) == "list":
+            out.sections[sec] += 1
 
 
 def check_outline(o: Outline) -> schema.Header:

@@ -56,55 +56,12 @@ def recommend(
 ) -> Recommendation:
     figures, kind = (measured, "measured") if measured else (reported, "reported")
     b = best_gain(figures)
-    if not compatible:
-        use, k, basis = False, None, "The draft is not compatible with this target: run the target alone."
-    elif b is not None:
-        use, k = True, b.k
-        where = f" on {b.hardware}" if b.hardware else ""
-        basis = (
-            f"Best {kind} result: K={b.k}, {b.speedup:.2f}× faster"
-            + (f", {b.acceptance:.0%} of drafts accepted" if b.acceptance is not None else "")
-            + (f" ({b.content_type})" if b.content_type else "")
-            + (f" at {b.clients} concurrent clients" if b.clients > 1 else "")
-            + where
-            + "."
-        )
-        if kind == "reported":
-            basis += " Reported, not measured here: benchmark the pair on your hardware before relying on it."
-    elif within := [f for f in figures if f.speedup is not None and f.speedup > 1]:
-        use, k = False, None
-        w = max(within, key=lambda f: f.speedup or 0.0)
-        basis = (
-            f"No measurable gain: the best {kind} result, K={w.k} at {w.speedup:.2f}×, lies within its spread "
-            f"({w.obj.speedup_min:.2f}–{w.obj.speedup_max:.2f}× over {w.obj.pairs} interleaved pairs): run without "
-            "a draft, or benchmark again with more repeats."
-        )
-    elif figures:
-        use, k = False, None
-        basis = (
-            f"No {kind} result is faster than the target alone (best "
-            f"{max(f.speedup for f in figures if f.speedup is not None):.2f}×): run without a draft."
-            if any(f.speedup is not None for f in figures)
-            else f"The {kind} results carry no speed: run without a draft."
-        )
-    else:
-        use, k = True, STARTING_K
-        basis = (
-            f"Not benchmarked yet: K={STARTING_K} is a starting point, not a measurement. "
-            "Benchmark the pair; speculation can be slower than the target alone (it was on 2 CPU cores)."
-        )
+    use, k, basis = _verdict(compatible, figures, kind, b)
     setting = (_setting(b) if b is not None else _untested_setting(target, draft)) if use else None
     with_draft = setting is not None and uses_draft_file(setting.method)
     downloads = "\n".join(d for d in (download_command(target), download_command(draft) if with_draft else "") if d)
     measured_by = b.obj if use and kind == "measured" and b is not None else None
-    # The measured slots (-np) go into the command: deployed = measured, at the concurrency the figure holds for.
-    parallel = measured_by.parallel if isinstance(measured_by, BenchmarkResult) else None
-    if (
-        isinstance(measured_by, BenchmarkResult)
-        and not measured_by.run.origin_installation  # an imported run's text is never shown: built below
-        and measured_by.run.server_command
-        and measured_by.clients == measured_by.run.summary.get("deploy_clients", 1)
-    ):
+    if isinstance(measured_by, BenchmarkResult) and _written_command_holds(measured_by):
         # The command the run that measured this best wrote, word for word (the run page shows it too).
         return Recommendation(
             use,
@@ -113,6 +70,8 @@ def recommend(
             measured_by.run.server_command,
             downloads,
         )
+    # The measured slots (-np) go into the command: deployed = measured, at the concurrency the figure holds for.
+    parallel = measured_by.parallel if isinstance(measured_by, BenchmarkResult) else None
     # A draftless method (n-gram, own MTP heads) names no -md: deployment leaves the draft out.
     caps = pinned_server_capabilities()
     try:
@@ -133,6 +92,59 @@ def recommend(
         basis + f" Flags of llama.cpp {LLAMA_CPP_BUILD}; builds before the --spec-* options use --draft-max instead.",
         command,
         downloads,
+    )
+
+
+def _written_command_holds(result: BenchmarkResult) -> bool:
+    """Whether the run that measured ``result`` wrote a command that deploys it as measured: its own run (an
+    imported run's text is never shown), at the concurrency the run deployed for."""
+    return (
+        not result.run.origin_installation
+        and bool(result.run.server_command)
+        and result.clients == result.run.summary.get("deploy_clients", 1)
+    )
+
+
+def _verdict(compatible: bool, figures: list[Figure], kind: str, b: Figure | None) -> tuple[bool, int | None, str]:
+    """Whether to speculate, with which K, and the sentence that says why, from the best figure ``b`` of ``kind``."""
+    if not compatible:
+        return False, None, "The draft is not compatible with this target: run the target alone."
+    if b is not None:
+        where = f" on {b.hardware}" if b.hardware else ""
+        basis = (
+            f"Best {kind} result: K={b.k}, {b.speedup:.2f}× faster"
+            + (f", {b.acceptance:.0%} of drafts accepted" if b.acceptance is not None else "")
+            + (f" ({b.content_type})" if b.content_type else "")
+            + (f" at {b.clients} concurrent clients" if b.clients > 1 else "")
+            + where
+            + "."
+        )
+        if kind == "reported":
+            basis += " Reported, not measured here: benchmark the pair on your hardware before relying on it."
+        return True, b.k, basis
+    if within := [f for f in figures if f.speedup is not None and f.speedup > 1]:
+        w = max(within, key=lambda f: f.speedup or 0.0)
+        return (
+            False,
+            None,
+            f"No measurable gain: the best {kind} result, K={w.k} at {w.speedup:.2f}×, lies within its spread "
+            f"({w.obj.speedup_min:.2f}–{w.obj.speedup_max:.2f}× over {w.obj.pairs} interleaved pairs): run without "
+            "a draft, or benchmark again with more repeats.",
+        )
+    if figures:
+        speeds = [f.speedup for f in figures if f.speedup is not None]
+        return (
+            False,
+            None,
+            f"No {kind} result is faster than the target alone (best {max(speeds):.2f}×): run without a draft."
+            if speeds
+            else f"The {kind} results carry no speed: run without a draft.",
+        )
+    return (
+        True,
+        STARTING_K,
+        f"Not benchmarked yet: K={STARTING_K} is a starting point, not a measurement. "
+        "Benchmark the pair; speculation can be slower than the target alone (it was on 2 CPU cores).",
     )
 
 
