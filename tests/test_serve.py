@@ -173,6 +173,7 @@ def test_sigterm_interrupts_a_soak_and_keeps_its_partial_record(tmp_path, smollm
     serve = subprocess.Popen(
         [*manage, "serve", "--port", str(port)], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
+    seen: list[dict] = []  # the intervals the API showed before the stop
     try:
 
         def recorded() -> bool:
@@ -181,9 +182,10 @@ def test_sigterm_interrupts_a_soak_and_keeps_its_partial_record(tmp_path, smollm
                     state = json.load(r)
             except OSError:
                 return False
-            return (
-                state["status"] == "running" and bool(state["stability"]) and bool(state["stability"][0]["intervals"])
-            )
+            if state["status"] == "running" and state["stability"] and state["stability"][0]["intervals"]:
+                seen[:] = state["stability"][0]["intervals"]
+                return True
+            return False
 
         _wait(recorded, 180, "the soak's first interval")
         serve.send_signal(signal.SIGTERM)
@@ -206,4 +208,7 @@ def test_sigterm_interrupts_a_soak_and_keeps_its_partial_record(tmp_path, smollm
         ).fetchone()
     assert status == "cancelled" and "worker was stopped" in error
     assert soak == "interrupted" and "SIGTERM" in verdict and "partial record is kept" in verdict
-    assert json.loads(intervals)[0]["requests"] > 0
+    # What was recorded before the stop is kept as it was shown (not how many requests a 5-second interval held on
+    # a loaded machine: that is timing, not a promise).
+    kept = json.loads(intervals)
+    assert seen and kept[: len(seen)] == seen
