@@ -100,6 +100,8 @@ def test_a_server_killed_mid_soak_fails_it_with_the_time_and_the_last_interval_k
     assert time.monotonic() - start < 30
     assert rec.status == "failed" and rec.verdict.startswith("failed after ") and "killed by signal 9" in rec.verdict
     assert len(rec.intervals) >= 2 and rec.intervals[0].requests > 0  # the intervals before, and the last one
+    # A dead server costs each client one failed request, not one per try until the loop polls again.
+    assert rec.intervals[-1].errors <= _config(str(smollm2_path)).clients
     assert 5 <= rec.elapsed_s < 15 and "\n" not in rec.verdict
     assert not procs._live_groups
 
@@ -139,6 +141,7 @@ def test_a_stopped_worker_interrupts_the_soak_and_keeps_the_partial_record(smoll
         procs.SHUTDOWN.clear()
     assert rec.status == "interrupted" and "SIGTERM" in rec.verdict and "partial record is kept" in rec.verdict
     assert rec.intervals and rec.intervals[0].requests > 0 and rec.elapsed_s < 30
+    assert sum(iv.errors for iv in rec.intervals) == 0  # requests the stop cut short are not the server's errors
 
 
 @pytest.mark.llama

@@ -196,12 +196,16 @@ class _Clients:
                 self.sent = n + 1
             i = n % len(self.config.prompts)
             c = _ask(self.server, self.config, i)
-            if self.stop.is_set() and c.state != "ok":
-                return  # the soak ended under it: not an error of the server's
+            if c.state != "ok" and (self.stop.is_set() or procs.SHUTDOWN.is_set()):
+                return  # the soak or the worker ended under it: not an error of the server's
             with self.lock:
                 self.events.append((c, i))
                 if c.state == "ok":
                     self.last_answer = time.monotonic()
+            if c.state != "ok" and not self.server.alive:
+                # The server is gone (the loop reports how): one failed request per client says so, where asking
+                # again until the loop's next poll recorded thousands a second.
+                return
 
     def drain(self) -> list[tuple[Completion, int]]:
         with self.lock:
