@@ -156,6 +156,20 @@ class Side:
     def from_header(cls, h: Header, info: ModelInfo | None = None) -> Side:
         return cls(info or info_from_headers([h]), TokenTypes.from_header(h), _int_array(h, SUPPRESS_KEY))
 
+    @classmethod
+    def from_info(cls, info: ModelInfo) -> Side:
+        """The same from a ModelInfo alone (a registry's stored one, rebuilt with its token table and types), so a
+        registry decides with ``plan`` itself, never with rules of its own.
+
+        The suppressed ids come from the stored metadata, which keeps an array only up to the reader's
+        SMALL_ARRAY elements (a longer one is a description): they change only the planned keys, never whether
+        the pair is adaptable, so such a list reads as none."""
+        types = info.token_types
+        tt = TokenTypes(types, 0, len(types) // 4) if types is not None else None
+        v = info.metadata.get(SUPPRESS_KEY)
+        suppress = [x for x in v if isinstance(x, int) and not isinstance(x, bool)] if isinstance(v, list) else None
+        return cls(info, tt, suppress)
+
 
 def _int_array(h: Header, key: str) -> list[int] | None:
     v = h.kv.get(key)

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import llama_rules, speculative
-from .ggml_constants import GGML_TYPE_NAMES, LLAMA_FTYPE_NAMES
+from .ggml_constants import GGML_TYPE_NAMES, LLAMA_FTYPE_NAMES, GGUFValueType
 from .gguf_header import ArrayRef, GGUFError, Header, read_header
 from .hub_names import shard_names
 from .sources import DeadlineExceeded, SourceError, is_remote, open_source
@@ -92,22 +92,29 @@ class ModelInfo:
     speculative_type: str | None = None
     speculative: dict[str, Any] | None = None  # SpeculativeFacts.to_dict(); None in records stored before it
     tokens: TokenTable | None = field(default=None, repr=False, compare=False)
+    # tokenizer.ggml.token_type as little-endian int32s (TYPES_KEY), None when the file has no such int32
+    # array. Kept beside ``tokens`` and out of to_dict() for the same reason: a registry stores the array apart,
+    # once per content (issue 34: whether a near-miss draft can be adapted depends on the types).
+    token_types: bytes | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("tokens", None)
+        d.pop("token_types", None)
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], tokens: TokenTable | None = None) -> ModelInfo:
-        """Rebuild from ``to_dict()`` output (as a registry stores it) plus the stored token table."""
+    def from_dict(
+        cls, d: dict[str, Any], tokens: TokenTable | None = None, token_types: bytes | None = None
+    ) -> ModelInfo:
+        """Rebuild from ``to_dict()`` output (as a registry stores it) plus the stored token table and types."""
         d = dict(d)
         tok = d.pop("tokenizer", None)
         if tok is not None:
             tok = dict(tok)
             tok["special"] = {k: SpecialToken(**v) for k, v in tok.get("special", {}).items()}
             tok = TokenizerInfo(**tok)
-        return cls(**d, tokenizer=tok, tokens=tokens)
+        return cls(**d, tokenizer=tok, tokens=tokens, token_types=token_types)
 
     def token_texts(self, n: int) -> list[str]:
         if self.tokens is None:
@@ -121,6 +128,8 @@ def token_text(table: TokenTable | None, token_id: int) -> str | None:
         return None
     return readable(table.text(token_id))
 
+
+TYPES_KEY = "tokenizer.ggml.token_type"
 
 SPECIAL_KEYS = {
     "bos": "tokenizer.ggml.bos_token_id",
@@ -232,6 +241,20 @@ def _tokenizer(h: Header) -> tuple[TokenizerInfo | None, TokenTable | None]:
     return info, table
 
 
+def _token_types(h: Header) -> bytes | None:
+    """The header's token types as little-endian int32s (llama.cpp reads them only as int32), else None."""
+    v = h.kv.get(TYPES_KEY)
+    if isinstance(v, ArrayRef) and v.type == GGUFValueType.INT32:
+        raw = h.buf[v.start : v.start + 4 * v.count]
+        if h.byteorder == "<":
+            return bytes(raw)
+        return struct.pack(f"<{v.count}i", *struct.unpack(f">{v.count}i", raw))
+    if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        if all(-(2**31) <= x < 2**31 for x in v):  # a tiny vocabulary's array, decoded by the reader
+            return struct.pack(f"<{len(v)}i", *v)
+    return None
+
+
 def info_from_headers(headers: list[Header]) -> ModelInfo:
     """Build the typed view; ``headers`` are the shards of a split file, first shard first."""
     h = headers[0]
@@ -273,6 +296,7 @@ def info_from_headers(headers: list[Header]) -> ModelInfo:
         speculative_type=spec.type,
         speculative=spec.to_dict(),
         tokens=table,
+        token_types=_token_types(h),
     )
 
 

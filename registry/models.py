@@ -36,6 +36,26 @@ class TokenTable(models.Model):
         return f"{self.count:,} tokens ({self.sha256[:12]})"
 
 
+class TokenTypeTable(models.Model):
+    """A ``tokenizer.ggml.token_type`` array as little-endian int32s, kept once per distinct content like
+    ``TokenTable``. Whether a near-miss draft can be adapted to a target reads it (issue 34: only a CONTROL,
+    USER_DEFINED, UNUSED or UNKNOWN token may take another text).
+
+    Files registered before it existed have none (``GGUFFile.token_types`` null while their stored metadata
+    names the key): their adaptability reads "cannot tell" (registry.catalog.adaptable). There is no command
+    that reads unchanged headers again yet: register_gguf and import_hf skip a file whose etag and size are
+    unchanged, so such a file gets its types when it is registered anew (a local file once its mtime changes,
+    a Hub file at its next commit)."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    count = models.PositiveIntegerField()
+    blob = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.count:,} token types ({self.sha256[:12]})"
+
+
 class Family(models.Model):
     """Models sharing a vocabulary (one vocabulary index key): candidates to draft for each other."""
 
@@ -195,6 +215,9 @@ class GGUFFile(models.Model):
     etag = models.CharField(max_length=200, blank=True)  # LFS sha256 (joined for shards) or local size+mtime
     model = models.ForeignKey(Model, on_delete=models.PROTECT, related_name="files")
     token_table = models.ForeignKey(TokenTable, null=True, blank=True, on_delete=models.PROTECT, related_name="files")
+    token_types = models.ForeignKey(
+        TokenTypeTable, null=True, blank=True, on_delete=models.PROTECT, related_name="files"
+    )
     tokenizer_class = models.ForeignKey(
         TokenizerClass, null=True, blank=True, on_delete=models.PROTECT, related_name="files"
     )
@@ -326,6 +349,37 @@ class Pair(models.Model):
         if "_full_check" not in self.__dict__:
             self.__dict__["_full_check"] = Pair.full_check(self) if Pair.full_check is not None else {}
         return self.__dict__["_full_check"]
+
+
+class AdaptCheck(models.Model):
+    """Whether ``draft`` can be adapted to ``target`` (inspector.adapt.plan on their stored inspections), decided
+    once for the two files a pair shows (registry.catalog.adaptable) and read by the table, the pair page, the
+    API and find_drafts.
+
+    Per file pair, not per ``ClassCheck``: the class rows are symmetric and stored only where the token texts had
+    to be compared (a BOS mismatch, R1-Distill's case, is decided from the class columns and stores none), and
+    the plan reads what a class does not hold (token types, padding and other special ids, suppressed tokens,
+    architecture, method). Only incompatible pairs failing on bos, eos or token_text get a row: a few per target
+    base model (catalog.listing), so the table grows with base models. A row older than either file's
+    inspection, or decided under other rules (``version``), is decided again."""
+
+    ADAPTABLE, REFUSED, UNKNOWN = "adaptable", "refused", "unknown"
+    STATES = [(s, s) for s in (ADAPTABLE, REFUSED, UNKNOWN)]
+
+    target = models.ForeignKey("GGUFFile", on_delete=models.CASCADE, related_name="+")
+    draft = models.ForeignKey("GGUFFile", on_delete=models.CASCADE, related_name="+")
+    state = models.CharField(max_length=16, choices=STATES)
+    rule = models.CharField(max_length=32, blank=True)  # the rule that refuses it, or why it cannot tell
+    detail = models.TextField(blank=True)
+    plan = models.JSONField(null=True, blank=True)  # inspector.adapt.Plan.to_dict() when adaptable
+    version = models.CharField(max_length=64)  # the rules it was decided under
+    decided_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["target", "draft"], name="adaptcheck_target_draft_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.draft_id} → {self.target_id}: {self.state}"
 
 
 class PairRedirect(models.Model):

@@ -10,6 +10,7 @@ unique constraints with ON CONFLICT DO NOTHING keep the other registration from 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, connection, transaction
@@ -25,7 +26,7 @@ from registry.catalog.naming import family_key, family_name, model_name
 from registry.catalog.pairing import compute_pairs
 from registry.catalog.stored import load_info, remember
 from registry.jsonsafe import json_safe
-from registry.models import BaseClass, BaseModel, Family, GGUFFile, Model, TokenTable
+from registry.models import BaseClass, BaseModel, Family, GGUFFile, Model, TokenTable, TokenTypeTable
 
 
 @dataclass
@@ -122,6 +123,7 @@ def _store(
     f = existing or GGUFFile(source=source)
     _fill(f, info, stored, where, model, table)
     f.tokenizer_class = class_for(info, table)
+    f.token_types = _store_types(info.token_types)  # beside the texts: adaptability reads them (catalog.adaptable)
     f.save()
     if f.tokenizer_class_id is not None:
         # The (base model, class) row, written with the file: the first file of a class is the one it names, and
@@ -152,6 +154,21 @@ def _store_table(tokens: Tokens | None) -> TokenTable | None:
         except IntegrityError:  # stored a moment ago by a registration of another file with this table
             return TokenTable.objects.defer("blob").get(sha256=sha)
         remember(sha, tokens if tokens.byteorder == "<" else Tokens(blob, row.count))
+    return row
+
+
+def _store_types(types: bytes | None) -> TokenTypeTable | None:
+    """The token type array's row, stored once per content as token tables are."""
+    if types is None:
+        return None
+    sha = hashlib.sha256(types).hexdigest()
+    row = TokenTypeTable.objects.filter(sha256=sha).defer("blob").first()
+    if row is None:
+        try:
+            with transaction.atomic():
+                row = TokenTypeTable.objects.create(sha256=sha, count=len(types) // 4, blob=types)
+        except IntegrityError:  # stored a moment ago by a registration of another file with these types
+            return TokenTypeTable.objects.defer("blob").get(sha256=sha)
     return row
 
 

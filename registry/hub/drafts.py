@@ -16,13 +16,15 @@ from django.db.models import F, QuerySet
 from inspector.hub_api import search_models
 from inspector.sources import SourceError
 from inspector.speculative import SIDECAR_ARCHS
+from registry.catalog.adaptable import adaptable_drafts
 from registry.catalog.combinations import file_verdicts
 from registry.catalog.listing import unlisted_partners
 from registry.catalog.pairing import as_draft, as_target, pair_for
 from registry.hub.importing import Entry, FileOutcome, HubImportError, import_entry, list_repo
 from registry.hub.sources import SourceRegistrationError, register_source
-from registry.models import BaseClass, GGUFFile, Pair
+from registry.models import AdaptCheck, BaseClass, GGUFFile, Pair
 from registry.results.examples import apply_reported_examples
+from registry.results.figures import figures_for
 
 # "1.5B", "0.5b", "135M", "8x7B" — the size a repo or file name states.
 _SIZE = re.compile(r"(?<![A-Za-z0-9.])(?:\d+x)?(\d+(?:\.\d+)?)([BbMm])(?![A-Za-z0-9])")
@@ -48,6 +50,15 @@ class HubCandidate:
 
 
 @dataclass
+class AdaptableDraft:
+    """An incompatible registered draft that adapt_draft could make acceptable to the target (issue 34)."""
+
+    pair: Pair
+    check: AdaptCheck  # its plan: what adapting changes
+    predicted_acceptance: float | None  # the pair's best predicted setting's, where one was predicted
+
+
+@dataclass
 class DraftSearch:
     target: GGUFFile
     registered: list[Pair]
@@ -56,6 +67,7 @@ class DraftSearch:
     hub: list[HubCandidate] = field(default_factory=list)
     sidecars: list[HubCandidate] = field(default_factory=list)  # on the Hub, checked against the target
     hub_error: str = ""
+    adaptable: list[AdaptableDraft] = field(default_factory=list)  # listed after the compatible ones
 
     @property
     def found(self) -> list[Pair]:
@@ -283,8 +295,15 @@ def _sidecar_verdict(target: GGUFFile, c: HubCandidate, side: GGUFFile, source: 
 def find_drafts(target_text: str, *, hub: bool = True, limit: int = 5, progress=None) -> DraftSearch:
     target = resolve_target(target_text)
     search = DraftSearch(target, usable_drafts(target), registered_sidecars(target), unlisted_partners(target, "draft"))
-    if not hub:
-        return search
+    if hub:
+        _search_hub(search, limit, progress)
+    # After the Hub's: a near-miss found there is listed too.
+    search.adaptable = adaptable_candidates(target)
+    return search
+
+
+def _search_hub(search: DraftSearch, limit: int, progress) -> None:
+    target = search.target
     try:
         # Sidecars first: once registered, the draft search below skips their repos.
         search.sidecars = sidecar_candidates(target, limit)
@@ -295,7 +314,7 @@ def find_drafts(target_text: str, *, hub: bool = True, limit: int = 5, progress=
         search.hub = hub_candidates(target, limit)
     except SourceError as exc:
         search.hub_error = str(exc)
-        return search
+        return
     for c in search.hub:
         check_candidate(target, c)
         if progress:
@@ -304,4 +323,16 @@ def find_drafts(target_text: str, *, hub: bool = True, limit: int = 5, progress=
     search.sidecars += [c for c in search.hub if c.sidecar]
     search.hub = [c for c in search.hub if not c.sidecar]
     apply_reported_examples()
-    return search
+
+
+def adaptable_candidates(target: GGUFFile) -> list[AdaptableDraft]:
+    """Registered near-miss drafts that adapt_draft could make acceptable to ``target`` (registry.catalog.adaptable),
+    each with the best predicted acceptance its pair has, where a prediction exists."""
+    found = adaptable_drafts(target)
+    figs = figures_for([p.pk for p, _ in found])
+    out = []
+    for p, check in found:
+        predicted = [f for f in figs[p.pk]["predicted"] if f.acceptance is not None]
+        best = max(predicted, key=lambda f: (f.speedup or 0, f.acceptance or 0), default=None)
+        out.append(AdaptableDraft(p, check, best.acceptance if best else None))
+    return out

@@ -353,7 +353,7 @@ def _model_info_schema() -> type[BaseModel]:
     fields = {
         f.name: (hints[f.name], f.default if f.default is not dataclasses.MISSING else ...)
         for f in dataclasses.fields(ModelInfo)
-        if f.name != "tokens"
+        if f.name not in ("tokens", "token_types")  # stored apart, never in a stored inspection
     }
     return create_model(  # type: ignore[call-overload]  # field types come from ModelInfo at run time
         "ModelInfoIn", __config__=ConfigDict(extra="ignore", allow_inf_nan=False), **fields

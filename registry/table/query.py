@@ -272,6 +272,8 @@ class Row:
             if p.compatible
             else f'<span class="fail">fails {escape(p.failed_rule)}</span>'
         )
+        if p.adaptable:  # adapt_draft could give the draft the target's special tokens (registry.catalog.adaptable)
+            verdict += f'<div class="sub adaptable">adaptable: {escape(p.adaptable["summary"])}</div>'
         return mark_safe(  # noqa: S308 - every value above went through escape()
             f'<tr>\n    <td><a href="{v["url"]}" class="pair-link">{v["target"]}</a>'
             f'<div class="sub">{v["target_sub"]}</div></td>\n'

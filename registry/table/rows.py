@@ -13,6 +13,7 @@ from django.db import connection
 from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
+from registry.catalog.adaptable import api_value, for_pairs
 from registry.catalog.combinations import compatible_quants
 from registry.models import Pair
 
@@ -114,6 +115,9 @@ class TablePair:
     # N of M: the draft base model's files compatible with the row's target file, of all of them (read per page
     # from the per-class counts, registry.catalog.combinations.compatible_quants; never stored on the pair).
     compatible_quants: tuple[int, int] | None = None
+    # An incompatible row whose two files adapt_draft could reconcile: the API's ``adaptable`` value
+    # (registry.catalog.adaptable.api_value), None otherwise. Read per page from the stored decisions.
+    adaptable: dict | None = None
 
 
 def fetch_rows(ids: list[int]) -> list[TablePair]:
@@ -136,4 +140,6 @@ def fetch_rows(ids: list[int]) -> list[TablePair]:
     for p in rows:
         m = p.draft.model.quants or 0
         p.compatible_quants = quants.get(p.pk) or ((m, m) if p.compatible else (0, m))
+    for pk, row in for_pairs(rows).items():  # incompatible rows failing on bos, eos or token_text only
+        found[pk].adaptable = api_value(row)
     return rows

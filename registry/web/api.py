@@ -23,7 +23,7 @@ from registry.access.rate_limits import RateLimited, check_rate
 from registry.hub.checking import CheckError, CheckTimeout, check_sources
 from registry.hub.curated import curated_repos
 from registry.hub.queue import queue_if_remote
-from registry.models import GGUFFile
+from registry.models import AdaptCheck, GGUFFile
 from registry.results.examples import reported_examples
 from registry.results.predicted import Comparison
 from registry.table.pages import iter_rows, page_of
@@ -112,6 +112,8 @@ def pair(request: HttpRequest, pk: int) -> HttpResponse:
             "combinations": [c.to_dict() for c in page.combinations.combos] if page.combinations else [],
             "warnings": page.pair.result.get("warnings", []),
             "first_mismatch": page.pair.result.get("first_mismatch"),
+            # Whether adapt_draft could make the draft acceptable, and what it would change (null: not a near-miss)
+            "adaptability": adaptability_dict(page.adaptability),
             "measured": [f.to_dict() for f in page.measured],
             "reported": [f.to_dict() for f in page.reported],
             "predicted": [predicted_dict(c) for c in page.predicted],
@@ -154,6 +156,13 @@ def pair(request: HttpRequest, pk: int) -> HttpResponse:
             },
         }
     )
+
+
+def adaptability_dict(row: AdaptCheck | None) -> dict | None:
+    """The stored decision in full: adaptable (with the whole plan), refused (with the rule), or unknown."""
+    if row is None:
+        return None
+    return {"state": row.state, "rule": row.rule or None, "detail": row.detail, "plan": row.plan}
 
 
 def model(request: HttpRequest, pk: int) -> JsonResponse:

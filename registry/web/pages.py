@@ -10,10 +10,12 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from inspector.spec_flags import draft_label, is_draftless
+from registry.catalog.adaptable import for_pairs
 from registry.catalog.combinations import PairCombinations, classes_dict, pair_combinations
 from registry.catalog.listing import unlisted_partners
 from registry.catalog.pairing import as_draft, as_target
 from registry.models import (
+    AdaptCheck,
     BaseClass,
     BaseModel,
     GGUFFile,
@@ -200,6 +202,9 @@ class PairPage:
     # Every prediction run of the pair, newest first: ``predicted`` shows only the chosen one per hardware class
     # (registry.results.figures.prediction_runs), so the others are listed with their size, build and date.
     prediction_runs: list[PredictionRunInfo] = field(default_factory=list)
+    # Whether adapt_draft could make the draft acceptable (registry.catalog.adaptable): None for a pair whose
+    # verdict leaves no room for it (compatible, or failing another rule than bos, eos or token_text).
+    adaptability: AdaptCheck | None = None
 
     @property
     def side_classes(self) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -246,6 +251,7 @@ def pair_page(pk: int) -> PairPage:
         classes_dict(pc.target_classes),
         classes_dict(pc.draft_classes),
         prediction_runs([pair.pk]),
+        for_pairs([pair]).get(pair.pk),
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from registry.catalog.adaptable import api_value, candidate, for_pairs
 from registry.catalog.combinations import compatible_quants
 from registry.models import BaseClass, GGUFFile, Model, Pair, StabilityResult
 from registry.results.figures import Figure
@@ -48,6 +49,17 @@ def compatible_quants_of(p: Pair | TablePair) -> dict[str, int] | None:
     return {"n": nm[0], "m": nm[1]} if nm else None
 
 
+def adaptable_of(p: Pair | TablePair) -> dict[str, Any] | None:
+    """``{"changed_tokens", "keys", "summary"}`` when adapt_draft could reconcile the pair's two files, else None. A
+    table row carries it; a Pair is decided here (stored once: registry.catalog.adaptable), and only when its
+    verdict leaves room for it, so compatible pairs cost nothing."""
+    if not candidate(p.compatible, p.failed_rule):
+        return None
+    if isinstance(p, TablePair):
+        return p.adaptable
+    return api_value(for_pairs([p]).get(p.pk))
+
+
 def pair_row(p: Pair | TablePair, best: Figure | None = None) -> dict[str, Any]:
     """One row of the pairs table; ``best`` overrides the stored best when filters narrowed the results."""
     row = {
@@ -60,6 +72,8 @@ def pair_row(p: Pair | TablePair, best: Figure | None = None) -> dict[str, Any]:
         "compatible_quants": compatible_quants_of(p),
         "llama_cpp_compatible": p.llama_cpp_compatible,
         "failed_rule": p.failed_rule or None,
+        # null, or what adapt_draft would change to make the draft acceptable (issue 34)
+        "adaptable": adaptable_of(p),
         "size_ratio": round(p.size_ratio, 2) if p.size_ratio else None,
         "rules_from": p.rules_from,
         "checked_at": p.checked_at.isoformat(),

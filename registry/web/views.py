@@ -89,6 +89,8 @@ CSV_COLUMNS = [
     # draft model compatible with the target file of the row
     "verdict",
     "compatible_quants",
+    # an incompatible pair adapt_draft could reconcile: what it changes ("7 special tokens, BOS"), else empty
+    "adaptable",
     "method",
     "pair_url",
 ]
@@ -152,6 +154,7 @@ def pairs_csv(request: HttpRequest) -> HttpResponseBase:
                             p.predicted_content_type,
                             p.verdict,
                             f"{p.compatible_quants[0]}/{p.compatible_quants[1]}" if p.compatible_quants else "",
+                            p.adaptable["summary"] if p.adaptable else "",
                             b.method if b else "",
                             f"{base}{p.pk}/",
                         )

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from inspector.cli import terminal_safe
 from inspector.management.base import SpecregCommand, UserError
-from registry.hub.drafts import DraftSearch, DraftSearchError, find_drafts, sidecar_method
+from registry.catalog.adaptable import api_value, label
+from registry.hub.drafts import AdaptableDraft, DraftSearch, DraftSearchError, find_drafts, sidecar_method
 from registry.web.serializers import pair_row, unlisted_ref
 
 
@@ -37,6 +39,16 @@ def sidecar_rows(search: DraftSearch) -> list[dict[str, Any]]:
         }
         for c in search.sidecars
     ]
+
+
+def adaptable_row(a: AdaptableDraft) -> dict[str, Any]:
+    """A near-miss draft in JSON: its pair's row (whose ``adaptable`` is decided on the pair's own two files) and
+    the decision against the target asked about, with the predicted acceptance where one exists."""
+    return pair_row(a.pair) | {
+        "adaptable": api_value(a.check),
+        "adapt_source": {"target": a.check.target.source, "draft": a.check.draft.source},
+        "predicted_acceptance": a.predicted_acceptance,
+    }
 
 
 class Command(SpecregCommand):
@@ -79,6 +91,8 @@ class Command(SpecregCommand):
                             pair_row(p) | {"draft_files": getattr(p, "draft_files", [])} for p in search.registered
                         ],
                         "unlisted": [unlisted_ref(bc) for bc in search.unlisted],
+                        # incompatible drafts adapt_draft could make acceptable, after the compatible ones
+                        "adaptable": [adaptable_row(a) for a in search.adaptable],
                         "hub": [
                             {
                                 "repo": c.repo_id,
@@ -119,6 +133,7 @@ class Command(SpecregCommand):
                 self.stdout.write(f"Found on the Hub: {len(search.found)} compatible")
                 for p in search.found:
                     self.stdout.write(f"  {p.draft.source}  (size ratio {p.size_ratio or 0:.1f}×)")
+            self.write_adaptable(search)
             # Sidecars have no token table: not vocabulary pairs, each checked with its method's rules.
             rows = [r for r in sidecar_rows(search) if r["pair"] is not None]
             self.stdout.write(
@@ -129,3 +144,12 @@ class Command(SpecregCommand):
                 self.stdout.write(f"  {r['method']:<13} {r['source']}  {r['status']}" + (f": {rule}" if rule else ""))
         if search.hub_error:
             raise UserError(f"Hub search failed: {search.hub_error}")
+
+    def write_adaptable(self, search: DraftSearch) -> None:
+        """One line per near-miss draft adapt_draft could make acceptable, with its predicted acceptance if known."""
+        self.stdout.write(f"Adaptable drafts (adapt_draft makes them acceptable): {len(search.adaptable)}")
+        for a in search.adaptable:
+            acc = "" if a.predicted_acceptance is None else f", predicted acceptance {a.predicted_acceptance:.1%}"
+            self.stdout.write(
+                terminal_safe(f"  {a.pair.draft.source}  ({label(a.check)}; fails {a.pair.failed_rule} as it is{acc})")
+            )

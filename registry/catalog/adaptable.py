@@ -1,0 +1,177 @@
+"""Adaptable near-miss pairs (issue 34): an incompatible pair whose shown draft ``adapt_draft`` could give the target's
+special tokens says so on its row, its page, in the API and in ``find_drafts``.
+
+The rules are ``inspector.adapt.plan``'s, run on the two files' stored inspections (``Side.from_info``: the stored
+ModelInfo with its token texts and types), never restated here. A decision is stored per (target file, draft file)
+as an ``AdaptCheck`` row and read back in one query per page (see that model for why per file pair, not per
+ClassCheck); a missing or stale one is decided on first read, in a few milliseconds once the two token tables are
+in the process's cache (registry.catalog.stored).
+
+Only pairs whose first failing rule is bos, eos or token_text can be adaptable: plan refuses every other one
+(architecture, vocab_type, vocab_size, a sidecar's method rules) before it looks at a token, so those pairs are
+neither read nor stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from typing import Any, Protocol
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from inspector.adapt import NotAdaptable, Side, plan
+from inspector.info import TYPES_KEY, ModelInfo
+from inspector.llama_rules import LLAMA_CPP_BUILD
+from registry.catalog.pairing import as_target
+from registry.catalog.stored import load_info, types_for
+from registry.jsonsafe import json_safe
+from registry.models import AdaptCheck, GGUFFile, Pair
+
+CANDIDATE_RULES = ("bos", "eos", "token_text")
+# The rules a stored decision was made under: another pinned build or a change of plan's rules decides it again.
+VERSION = f"{LLAMA_CPP_BUILD}/adapt-1"
+
+FilePair = tuple[int, int]  # (target file id, draft file id)
+
+
+class PairLike(Protocol):
+    """A Pair or a table row (registry.table.rows.TablePair): what the decision needs of either."""
+
+    pk: int
+    compatible: bool
+    failed_rule: str
+
+
+def candidate(compatible: bool, failed_rule: str | None) -> bool:
+    """Whether a pair with this verdict could be adaptable at all (see the module's docstring)."""
+    return not compatible and (failed_rule or "") in CANDIDATE_RULES
+
+
+def types_missing(f: GGUFFile) -> bool:
+    """The file has token types, but they were not stored (registered before the registry stored them)."""
+    return f.token_types_id is None and TYPES_KEY in ((f.info or {}).get("metadata") or {})
+
+
+def stored_info(f: GGUFFile) -> ModelInfo:
+    """The file's stored inspection with its token texts and types, as ``plan`` reads a header."""
+    info = load_info(f)
+    info.token_types = types_for(f)
+    return info
+
+
+def decide(target: GGUFFile, draft: GGUFFile) -> AdaptCheck:
+    """``plan`` on the two stored files (unsaved). A refusal for a token's type where either file's types were not
+    stored is "unknown": the type may be CONTROL in the header, and only reading it again can tell."""
+    row = AdaptCheck(target=target, draft=draft, version=VERSION, decided_at=timezone.now())
+    try:
+        the_plan = plan(Side.from_info(stored_info(target)), Side.from_info(stored_info(draft)))
+    except NotAdaptable as exc:
+        missing = [f.filename for f in (target, draft) if types_missing(f)]
+        if exc.rule == "token_text" and missing:
+            row.state, row.rule = AdaptCheck.UNKNOWN, "token_types"
+            row.detail = (
+                f"Cannot tell: the token types of {' and '.join(missing)} were not stored when registered, and "
+                "whether a differing token may be adapted depends on its type. Registering the file anew stores them."
+            )
+        else:
+            row.state, row.rule, row.detail = AdaptCheck.REFUSED, exc.rule, exc.detail
+        return row
+    row.state, row.plan = AdaptCheck.ADAPTABLE, json_safe(the_plan.to_dict())
+    return row
+
+
+def decisions(wanted: Collection[FilePair]) -> dict[FilePair, AdaptCheck]:
+    """The decision for each (target file, draft file): stored rows in one query; missing ones, and those older than
+    either file's inspection or made under other rules, decided now and stored."""
+    wanted = set(wanted)
+    if not wanted:
+        return {}
+    out: dict[FilePair, AdaptCheck] = {}
+    inspected = dict(
+        GGUFFile.objects.filter(pk__in={i for pair in wanted for i in pair}).values_list("pk", "inspected_at")
+    )
+    # By the two id lists rather than an OR per pair (a streamed chunk of 500 rows would nest too deep for SQLite's
+    # parser); a row of another combination of the same files is read and left.
+    stored = AdaptCheck.objects.filter(target_id__in={t for t, _ in wanted}, draft_id__in={d for _, d in wanted})
+    for r in stored:
+        t, d = inspected.get(r.target_id), inspected.get(r.draft_id)
+        fresh = t is not None and d is not None and r.version == VERSION and r.decided_at >= max(t, d)
+        if fresh and (r.target_id, r.draft_id) in wanted:
+            out[(r.target_id, r.draft_id)] = r
+    missing = wanted - out.keys()
+    if missing:
+        out.update(_decide_and_store(missing))
+    return out
+
+
+def _decide_and_store(missing: set[FilePair]) -> dict[FilePair, AdaptCheck]:
+    ids = {i for pair in missing for i in pair}
+    read = GGUFFile.objects.filter(pk__in=ids).select_related("token_table").defer("token_table__blob")
+    files = {f.pk: f for f in read}
+    out = {}
+    for t, d in sorted(missing):
+        if t not in files or d not in files:  # deleted meanwhile
+            continue
+        row = decide(files[t], files[d])
+        fields = {k: getattr(row, k) for k in ("state", "rule", "detail", "plan", "version", "decided_at")}
+        try:
+            # Two pages deciding the same pair at once write the same answer: the loser's is dropped (in a
+            # savepoint, so a caller's transaction goes on).
+            with transaction.atomic():
+                row, _ = AdaptCheck.objects.update_or_create(target_id=t, draft_id=d, defaults=fields)
+        except IntegrityError:
+            pass
+        out[(t, d)] = row
+    return out
+
+
+def _files(p: PairLike) -> FilePair:
+    # A Pair carries the ids without loading its files; a table row carries its files' ids.
+    t = getattr(p, "target_id", None)
+    d = getattr(p, "draft_id", None)
+    if t is None or d is None:
+        return (p.target.pk, p.draft.pk)  # type: ignore[attr-defined]
+    return (t, d)
+
+
+def for_pairs(pairs: Iterable[PairLike]) -> dict[int, AdaptCheck]:
+    """The decisions for the pairs among these that could be adaptable (on the two files each shows), by pair id."""
+    cands = {p.pk: _files(p) for p in pairs if candidate(p.compatible, p.failed_rule)}
+    found = decisions(set(cands.values()))
+    return {pk: found[fp] for pk, fp in cands.items() if fp in found}
+
+
+def api_value(row: AdaptCheck | None) -> dict[str, Any] | None:
+    """The API's ``adaptable``: null, or what adapting changes in a few fields (the page shows the rest)."""
+    if row is None or row.state != AdaptCheck.ADAPTABLE or not row.plan:
+        return None
+    return {
+        "changed_tokens": len(row.plan.get("changed_ids") or []),
+        "keys": row.plan.get("keys") or [],
+        "summary": row.plan.get("summary") or "",
+    }
+
+
+def label(row: AdaptCheck | None) -> str:
+    """The table row's words: "adaptable: 7 special tokens, BOS", or "" when it is not."""
+    value = api_value(row)
+    return f"adaptable: {value['summary']}" if value else ""
+
+
+def adaptable_drafts(target: GGUFFile, limit: int = 50) -> list[tuple[Pair, AdaptCheck]]:
+    """Incompatible listed drafts of ``target``'s base model that can be adapted to ``target`` itself (the file
+    asked about, not the quant the pair shows), smallest first."""
+    pairs = list(
+        Pair.objects.filter(as_target(target), compatible=False, failed_rule__in=CANDIDATE_RULES)
+        .select_related("draft__model")
+        .defer("draft__info")
+        .order_by("draft__parameter_count", "pk")[:limit]
+    )
+    found = decisions({(target.pk, p.draft_id) for p in pairs})
+    out = []
+    for p in pairs:
+        row = found.get((target.pk, p.draft_id))
+        if row is not None and row.state == AdaptCheck.ADAPTABLE:
+            out.append((p, row))
+    return out
