@@ -18,10 +18,10 @@ from inspector.compat import check_pair
 from inspector.info import inspect_source
 from registry.catalog import stored
 from registry.catalog.combinations import pair_combinations, settle
-from registry.catalog.registration import register
 from registry.catalog.stored import load_info
-from registry.models import BaseModel, GGUFFile, Pair
+from registry.models import BaseModel, Pair
 from tests.ggufgen import vocab, write_gguf
+from tests.test_registry_per_file_truth import reg
 
 pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
 
@@ -32,18 +32,6 @@ SMALL = {"w": np.zeros((8, 8), dtype=np.float32)}  # 64
 def synth(tmp_path, name: str, tokens=None, tensors=SMALL, **kw):
     path = write_gguf(tmp_path / f"{name}.gguf", tokens=tokens or vocab(5000), tensors=tensors, **kw)
     return inspect_source(str(path))
-
-
-def reg(info, repo: str, name: str, card: list[str] | None = None) -> GGUFFile:
-    return register(
-        info,
-        source=f"hf://{repo}/{name}.gguf",
-        repo=repo,
-        path=f"{name}.gguf",
-        etag=f"etag-{repo}-{name}",
-        size=info.file_size,
-        base_models=card,
-    ).file
 
 
 def tokens(tag: str, **changed: str) -> list[str | bytes]:
