@@ -15,7 +15,7 @@ from inspector.llama_flags import ALL_GPU_LAYERS
 from runner import hardware
 from runner.llama import binaries, build
 from runner.llama.isa import cuda_architectures
-from runner.llama.smoke import _not_offloaded
+from runner.llama.smoke import _not_offloaded, smoke
 
 AVX2 = {"sse4_2", "avx", "avx2", "fma", "f16c", "bmi2"}
 
@@ -149,3 +149,23 @@ def test_a_cuda_builds_smoke_check_reads_the_offload_from_the_load_log():
     assert _not_offloaded("load_tensors: offloaded 1/3 layers to GPU") == "it offloaded 1/3 layers of the tiny model"
     assert "no GPU answered" in _not_offloaded("ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device")
     assert _not_offloaded("llama_model_load: ...") == "it offloaded nothing to a GPU"
+
+
+def test_a_cuda_builds_smoke_check_asks_for_the_load_log_it_reads(tmp_path):
+    """On an H200 (2026-11-27) the pinned llama-completion printed its "offloaded N/N layers" line only at -lv 4, and
+    the check refused a working CUDA build. A stand-in build with that logging: the check passes only if it asks."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "libggml-cuda.so").write_bytes(b"")  # what makes a build a CUDA one (binaries.build_backend)
+    exe = bin_dir / "llama-completion"
+    exe.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" -ngl 99 "*"-lv 4 "*) echo "load_tensors: offloaded 3/3 layers to GPU" >&2;; esac\n'
+        "echo hello\n"
+    )
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    result = smoke(binary=exe)
+    assert result.ok, result.message
+    exe.write_text("#!/bin/sh\necho hello\n")  # a build that loads on the CPU whatever it is asked
+    result = smoke(binary=exe)
+    assert not result.ok and result.message.endswith("is a CUDA build but it offloaded nothing to a GPU")

@@ -142,7 +142,7 @@ def test_the_forced_pass_gives_the_replays_counts_for_every_k_and_p_min(prompt):
     settings = [Setting("draft-simple", k, p, ()) for k in (2, 4, 8) for p in (None, 0.75)]
     wanted = gen.n_predict + 8 + 2
     script = replay.transcript(target, prompt, llamacpp.GenParams(n_predict=wanted, threads=2, ctx_size=1024))
-    passed = forced.forced_pass(draft, prompt, gen, script, 8, 0.75)
+    passed = forced.forced_pass(draft, prompt, gen, script, 8, 0.75, ended=len(script.tokens) < wanted)
     assert len(passed.top) == len(script.tokens) and all(0 < p <= 1 for p in passed.p)
     misses = sum(t != s for t, s in zip(passed.top, script.tokens, strict=True))
     if prompt == SHORT:
@@ -168,6 +168,23 @@ def test_the_forced_pass_gives_the_replays_counts_for_every_k_and_p_min(prompt):
     assert exact_alike >= len(settings) - 2
 
 
+def test_the_target_not_the_draft_says_where_the_transcript_ended():
+    """The forced pass drafts on past the transcript's last token only when the caller says the target stopped there
+    (issue 34: an adapted draft may not count the target's end token as its own). The same transcript, ending at
+    the target's end of generation, with and without that word."""
+    target, draft = model_path("qwen15"), model_path("qwen05")
+    gen = llamacpp.GenParams(n_predict=48, threads=2, ctx_size=1024)
+    wanted = gen.n_predict + 8 + 2
+    script = replay.transcript(target, SHORT, llamacpp.GenParams(n_predict=wanted, threads=2, ctx_size=1024))
+    assert len(script.tokens) < wanted  # it ended at the target's end of generation
+    ended = forced.forced_pass(draft, SHORT, gen, script, 8, 0.75, ended=True)
+    open_ended = forced.forced_pass(draft, SHORT, gen, script, 8, 0.75, ended=False)
+    last = len(script.tokens) - 1
+    assert ended.top[last] == script.tokens[last]  # the draft proposes the end too: the path that differs
+    assert last in ended.cont and last not in open_ended.cont
+    assert ended.top == open_ended.top and ended.p == open_ended.p  # nothing else depends on it
+
+
 def test_above_temperature_0_the_expected_acceptance_is_what_sampled_runs_average():
     """llama.cpp drafts greedily and verifies by sampling the target: the expected counts over sampled
     transcripts (runner.predict.forced.expected) against the mean of real runs with the same four seeds.
@@ -185,7 +202,7 @@ def test_above_temperature_0_the_expected_acceptance_is_what_sampled_runs_averag
         script = replay.transcript(target, PROMPT, replace(gen, n_predict=n + 6, seed=seed))
         assert script.cands is not None and len(script.cands) == len(script.tokens)
         assert all(0.9 <= sum(row[1::2]) <= 1.001 for row in script.cands)  # each row a distribution
-        passed = forced.forced_pass(draft, PROMPT, gen, script, 4, 0.0)
+        passed = forced.forced_pass(draft, PROMPT, gen, script, 4, 0.0, ended=len(script.tokens) < n + 6)
         got = forced.expected(passed, script, setting, n, 1024, len(script.tokens) < n + 6)
         assert got.n_predict >= n and got.acceptance is not None
         drafted, accepted = drafted + got.n_drafted, accepted + got.n_accept

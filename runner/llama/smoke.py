@@ -156,7 +156,9 @@ def smoke(timeout_s: float = 120.0, binary: Path | None = None) -> Smoke:
         ]
         gpu = binaries.build_backend(exe.parent) == "cuda"
         if gpu:  # a GPU build is checked on the GPU: every layer offloaded
-            argv += ["-ngl", "99"]
+            # -lv 4: the pinned build prints its load log ("offloaded 3/3 layers to GPU") at info level only
+            # (seen on an H200: without it the log held no offload line, and a working build was refused)
+            argv += ["-ngl", "99", "-lv", "4"]
         started = time.monotonic()
         try:
             res = subprocess.run(

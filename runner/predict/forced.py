@@ -38,6 +38,12 @@ class Forced:
     cont: dict[int, list[float]]  # after a drafted miss at i: the probabilities of the draft's continuation
 
 
+def forced_argv(exe: Path | str, draft: Path | str, options: list[str], src: Path | str, out: Path | str) -> list[str]:
+    """The tool's forced pass: the draft is the model it loads (``-m``), so the generation options' ``-ngl`` (the
+    prediction's GPU layers, binaries.generation_argv) offload the draft as a benchmark's ``-ngld`` does."""
+    return [str(exe), "forced", str(src), str(out), "-m", str(draft), *options]
+
+
 def forced_pass(
     draft: Path | str,
     prompt: str,
@@ -46,18 +52,21 @@ def forced_pass(
     max_k: int,
     p_cont: float,
     *,
+    ended: bool,
     timeout_s: float = replay.TIMEOUT_S,
     should_cancel: Callable[[], bool] | None = None,
 ) -> Forced:
-    """The draft's teacher-forced pass over ``script``; continuations after misses with p >= ``p_cont`` > 0."""
+    """The draft's teacher-forced pass over ``script``; continuations after misses with p >= ``p_cont`` > 0.
+    ``ended``: the transcript stops at the target's end-of-generation token (the caller knows: it is shorter than
+    asked), so the draft drafts on past it; the draft's own vocabulary does not decide that (an adapted draft may
+    not know the target's end token as one)."""
     caps = binaries.capabilities(binaries.find_binary(replay.SPEC_TOOL))
     options = binaries.generation_argv(caps, gen, prompt)
     with tempfile.TemporaryDirectory() as d:
         src, out = Path(d) / "transcript.json", Path(d) / "forced.json"
         src.write_text(script.to_json())
-        env = {**os.environ, "SPECREG_FORCED": f"{max_k},{p_cont:g}"}
-        argv = [str(replay.tool()), "forced", str(src), str(out), "-m", str(draft), *options]
-        replay.run_tool(argv, timeout_s, env, should_cancel)
+        env = {**os.environ, "SPECREG_FORCED": f"{max_k},{p_cont:g},{int(ended)}"}
+        replay.run_tool(forced_argv(replay.tool(), draft, options, src, out), timeout_s, env, should_cancel)
         data = json.loads(out.read_text())
     cont = {int(row[0]): [float(q) for q in row[1:]] for row in data["cont"]}
     return Forced([int(t) for t in data["top"]], [float(q) for q in data["p"]], [float(g) for g in data["gap"]], cont)

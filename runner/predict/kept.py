@@ -57,19 +57,26 @@ class Machine:
 def this_machine() -> Machine:
     """This machine as its records are keyed: the build in use, the measurement class (with the build's instruction
     set and GPU backend), the host."""
-    return _this_machine(os.environ.get(binaries.ENV_BIN_DIR, ""))
+    return _described(os.environ.get(binaries.ENV_BIN_DIR, ""))[0]
+
+
+def this_hardware() -> dict[str, Any]:
+    """This machine as runner.hardware.detect describes it for the build in use (its backend and instruction set):
+    the description ``this_machine`` keys records by, so that a prediction made outside a run (``manage.py
+    predict``) offloads what runner.hardware.gpu_layers says of it and names the class its records went to."""
+    return dict(_described(os.environ.get(binaries.ENV_BIN_DIR, ""))[1])  # a copy: the cached one stays as detected
 
 
 @cache
-def _this_machine(own_build: str) -> Machine:
+def _described(own_build: str) -> tuple[Machine, dict[str, Any]]:
     if own_build:  # LLAMA_CPP_BIN_DIR: a build of one's own, described by its files, not the package's record
         b = build_in_use()
         hw = detect(b.backend)
         hw["llama_isa"] = b.isa
-        return Machine(b.label, measurement_class(hw), socket.gethostname())
+        return Machine(b.label, measurement_class(hw), socket.gethostname()), hw
     hw = detect(build_backend())
     hw["llama_isa"] = installed_isa()
-    return Machine(installed_version() or "unknown", measurement_class(hw), socket.gethostname())
+    return Machine(installed_version() or "unknown", measurement_class(hw), socket.gethostname()), hw
 
 
 def _file_ident(model: Path | str) -> list[Any]:

@@ -19,12 +19,15 @@ the draft model's time per decoded batch. A speculative step then costs
 
 against plain decoding's verify(1) + sample per token. Sampling is the fixed cost a round pays per position
 beyond the decodes (the whole chain runs over the vocabulary: ~0.2-1 ms, a visible share for small models).
-What it leaves out, and the benchmark measures: other bookkeeping per step (cache trims, batch building), the
-context growing during the run (the cost model is taken at one depth), the two models' decodes slowing each
-other when they alternate (a Qwen2.5 1.5B + 0.5B round measured 6% slower than its parts timed apart, on 2
-cores), and the machine's speed at the moment of the benchmark: on a shared 2-core VM a batch of one (bound by
-memory bandwidth) measured 24 to 32 ms within an hour while larger batches moved less, so a cost model taken at
-one moment can be 10-15% off a benchmark taken at another.
+Other bookkeeping per round (cache trims, batch building, on a GPU launches and synchronisations) is measured, not
+assumed: runner.predict.round_cost times real rounds of the pair itself (p-min 0), and the seconds they took beyond
+these parts, per decode call, are added to every draft-model round (``CostModel.extra_per_call_s``, shown per round
+on the hardware page). What it leaves out, and the benchmark measures: the context growing during the run (the cost
+model is taken at one depth), the two models' decodes slowing each other when they alternate (a Qwen2.5 1.5B + 0.5B
+round measured 6% slower than its parts timed apart, on 2 cores, before rounds were timed whole), and the machine's
+speed at the moment of the benchmark: on a shared 2-core VM a batch of one (bound by memory bandwidth) measured 24
+to 32 ms within an hour while larger batches moved less, so a cost model taken at one moment can be 10-15% off a
+benchmark taken at another.
 """
 
 from __future__ import annotations
@@ -40,9 +43,9 @@ from typing import Any
 
 from inspector.spec_flags import Setting, uses_draft_file
 from inspector.speculative import NGRAM_METHODS
-from runner.hardware import ram_bytes
+from runner.hardware import gpu_layers, hardware_class, measurement_class, ram_bytes
 from runner.llama import binaries
-from runner.predict import forced, kept, replay
+from runner.predict import changed_tokens, forced, kept, replay, round_cost
 from runner.prompts import TaskSet, read_chat_template, render_prompt
 
 COST_DEPTH = 256  # context tokens behind the timed batches: a prompt and part of an answer
@@ -77,6 +80,10 @@ class CostModel:
     sample: float = 0.0
     draft_sample: float = 0.0
     seconds_last: tuple[float, ...] = ()
+    # What this prediction's pair spent beyond its modelled parts in real rounds (runner.predict.round_cost), per
+    # llama.cpp decode call of a round: signed as measured, negative where the parts' timings overstate a real round;
+    # None where not measured (n-gram settings only).
+    extra_per_call_s: float | None = None
 
     def token(self) -> float:
         """Plain decoding's cost per token: a batch of one and its sampling."""
@@ -108,9 +115,10 @@ def measure_cost(
     should_cancel: Callable[[], bool] | None = None,
     timeout_s: float = replay.TIMEOUT_S,
 ) -> CostModel:
-    """The model's cost model on this machine, measured once per model file, build, threads and batch range and
-    kept (runner.predict.kept: on this machine and in the database, where the hardware page shows it). A machine's speed
-    does not change between predictions; a new build or another thread count measures again."""
+    """The model's cost model on this machine, measured once per model file, build, threads, GPU layers and batch range
+    and kept (runner.predict.kept: on this machine and in the database, where the hardware page shows it). A machine's
+    speed does not change between predictions; a new build, another thread count or another ``gen.gpu_layers`` (in
+    the options, so in the key) measures again."""
     caps = binaries.capabilities(binaries.find_binary(replay.SPEC_TOOL))
     ctx = max(gen.ctx_size or 0, COST_DEPTH + max_batch + 64)
     gen = replace(gen, temperature=0.0, ctx_size=ctx, n_predict=1)
@@ -126,12 +134,18 @@ def measure_cost(
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "timing.json"
-        argv = [str(replay.tool()), "timing", str(out), "-m", str(model), *options]
+        argv = timing_argv(replay.tool(), model, options, out)
         replay.run_tool(argv, timeout_s, {**os.environ, "SPECREG_TIMING": timing}, should_cancel)
         data = json.loads(out.read_text())
     cost = _cost_model(model, data)
     kept.keep(kept.COSTS, model, [*options, timing], data, seconds=time.monotonic() - started, **meta)
     return cost
+
+
+def timing_argv(exe: Path | str, model: Path | str, options: list[str], out: Path | str) -> list[str]:
+    """The tool's timing process: ``model`` loaded as ``-m`` with ``options`` (binaries.generation_argv, whose ``-ngl``
+    is the prediction's GPU layers), so the cost model times the model where the benchmark runs it."""
+    return [str(exe), "timing", str(out), "-m", str(model), *options]
 
 
 def _cost_model(model: Path | str, data: dict[str, Any]) -> CostModel:
@@ -151,12 +165,47 @@ def step_seconds(setting: Setting, drafted: int, target: CostModel, draft: CostM
     proposal is neither decoded nor followed by another sample. A shorter one stopped at p-min, whose refused
     proposal was sampled after decoding the token before it (or at the remaining budget, near the end of a run,
     which this counts as a p-min stop: one draft decode per run)."""
+    return modelled_step(setting, drafted, target, draft) + step_extra(setting, drafted, target, draft)
+
+
+def step_extra(setting: Setting, drafted: int, target: CostModel, draft: CostModel | None) -> float:
+    """What a real round costs beyond its parts, measured for the pair (so for draft-model settings only): per decode
+    call, as the two models' alternation and, on a GPU, each call's launches and synchronisations cost; never below
+    the parts (a negative residual is the parts' noise, not a saving). Measured on 2 cores with the 1.5B + 0.5B pair,
+    the residual taken per round made p-min 0.75's shorter rounds 7-10% too slow; per call it follows them."""
+    if not uses_draft_file(setting.method) or draft is None or target.extra_per_call_s is None:
+        return 0.0
+    return max(0.0, target.extra_per_call_s) * decode_calls(setting, drafted)
+
+
+def decode_calls(setting: Setting, drafted: int) -> int:
+    """llama_decode calls of one draft-model verification: the target's batch, the draft's single-token decodes (as in
+    modelled_step) and its intake of the target's batch."""
+    full = 1 if setting.k and drafted >= setting.k else 0
+    return 1 + (1 + drafted - full) + 1
+
+
+def modelled_step(setting: Setting, drafted: int, target: CostModel, draft: CostModel | None) -> float:
+    """A verification's decodes and sampling, each as the cost model timed it alone."""
     t = target.batch(drafted + 1) + target.sample * (drafted + 1)
     if uses_draft_file(setting.method) and draft is not None:
         full = 1 if setting.k and drafted >= setting.k else 0
         t += draft.batch(1) * (1 + drafted - full) + draft.batch_last(drafted + 1)
         t += draft.draft_sample * (drafted + 1 - full)
     return t
+
+
+def round_residual(run: round_cost.RoundRun, target: CostModel, draft: CostModel) -> float:
+    """Seconds per decode call that the pair's timed rounds took beyond their modelled parts."""
+    setting = Setting("draft-simple", run.k, 0.0)
+    steps = run.drafted_per_round()
+    modelled = sum(modelled_step(setting, d, target, draft) for d in steps)
+    return (run.decode_s - modelled) / sum(decode_calls(setting, d) for d in steps)
+
+
+def per_round(extra_per_call_s: float, k: int = round_cost.ROUND_K) -> float:
+    """The residual as seconds per full round of K drafted tokens (what the hardware page and the JSON show)."""
+    return extra_per_call_s * decode_calls(Setting("draft-simple", k, 0.0), k)
 
 
 @dataclass
@@ -174,6 +223,7 @@ class Prediction:
     spec_seconds: float = 0.0
     plain_seconds: float = 0.0
     near_ties: int = 0  # transcript tokens whose margin over the next best is small: texts may part there
+    extra_seconds: float = 0.0  # of spec_seconds, what the measured residual added (step_extra)
 
     @property
     def acceptance(self) -> float | None:
@@ -203,11 +253,40 @@ class Prediction:
         }
 
 
+@dataclass(frozen=True)
+class Offload:
+    """Where a prediction ran and what its llama.cpp processes offloaded, as its JSON names them."""
+
+    hardware_class: str  # runner.hardware.hardware_class: gpu-nvidia-h100, cpu-2c
+    measurement_class: str  # with the build's instruction set, as its kept records and figures are keyed
+    gpu_layers: int | None  # -ngl (and the draft's -ngld) of every process; None: left out, on the CPU
+
+
+def offload_for(hardware: dict[str, Any] | None = None) -> Offload:
+    """What a prediction on ``hardware`` (runner.hardware.detect's dict, the benchmark's own in a run) offloads:
+    runner.hardware.gpu_layers of it, the one figure benchmarks use too (SPECREG_GPU_LAYERS overrides both). None
+    is this machine as runner.predict.kept keys its records (``manage.py predict``)."""
+    hw = kept.this_hardware() if hardware is None else hardware
+    return Offload(hardware_class(hw), measurement_class(hw), gpu_layers(hw))
+
+
+def generation_params(where: Offload, n_predict: int, threads: int | None, temperature: float) -> binaries.GenParams:
+    """The options every process of a prediction starts from (a task sets its context, a cost model its length):
+    ``where``'s GPU layers, so that binaries.generation_argv gives the tool the benchmark's ``-ngl`` and
+    binaries.method_argv a replay's draft the benchmark's ``-ngld``."""
+    return binaries.GenParams(
+        n_predict=n_predict, threads=threads, temperature=temperature, gpu_layers=where.gpu_layers
+    )
+
+
 @dataclass
 class PredictionRun:
     predictions: list[Prediction]
     costs: dict[str, CostModel]
     seconds: dict[str, float] = field(default_factory=dict)  # transcript, replay, cost model
+    offload: Offload | None = None  # None only for a run built by hand (tests)
+    # an adapted draft only: per content type, the draft's hits where the target wrote a token whose meaning changed
+    changed_tokens: dict[str, dict[str, Any]] | None = None
 
     def best(self) -> dict[str, dict[str, Any]]:
         """Per content type, the setting with the highest predicted speedup (at least MIN_GAIN, else none)."""
@@ -228,6 +307,9 @@ class PredictionRun:
             "best": self.best(),
             "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
             "cost_model": {name: asdict(c) for name, c in self.costs.items()},
+            # which class's timings these are, and how many layers every process offloaded to get them
+            **(asdict(self.offload) if self.offload is not None else {}),
+            **({"changed_tokens": self.changed_tokens} if self.changed_tokens is not None else {}),
         }
 
 
@@ -250,6 +332,7 @@ class _Plan:
     temperature: float
     should_cancel: Callable[[], bool] | None
     timeout_s: float
+    changed: frozenset[int] = frozenset()  # an adapted draft's changed ids (runner.predict.changed_tokens)
 
     @property
     def transcript_n(self) -> int:
@@ -261,6 +344,7 @@ class _Tally:
     """The predictions summed over the tasks, one per content type and setting, and the seconds each stage took."""
 
     rows: dict[tuple[str, str], Prediction] = field(default_factory=dict)
+    changed: dict[str, changed_tokens.ChangedTally] = field(default_factory=dict)  # per content type
     seconds: dict[str, float] = field(
         default_factory=lambda: {"transcript": 0.0, "replay": 0.0, "forced": 0.0, "cost_model": 0.0}
     )
@@ -287,6 +371,7 @@ class _Tally:
         costs = plan.costs
         weighted = r.steps if isinstance(r, forced.Expected) else [(1.0, d) for d, _ in r.steps]
         row.spec_seconds += sum(w * step_seconds(s, d, costs["target"], costs.get("draft")) for w, d in weighted)
+        row.extra_seconds += sum(w * step_extra(s, d, costs["target"], costs.get("draft")) for w, d in weighted)
         row.plain_seconds += r.n_predict * costs["target"].token()
 
 
@@ -305,6 +390,7 @@ def predict(
     timeout_s: float = replay.TIMEOUT_S,
     exact: bool = False,
     temperature: float = 0.0,
+    hardware: dict[str, Any] | None = None,
 ) -> PredictionRun:
     """Every setting's prediction per content type. Raises ReplayError (one line) when llama.cpp cannot load or
     run a model, and ModelTooBig before loading anything when the weights would not fit in memory.
@@ -312,14 +398,18 @@ def predict(
     Draft-model settings come from one teacher-forced pass of the draft per task (runner.predict.forced) unless
     ``exact``: then every setting is replayed through llama.cpp's own loop, as the n-gram methods always are.
     Above temperature 0 only draft-simple is predicted, as expected counts over a sampled transcript
-    (runner.predict.forced.expected); other methods raise ReplayError there."""
+    (runner.predict.forced.expected); other methods raise ReplayError there.
+
+    Every llama.cpp process (transcripts, forced passes, replays, cost models) offloads ``offload_for(hardware)``'s
+    GPU layers: a run passes the benchmark's own ``hardware``, so prediction and measurement run alike."""
     settings = list(settings)
     if temperature > 0:
         if exact or draft is None or any(s.method != "draft-simple" for s in settings):
             raise replay.ReplayError(f"above temperature 0 only draft-simple is predicted: {TEMPERATURE_0_ONLY}")
     fits_in_memory([target, *([draft] if draft is not None else [])])
     max_k = max((s.k for s in settings), default=1)
-    gen = binaries.GenParams(n_predict=n_predict, threads=threads, temperature=temperature)
+    where = offload_for(hardware)
+    gen = generation_params(where, n_predict, threads, temperature)
     template = read_chat_template(target)
     tally = _Tally()
     fast = [] if exact or draft is None else [s for s in settings if s.method == "draft-simple"]
@@ -329,9 +419,11 @@ def predict(
     costs = _cost_models(target, draft, settings, gen, max_k, should_cancel, timeout_s)
     tally.seconds["cost_model"] = time.monotonic() - started
     log(f"cost model: target {costs['target'].batch(1) * 1000:.1f} ms per token")
+    changed = changed_tokens.adapted_ids(draft) if draft is not None and fast else frozenset()
     plan = _Plan(
-        target, draft, settings, fast, p_cont, n_predict, max_k, gen, costs, temperature, should_cancel, timeout_s
-    )
+        target, draft, settings, fast, p_cont, n_predict, max_k, gen, costs, temperature, should_cancel, timeout_s,
+        changed,
+    )  # fmt: skip
 
     work = [(c, t) for c in content_types for t in tasks.by_type(c)]
     for done, (ctype, task) in enumerate(work):
@@ -342,7 +434,8 @@ def predict(
         prompt = render_prompt(task.prompt, template, task.system).text
         _predict_task(plan, tally, ctype, f"{tasks.name}/{ctype}/{task.id}", prompt)
         log(f"{ctype}/{task.id}: {len(settings)} settings replayed")
-    return PredictionRun(list(tally.rows.values()), costs, tally.seconds)
+    changed_at = {c: t.to_dict() for c, t in tally.changed.items()} if changed else None
+    return PredictionRun(list(tally.rows.values()), costs, tally.seconds, where, changed_at)
 
 
 def _cost_models(
@@ -355,11 +448,17 @@ def _cost_models(
     timeout_s: float,
 ) -> dict[str, CostModel]:
     """The target's cost model, and the draft's when a setting decodes with it."""
-    timed = min(max_k + 1, MAX_TIMED_BATCH)
+    # a round of runner.predict.round_cost verifies ROUND_K + 1 tokens: timed, not extrapolated
+    timed = min(max(max_k, round_cost.ROUND_K) + 1, MAX_TIMED_BATCH)
     # the run's limit per process holds for each tool process as for each llama.cpp one
     costs = {"target": measure_cost(target, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)}
     if draft is not None and any(uses_draft_file(s.method) for s in settings):
-        costs["draft"] = measure_cost(draft, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)
+        t = costs["target"]
+        d = costs["draft"] = measure_cost(draft, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)
+        rounds = round_cost.measure_rounds(
+            target, draft, gen, lambda r: round_residual(r, t, d), should_cancel=should_cancel, timeout_s=timeout_s
+        )
+        costs["target"] = replace(t, extra_per_call_s=round_residual(rounds, t, d))
     return costs
 
 
@@ -390,10 +489,16 @@ def _predict_task(plan: _Plan, tally: _Tally, ctype: str, name: str, prompt: str
             script,
             max_fast,
             plan.p_cont,
+            ended=ended,
             should_cancel=plan.should_cancel,
             timeout_s=plan.timeout_s,
         )
         tally.seconds["forced"] += time.monotonic() - started
+        if plan.changed:
+            n = plan.n_predict
+            tally.changed.setdefault(ctype, changed_tokens.ChangedTally()).add(
+                passed.top[:n], script.tokens[:n], plan.changed
+            )
     for s in plan.settings:
         started = time.monotonic()
         r: replay.Replay | forced.Expected

@@ -21,7 +21,16 @@ from runner.llama import binaries
 from runner.predict import kept
 from runner.predict.tool import SPEC_TOOL, TIMEOUT_S, ReplayCancelled, ReplayError, run_tool, tool
 
-__all__ = ["Replay", "ReplayCancelled", "ReplayError", "Transcript", "replay", "transcript"]
+__all__ = [
+    "Replay",
+    "ReplayCancelled",
+    "ReplayError",
+    "Transcript",
+    "replay",
+    "replay_argv",
+    "transcript",
+    "transcript_argv",
+]
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,28 @@ def _spec_caps() -> binaries.Capabilities:
     return binaries.capabilities(binaries.find_binary(SPEC_TOOL))
 
 
+def transcript_argv(exe: Path | str, target: Path | str, options: list[str], out: Path | str) -> list[str]:
+    """The tool's transcript process: the target loaded as ``-m`` with ``options`` (binaries.generation_argv, whose
+    ``-ngl`` is the prediction's GPU layers: runner.hardware.gpu_layers, as the benchmark's)."""
+    return [str(exe), "transcript", str(out), "-m", str(target), *options]
+
+
+def replay_argv(
+    exe: Path | str,
+    caps: binaries.Capabilities,
+    target: Path | str,
+    draft: Path | str | None,
+    prompt: str,
+    gen: binaries.GenParams,
+    setting: Setting,
+    script_path: Path | str,
+) -> list[str]:
+    """The tool's replay process: llama-speculative-simple's own options for ``setting`` (binaries.method_argv:
+    ``-ngl`` for the target and the build's draft GPU-layers option for a draft file, as a benchmark passes them)."""
+    argv = binaries.method_argv(caps, target, draft, prompt, gen, setting)
+    return [str(exe), "replay", str(script_path), *argv[1:]]
+
+
 def transcript(
     target: Path | str,
     prompt: str,
@@ -97,7 +128,7 @@ def transcript(
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "transcript.json"
-        run_tool([str(tool()), "transcript", str(out), "-m", str(target), *options], timeout_s, None, should_cancel)
+        run_tool(transcript_argv(tool(), target, options, out), timeout_s, None, should_cancel)
         script = Transcript.from_json(json.loads(out.read_text()))
     kept.keep(
         kept.TRANSCRIPTS,
@@ -125,10 +156,11 @@ def replay(
     llama-speculative-simple with the same options would report them at temperature 0."""
     if gen.temperature != 0:
         raise ReplayError("a replay predicts temperature 0 only: llama.cpp verifies by exact match")
-    argv = binaries.method_argv(_spec_caps(), target, draft, prompt, gen, setting)
+    caps = _spec_caps()  # first, as before: a missing llama.cpp is LlamaCppNotFound, not the tool's error
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "transcript.json"
         path.write_text(script.to_json())
-        out = run_tool([str(tool()), "replay", str(path), *argv[1:]], timeout_s, None, should_cancel)
+        argv = replay_argv(tool(), caps, target, draft, prompt, gen, setting, path)
+        out = run_tool(argv, timeout_s, None, should_cancel)
     data = json.loads(out.strip().splitlines()[-1])
     return Replay(data["n_predict"], data["n_drafted"], data["n_accept"], [tuple(s) for s in data["steps"]])

@@ -86,6 +86,7 @@ def run_prediction(
         progress=progress,
         should_cancel=should_cancel,
         timeout_s=float(p.get("timeout_s") or 900),
+        hardware=hw,  # the benchmark's own description: its GPU layers, and the class the figures are stored under
     )
     store_predictions(run, prun, task_set.name, hw, build)
     return prun
@@ -144,6 +145,7 @@ def summary(prun: PredictionRun, not_predictable: list[str]) -> dict[str, Any]:
         "seconds": {k: round(v, 2) for k, v in prun.seconds.items()},
         "settings": len({x.setting for x in prun.predictions}),
         "not_predictable": [{"method": m, "why": NOT_YET} for m in not_predictable],
+        "gpu_layers": prun.offload.gpu_layers if prun.offload is not None else None,
         # the machine's cost model: seconds per batch of 1, 2, … tokens (every token's logits) at that context depth
         "cost_model": {
             name: {"model": Path(c.model).name, "depth": c.depth, "seconds": [round(x, 6) for x in c.seconds]}

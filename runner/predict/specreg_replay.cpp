@@ -24,7 +24,7 @@
 //       only the last token's logits (what a draft model pays to take in the target's batch). Writes
 //       {"depth", "batch": [...], "seconds": [...], "seconds_last": [...], "sample_s", "draft_sample_s"}.
 //
-//   specreg-replay forced TRANSCRIPT.json OUT.json [llama.cpp options: -m DRAFT -c N ...]   (env SPECREG_FORCED=MAXK,PMIN)
+//   specreg-replay forced TRANSCRIPT.json OUT.json [llama.cpp options: -m DRAFT -c N ...]   (env SPECREG_FORCED=MAXK,PMIN,ENDED)
 //       The fast path for draft models: one teacher-forced pass of the draft over prompt + transcript. Up to
 //       its first miss a draft step sees exactly the true prefix (the draft's context holds the prompt and the
 //       accepted tokens, then id_last is decoded [sp:383-386]), so the draft's top token and its probability
@@ -491,9 +491,13 @@ static int forced(common_params & params, const std::string & transcript_path, c
     }
     int max_k = 8;
     float p_cont = 0.0f;
+    // ENDED: the transcript stops at the *target's* end of generation. The target decides that, not this model:
+    // an adapted draft (issue 34) may not count the target's end token as one of its own.
+    int ended = 0;
     if (const char * spec = getenv("SPECREG_FORCED")) {
-        if (sscanf(spec, "%d,%f", &max_k, &p_cont) != 2 || max_k < 1 || max_k > 1024 || !(p_cont >= 0.0f)) {
-            return fail("SPECREG_FORCED must be MAXK,PMIN (a positive integer and a probability)");
+        if (sscanf(spec, "%d,%f,%d", &max_k, &p_cont, &ended) != 3 || max_k < 1 || max_k > 1024 ||
+            !(p_cont >= 0.0f) || (ended != 0 && ended != 1)) {
+            return fail("SPECREG_FORCED must be MAXK,PMIN,ENDED (a positive integer, a probability, 0 or 1)");
         }
     }
     // Transcript tokens are decoded CHUNK at a time (env SPECREG_FORCED_CHUNK, default 1): the real draft takes
@@ -589,7 +593,7 @@ static int forced(common_params & params, const std::string & transcript_path, c
     // A transcript that ends at the target's end of generation: a draft that matched that token drafts on
     // past it with its own tokens (the verify step stops at it [ss:258], the drafted count does not); those
     // continue the entry of the last position.
-    if (p_cont > 0.0f && top.back() == truth.back() && llama_vocab_is_eog(llama_model_get_vocab(model), truth.back())) {
+    if (p_cont > 0.0f && top.back() == truth.back() && ended) {
         os << (any ? "," : "") << "[" << truth.size() - 1 << "," << p_end;
         if (p_end >= p_cont &&
             !continuation(ctx, smpl.get(), batch, top_end, (llama_pos) seq.size(), 0, max_k - 2, p_cont, os)) {

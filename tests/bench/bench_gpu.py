@@ -1,6 +1,7 @@
 """The GPU check (issue 33, item 5): build llama.cpp for a lent GPU, then predict and measure side by side there.
 
-It has not run on a GPU yet: its dry run (``--dry-run``, on the CPU build with tiny models) is the only run so far.
+It ran on one H200 on 2026-11-27 (docs/benchmarks.md, "On a GPU": build 5.0 min, code prompts measured); its dry run
+(``--dry-run``, on the CPU build with tiny models) checks every step here first.
 
 Steps, on a GPU machine of the workplace (one H100 or H200, 16 cores, CUDA 13.0, Python 3.12, no network):
 
@@ -1129,6 +1130,13 @@ class Measure:
         say(f"{u.key}: {len(data['predictions'])} settings predicted in {data.get('seconds')}; hardware class "
             f"{who or 'not named'}, gpu_layers {gpu_layers if gpu_layers is not None else 'not named'}; near-ties "
             f"{ties}")  # fmt: skip
+        for name, cost in (data.get("cost_model") or {}).items():
+            secs = cost.get("seconds") or []
+            per_call = cost.get("extra_per_call_s")
+            per_round = None if per_call is None else per_call * (4 + 2)  # a full round of K 4: K + 2 decode calls
+            say(f"{u.key}: cost model of the {name}: batch 1 {secs[0] * 1000 if secs else float('nan'):.2f} ms, "
+                f"sampling {cost.get('sample', 0) * 1e6:.0f} us, per round beyond the parts "
+                f"{'not measured' if per_round is None else f'{per_round * 1000:+.2f} ms'}")  # fmt: skip
         return True
 
     def measure(self, u: Unit, target: str, draft: str, limit: float) -> bool:

@@ -98,10 +98,7 @@ class Command(SpecregCommand):
         except ReplayError as exc:
             raise UserError(str(exc)) from None
         if o["json"]:
-            out = run.to_dict()
-            out["not_predictable"] = [{"method": m, "why": w} for m, w in why.items()]
-            out["temperature"] = temp
-            self.stdout.write(json.dumps(out))
+            self.stdout.write(json.dumps(json_answer(run, why, temp)))
             return
         self._write_table(run, why, temp)
 
@@ -114,10 +111,31 @@ class Command(SpecregCommand):
             self.stdout.write(f"{p.content_type:14} {p.setting:40} {acc:>10} {speed:>8}")
         for ctype, b in run.best().items():
             self.stdout.write(f"best for {ctype}: {b['setting']} ({b['speedup']:.2f}x predicted)")
+        for ctype, c in (run.changed_tokens or {}).items():  # an adapted draft: where the meaning of a token changed
+            if c["positions"]:
+                self.stdout.write(
+                    f"{ctype}: the draft proposed {c['draft_agrees']} of {c['positions']} tokens whose meaning "
+                    f"adapt_draft changed ({c['rate']:.0%}, against {c['overall_rate']:.0%} over every position)"
+                    + ("; low: those tokens cost acceptance" if c["low"] else "")
+                )
         for m, w in why.items():
             self.stdout.write(f"{m}: {w}")
         took = ", ".join(f"{k} {v:.1f} s" for k, v in run.seconds.items())
-        self.stdout.write(f"predicted in {took} (temperature {temp:g}; a benchmark confirms it)")
+        where = ""
+        if run.offload is not None:  # which machine's timings these are: a GPU's and a CPU's differ many times over
+            layers = "nothing offloaded" if run.offload.gpu_layers is None else f"-ngl {run.offload.gpu_layers}"
+            where = f" on {run.offload.measurement_class}, {layers}"
+        self.stdout.write(f"predicted in {took}{where} (temperature {temp:g}; a benchmark confirms it)")
+
+
+def json_answer(run: predict_mod.PredictionRun, why: dict[str, str], temp: float) -> dict[str, Any]:
+    """What ``--json`` prints: the run's predictions, best settings, seconds and cost models, the hardware class
+    and measurement class its timings belong to and the GPU layers every process offloaded (``gpu_layers``, null
+    on the CPU), the methods not predicted and why, and the temperature."""
+    out = run.to_dict()
+    out["not_predictable"] = [{"method": m, "why": w} for m, w in why.items()]
+    out["temperature"] = temp
+    return out
 
 
 def _check_pair(target: Path, draft: Path | None) -> None:

@@ -1,0 +1,105 @@
+"""A speculative round's cost beyond its modelled parts (issue 33, item 3): measured with real rounds of llama.cpp,
+kept per model file and machine, added to draft-model rounds and shown on the hardware page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from inspector.llama_flags import PINNED_SERVER_HELP, capabilities_from_help
+from inspector.spec_flags import Setting
+from runner.llama import binaries
+from runner.models import CostMeasurement
+from runner.predict import prediction, round_cost
+from runner.predict.prediction import CostModel, round_residual, step_seconds
+from runner.predict.round_cost import RoundRun
+
+COST = CostModel("t.gguf", 256, (0.010, 0.012, 0.014, 0.016, 0.018), sample=0.001, draft_sample=0.0005)
+
+
+def test_each_round_drafts_k_but_one_remainder_and_the_last_rounds_nothing():
+    run = RoundRun(k=4, decode_s=1.0, n_decoded=49, n_drafted=38, n_accept=38, n_encoded=250)
+    assert run.rounds == 11
+    assert run.drafted_per_round() == [4] * 9 + [2, 0]
+    assert sum(run.drafted_per_round()) == run.n_drafted
+
+
+def test_the_residual_is_what_the_rounds_took_beyond_their_modelled_parts():
+    run = RoundRun(k=4, decode_s=0.0, n_decoded=15, n_drafted=12, n_accept=12, n_encoded=250)
+    setting = Setting("draft-simple", 4, 0.0)
+    # a full round: the target verifies 5 (0.018 + 5 samples), the draft decodes id_last and 3 proposals (4 × 0.010),
+    # takes in the target's batch of 5 (0.018) and samples 4 proposals
+    one = 0.018 + 5 * 0.001 + 4 * 0.010 + 0.018 + 4 * 0.0005
+    assert prediction.modelled_step(setting, 4, COST, COST) == pytest.approx(one)
+    # three full rounds of 6 decode calls each, 0.002 s beyond their parts per call
+    timed = RoundRun(4, 3 * one + 18 * 0.002, 15, 12, 12, 250)
+    assert round_residual(timed, COST, COST) == pytest.approx(0.002)
+    assert round_residual(run, COST, COST) == pytest.approx(-one / 6)  # faster than its parts: negative, as measured
+
+
+def test_only_draft_model_rounds_pay_the_measured_residual_and_never_a_negative_one():
+    draft_setting, ngram = Setting("draft-simple", 4, 0.0), Setting("ngram-mod", 8, None)
+    measured = CostModel(**{**COST.__dict__, "extra_per_call_s": 0.001})
+    negative = CostModel(**{**COST.__dict__, "extra_per_call_s": -0.001})
+    base = step_seconds(draft_setting, 4, COST, COST)
+    # a full round of K 4: the target's batch, 4 draft decodes (id_last and 3 proposals), the draft's intake
+    assert step_seconds(draft_setting, 4, measured, COST) == pytest.approx(base + 6 * 0.001)
+    # a draft p-min stopped after 1 proposal: id_last and that proposal decoded, then the refusal sampled
+    short = step_seconds(Setting("draft-simple", 4, 0.75), 1, measured, COST)
+    assert short == pytest.approx(step_seconds(Setting("draft-simple", 4, 0.75), 1, COST, COST) + 4 * 0.001)
+    assert step_seconds(draft_setting, 4, negative, COST) == pytest.approx(base)
+    assert prediction.per_round(0.001) == pytest.approx(0.006)
+    assert step_seconds(ngram, 8, measured, None) == pytest.approx(step_seconds(ngram, 8, COST, None))
+
+
+def test_a_round_run_is_llama_cpps_own_loop_with_the_pair_at_p_min_0_and_the_gpu_layers():
+    pinned = capabilities_from_help(Path("llama-speculative-simple"), PINNED_SERVER_HELP.read_text())
+    argv = round_cost.round_argv(pinned, "/m/t.gguf", "/m/d.gguf", binaries.GenParams(n_predict=48, gpu_layers=99))
+    assert argv[1:5] == ["-m", "/m/t.gguf", "-md", "/m/d.gguf"]
+    assert argv[argv.index("-ngl") + 1] == "99" and argv[argv.index("-ngld") + 1] == "99"
+    assert argv[argv.index("--spec-type") + 1] == "draft-simple"
+    assert argv[argv.index("--spec-draft-n-max") + 1] == str(round_cost.ROUND_K)
+    assert argv[argv.index("--spec-draft-p-min") + 1] == "0"
+
+
+@pytest.mark.django_db
+def test_the_hardware_page_shows_each_model_files_residual_per_round(client):
+    common = {"model_sha256": "f" * 64, "model_name": "q15.gguf", "model_size": 1, "build": "11434.0.0",
+              "hardware_class": "cpu-2c/avx2", "host": "a", "threads": 2}  # fmt: skip
+    CostMeasurement.objects.create(key="t", depth=256, data={"depth": 256, "seconds": [0.03, 0.05]}, **common)
+    html = client.get("/hardware/cpu-2c/").content.decode()
+    assert "Per round beyond the parts" in html and "not measured" in html
+    run = RoundRun(4, 1.0, 49, 44, 44, 250).to_dict()
+    data = {"round": run, "extra_per_call_s": 0.0007, "calls_per_round": 6, "draft": "q05.gguf"}
+    CostMeasurement.objects.create(key="r", depth=250, data=data, **common)
+    html = client.get("/hardware/cpu-2c/").content.decode()
+    assert "+4.20 ms with q05.gguf" in html and "not measured" not in html
+    # the round record is no cost model of its own: the plot and table still read the timing row
+    assert "q15.gguf, batch 2: 50.0 ms" in html
+
+
+@pytest.mark.llama
+@pytest.mark.django_db
+def test_real_rounds_are_timed_once_per_pair_and_kept_with_their_residual(smollm2_path, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECREG_CACHE_DIR", str(tmp_path / "cache"))
+    gen = binaries.GenParams(n_predict=8, threads=2)
+    target = prediction.measure_cost(smollm2_path, gen, round_cost.ROUND_K + 1, reps=3)
+    run = round_cost.measure_rounds(
+        smollm2_path, smollm2_path, gen, lambda r: round_residual(r, target, target), timeout_s=300
+    )
+    # llama.cpp's own counts: every round yields its accepted tokens and one of the target's
+    assert run.rounds == run.n_decoded - run.n_accept > 0
+    assert 0 < run.n_drafted <= run.rounds * run.k and run.n_accept <= run.n_drafted
+    # p-min 0: every round but the budget's last ones drafted K
+    assert run.n_drafted >= (run.rounds - 2) * run.k
+    assert run.decode_s > 0 and run.n_encoded > 100  # near the cost model's depth, not at an empty context
+    rows = [r for r in CostMeasurement.objects.all() if "round" in r.data]
+    assert len(rows) == 1 and rows[0].data["round"] == run.to_dict()
+    assert rows[0].data["extra_per_call_s"] == pytest.approx(round_residual(run, target, target))
+    assert rows[0].data["calls_per_round"] == round_cost.ROUND_K + 2
+    assert len(rows[0].data["decode_s_all"]) == round_cost.ROUND_REPEATS
+    assert rows[0].data["draft"] == smollm2_path.name
+    # kept: a second prediction of the pair on this machine reads it instead of running llama.cpp again
+    again = round_cost.measure_rounds(smollm2_path, smollm2_path, gen, lambda r: 0.0, timeout_s=300)
+    assert again == run and CostMeasurement.objects.count() == 2  # the cost model and the rounds
