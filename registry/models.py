@@ -42,10 +42,10 @@ class TokenTypeTable(models.Model):
     USER_DEFINED, UNUSED or UNKNOWN token may take another text).
 
     Files registered before it existed have none (``GGUFFile.token_types`` null while their stored metadata
-    names the key): their adaptability reads "cannot tell" (registry.catalog.adaptable). There is no command
-    that reads unchanged headers again yet: register_gguf and import_hf skip a file whose etag and size are
-    unchanged, so such a file gets its types when it is registered anew (a local file once its mtime changes,
-    a Hub file at its next commit)."""
+    names the key): their adaptability reads "cannot tell" (registry.catalog.adaptable). register_gguf and
+    import_hf skip a file whose etag and size are unchanged, so ``manage.py reread_headers`` reads such headers
+    again and stores their types (registry.catalog.reread); a knowledge base carries them (``token_types``,
+    schema 1.4)."""
 
     sha256 = models.CharField(max_length=64, unique=True)
     count = models.PositiveIntegerField()
@@ -77,11 +77,13 @@ class BaseModel(models.Model):
     ``key`` is the model's name, normalised, so the rules below agree on it where they can; ``rule`` says
     which one grouped it (registry.catalog.bases): the Hub's model tree (``base_model`` in the card data,
     where it names one model), else the header (``general.basename`` with ``general.size_label`` and
-    ``general.finetune``), else the repository alone (or the file's name, for a local file).
+    ``general.finetune``), else the repository alone (or the file's name, for a local file). Before all of them,
+    a draft ``adapt_draft`` wrote (``specreg.adapted.*`` keys) is a model of its own, per original draft and target:
+    it keeps the draft's names and card, and joining the original would change that model's verdicts.
     """
 
-    RULE_HUB, RULE_HEADER, RULE_REPO = "hub", "header", "repo"
-    RULES = [(r, r) for r in (RULE_HUB, RULE_HEADER, RULE_REPO)]
+    RULE_HUB, RULE_HEADER, RULE_REPO, RULE_ADAPTED = "hub", "header", "repo", "adapted"
+    RULES = [(r, r) for r in (RULE_HUB, RULE_HEADER, RULE_REPO, RULE_ADAPTED)]
 
     key = models.CharField(max_length=300, unique=True)
     name = models.CharField(max_length=300)
@@ -657,8 +659,10 @@ class HubJob(models.Model):
     """
 
     IMPORT_REPO, IMPORT_CURATED, FIND_DRAFTS = "import_repo", "import_curated", "find_drafts"
-    CHECK_PAIR = "check_pair"
-    KINDS = [(k, k) for k in (IMPORT_REPO, IMPORT_CURATED, FIND_DRAFTS, CHECK_PAIR)]
+    CHECK_PAIR, ADAPT_DRAFT = "check_pair", "adapt_draft"
+    KINDS = [(k, k) for k in (IMPORT_REPO, IMPORT_CURATED, FIND_DRAFTS, CHECK_PAIR, ADAPT_DRAFT)]
+    # Run by the runner's task (it downloads the draft: registry.hub.adapting); the others by registry.hub.tasks.
+    RUNNER_KINDS = (ADAPT_DRAFT,)
     QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
     STATUSES = [(s, s) for s in (QUEUED, RUNNING, DONE, FAILED)]
     FINISHED = (DONE, FAILED)

@@ -28,6 +28,7 @@ urlpatterns = [
     path("import/", hub_jobs.import_view, name="import"),
     path("import/curated", hub_jobs.import_curated, name="import_curated"),
     path("files/<int:pk>/find-drafts", hub_jobs.find_drafts, name="find_drafts"),
+    path("pairs/<int:pk>/adapt", hub_jobs.adapt_draft, name="adapt_draft"),
     path("jobs/<int:pk>/", hub_jobs.hub_job, name="hub_job"),
     path("api/jobs/<int:pk>", hub_jobs.hub_job_json, name="api_hub_job"),
     path("local/inspect", views_tools.local_inspect, name="local_inspect"),

@@ -9,7 +9,10 @@ from inspector.info import inspect_source
 from registry.hub.jobs import execute_job
 from registry.models import Pair
 from registry.results.reporting import add_reported
+from runner.tasks import adapt_job
 from tests.browser import shot
+from tests.models import model_path
+from tests.test_adapt_draft import r1_like
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -165,3 +168,39 @@ def test_staff_crawl_an_author_and_follow_it_to_the_end(page, live_server, hub):
     shot(page, "crawl-done")
     page.goto(f"{live_server.url}/crawls/")
     assert "Qwen" in page.inner_text("#crawls")
+
+
+def test_adapt_a_near_miss_draft_from_its_pair_page(page, live_server, fake_hub, tmp_path, settings):
+    """Issue 34 as a user meets it: the near-miss pair's page says what adapting changes; a click has a worker
+    adapt the draft; the job page leads to the new, compatible pair, whose draft says where it came from."""
+    settings.SPECREG_MODEL_DIR = tmp_path / "models"
+    r1 = r1_like(model_path("qwen15", headers_only=True), tmp_path / "r1-like-1.5b.part1.gguf")
+    fake_hub.add_repo("deepseek/R1-like-1.5B-GGUF", {"r1-like-1.5b-Q4_K_M.gguf": r1})
+    fake_hub.add_repo(Q05, {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf": model_path("qwen05")})
+    log_in(page, live_server)
+    for repo in ("deepseek/R1-like-1.5B-GGUF", Q05):
+        page.goto(live_server.url + "/import/")
+        page.fill("input[name=repo]", repo)
+        page.click("#import-form button")
+        run_job_behind(page)
+        page.wait_for_selector("#import-report")
+    pair = Pair.objects.get(draft__repo=Q05)
+    page.goto(live_server.url + pair.get_absolute_url())
+    page.wait_for_selector("#adaptable")
+    text = page.inner_text("#adaptable")
+    assert "Adaptable: 7 special tokens, BOS" in text and "<think>" in text
+    shot(page, "30-adaptable-pair")
+    page.click("#adapt-form button")
+    page.wait_for_url("**/jobs/*/")
+    adapt_job(int(page.url.rstrip("/").rsplit("/", 1)[1]))  # what the runner's worker runs
+    page.goto(page.url)
+    page.wait_for_selector("#adapt-result")
+    shot(page, "31-adapt-job")
+    page.click("#adapt-result a >> nth=1")
+    page.wait_for_selector("#rules")
+    assert "compatible" in page.inner_text("main").lower()
+    made = Pair.objects.exclude(pk=pair.pk).get(target_base=pair.target_base)
+    page.goto(live_server.url + made.draft.get_absolute_url())
+    page.wait_for_selector("#adapted-from")
+    assert "Adapted from" in page.inner_text("#adapted-from")
+    shot(page, "32-adapted-draft")

@@ -14,10 +14,12 @@ neither read nor stored.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Iterable
 from typing import Any, Protocol
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from inspector.adapt import NotAdaptable, Side, plan
@@ -72,7 +74,7 @@ def decide(target: GGUFFile, draft: GGUFFile) -> AdaptCheck:
             row.state, row.rule = AdaptCheck.UNKNOWN, "token_types"
             row.detail = (
                 f"Cannot tell: the token types of {' and '.join(missing)} were not stored when registered, and "
-                "whether a differing token may be adapted depends on its type. Registering the file anew stores them."
+                "whether a differing token may be adapted depends on its type. manage.py reread_headers reads them."
             )
         else:
             row.state, row.rule, row.detail = AdaptCheck.REFUSED, exc.rule, exc.detail
@@ -103,6 +105,23 @@ def decisions(wanted: Collection[FilePair]) -> dict[FilePair, AdaptCheck]:
     if missing:
         out.update(_decide_and_store(missing))
     return out
+
+
+def decide_again(file_ids: Collection[int]) -> Counter[str]:
+    """Decide again, now, every stored decision touching these files and every near-miss pair row that shows one
+    of them (their token types were just stored: registry.catalog.reread, import_kb); the new states counted.
+
+    Now rather than on the next read: the caller reports what changed, and a page opened later finds rows already
+    made. Pairs of other files that ask about these (find_drafts' target file) are decided on their next read, as
+    the file's new ``inspected_at`` makes their rows stale."""
+    ids = set(file_ids)
+    if not ids:
+        return Counter()
+    touching = Q(target_id__in=ids) | Q(draft_id__in=ids)
+    wanted: set[FilePair] = set(AdaptCheck.objects.filter(touching).values_list("target_id", "draft_id"))
+    near_misses = Pair.objects.filter(touching, compatible=False, failed_rule__in=CANDIDATE_RULES)
+    wanted |= set(near_misses.values_list("target_id", "draft_id"))
+    return Counter(row.state for row in _decide_and_store(wanted).values())
 
 
 def _decide_and_store(missing: set[FilePair]) -> dict[FilePair, AdaptCheck]:

@@ -8,6 +8,10 @@ The rule, first that applies:
    series would merge, so both are required;
 3. the repository alone: the file's model within its repository (its name without the quant), so quants
    group as they always did and nothing joins across repositories (a local file: its name alone).
+Before them all, rule 0: a draft adapted by ``adapt_draft`` (its ``specreg.adapted.*`` keys) is a model of its own
+per original draft and target, whatever its names and card say: it keeps the draft's ``general.*`` names (and a
+re-upload may keep the card), and joining the original would give the original's pairs the adapted file's verdicts.
+A file that only claims to be adapted gains nothing by it: it is set apart, never joined to another model.
 Rules 1 and 2 build the same key for the same model (``Qwen/Qwen2.5-Coder-0.5B-Instruct`` and basename
 ``Qwen2.5-Coder`` · ``0.5B`` · ``Instruct`` are both ``qwen2.5-coder-0.5b-instruct``), so a repository whose
 card names its base and one whose card does not still meet. The owner is left out of those keys for that
@@ -49,6 +53,9 @@ class BaseKey:
 
 def base_key(info: dict[str, Any], repo: str, path: str, hub_base_models: list[str] | None = None) -> BaseKey:
     """The base model of a file from its stored inspection (``ModelInfo.to_dict()``), repository and path."""
+    adapted = adapted_key(info, repo, path)
+    if adapted is not None:
+        return adapted
     bases = [b for b in (hub_base_models or []) if isinstance(b, str) and b.strip()]
     if len(bases) == 1:
         name = display(bases[0].rsplit("/", 1)[-1])
@@ -66,6 +73,57 @@ def base_key(info: dict[str, Any], repo: str, path: str, hub_base_models: list[s
     if repo:
         return BaseKey(f"repo:{repo.lower()}/{name.lower()}"[:300], name[:300], BaseModel.RULE_REPO)
     return BaseKey(f"file:{name.lower()}"[:300], name[:300], BaseModel.RULE_REPO)
+
+
+ADAPTED = "specreg.adapted."  # inspector.adapt.PREFIX: the keys adapt_draft writes into an adapted draft
+_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def adapted_key(info: dict[str, Any], repo: str, path: str) -> BaseKey | None:
+    """Rule 0: an adapted draft's own model, keyed by the sha256s of the draft it was made from and of the target (or
+    the target's header) it was made for; named as the draft would be, "adapted for" the target. None: not one."""
+    meta = info.get("metadata") or {}
+    draft_sha = meta.get(ADAPTED + "draft_sha256")
+    target_sha = meta.get(ADAPTED + "target_sha256") or meta.get(ADAPTED + "target_header_sha256")
+    if not (isinstance(draft_sha, str) and _HEX.fullmatch(draft_sha)):
+        return None  # no provenance adapt_draft writes: an ordinary file
+    target = meta.get(ADAPTED + "target")
+    for_whom = display(target.rsplit("/", 1)[-1])[:120] if isinstance(target, str) and target.strip() else "a target"
+    plain = {k: v for k, v in info.items() if k != "metadata"} | {
+        "metadata": {k: v for k, v in meta.items() if not str(k).startswith(ADAPTED)}
+    }
+    draft = base_key(plain, repo, path)
+    ident = f"{draft_sha[:16]}:{target_sha[:16] if isinstance(target_sha, str) else 'unknown'}"
+    name = f"{draft.name} adapted for {for_whom}"
+    return BaseKey(f"adapted:{ident}:{draft.key}"[:300], name[:300], BaseModel.RULE_ADAPTED)
+
+
+@dataclass(frozen=True)
+class AdaptedFrom:
+    """What an adapted draft's own keys say it was made from, for its model page ("adapted from …")."""
+
+    draft: str  # the original draft as adapt_draft named it (an hf:// source, or a local file's name)
+    target: str
+    fixes: str  # "bos, token_text"
+    changed: int  # token texts changed
+    original: GGUFFile | None  # the registered file whose content is the original draft (Hub sha256), if any
+
+
+def adapted_from(info: dict[str, Any]) -> AdaptedFrom | None:
+    """The provenance of an adapted draft (None for any other file). The original is linked only where a registered
+    file's own sha256 is the one the adapted file names: a claim about a file nobody registered links nothing."""
+    meta = info.get("metadata") or {}
+    draft_sha = meta.get(ADAPTED + "draft_sha256")
+    if not (isinstance(draft_sha, str) and _HEX.fullmatch(draft_sha)):
+        return None
+
+    def text(key: str) -> str:
+        v = meta.get(ADAPTED + key)
+        return v[:300] if isinstance(v, str) else ""
+
+    count = meta.get(ADAPTED + "changed_count")
+    original = GGUFFile.objects.filter(etag=draft_sha).select_related("model").first()
+    return AdaptedFrom(text("draft"), text("target"), text("fixes"), count if isinstance(count, int) else 0, original)
 
 
 def recount_quants(base_ids: Iterable[int | None]) -> None:

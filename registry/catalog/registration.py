@@ -123,7 +123,7 @@ def _store(
     f = existing or GGUFFile(source=source)
     _fill(f, info, stored, where, model, table)
     f.tokenizer_class = class_for(info, table)
-    f.token_types = _store_types(info.token_types)  # beside the texts: adaptability reads them (catalog.adaptable)
+    f.token_types = store_types(info.token_types)  # beside the texts: adaptability reads them (catalog.adaptable)
     f.save()
     if f.tokenizer_class_id is not None:
         # The (base model, class) row, written with the file: the first file of a class is the one it names, and
@@ -157,8 +157,9 @@ def _store_table(tokens: Tokens | None) -> TokenTable | None:
     return row
 
 
-def _store_types(types: bytes | None) -> TokenTypeTable | None:
-    """The token type array's row, stored once per content as token tables are."""
+def store_types(types: bytes | None) -> TokenTypeTable | None:
+    """The token type array's row, stored once per content as token tables are (also by catalog.reread, for a
+    file registered before types were stored, and by import_kb for one already here)."""
     if types is None:
         return None
     sha = hashlib.sha256(types).hexdigest()

@@ -15,9 +15,11 @@ from inspector.deadlines import Deadline, current_job_deadline, job_deadline
 from inspector.hf_spec import parse_hf_spec
 from inspector.hub_api import RemoteFile, RepoListing, list_gguf_files
 from inspector.hub_names import SHARD, first_shard, have_token, hf_source, model_repo_id, shard_names
-from inspector.info import InspectError, inspect_source
+from inspector.info import InspectError, ModelInfo, inspect_source
 from inspector.sources import SourceError, Unreachable
 from registry.catalog.registration import find_unchanged, register
+from registry.catalog.reread import RereadError
+from registry.models import GGUFFile
 from registry.results.examples import apply_reported_examples
 
 
@@ -246,6 +248,45 @@ def _strip_spec(message: str) -> str:
     # The inspector names the pinned hf:// spec first; the outcome already says which file it is.
     head, sep, rest = message.partition(": ")
     return rest if sep and head.startswith("hf://") else message
+
+
+class RegisteredHeaders:
+    """A registered Hub file's header read again as ``import_entry`` reads one (registry.catalog.reread's
+    ``hub_reader``): the repository listed at the registered revision, the file found in it with its registered
+    etag and size (else it changed, and import_hf registers it anew), and its header read by Range requests at the
+    listed commit, within SPECREG_MAX_HEADER_BYTES and the header deadline. One listing per repository and revision
+    serves all its files; a repository that cannot be listed fails each of its files with the same line."""
+
+    def __init__(self) -> None:
+        self._listings: dict[tuple[str, str], tuple[RepoListing, dict[str, Entry]] | str] = {}
+
+    def _listing(self, repo: str, revision: str) -> tuple[RepoListing, dict[str, Entry]]:
+        key = (repo, revision)
+        if key not in self._listings:
+            try:
+                listing, entries = list_repo(repo, revision or None, None)
+                self._listings[key] = (listing, {e.path: e for e in entries})
+            except HubImportError as exc:
+                self._listings[key] = str(exc)
+        found = self._listings[key]
+        if isinstance(found, str):
+            raise RereadError(found)
+        return found
+
+    def __call__(self, f: GGUFFile) -> ModelInfo:
+        listing, entries = self._listing(f.repo, f.revision)
+        entry = entries.get(f.path)
+        at = f"@{f.revision}" if f.revision else ""
+        if entry is None or not safe_path(entry.path):
+            raise RereadError(f"no longer in {f.repo}{at} (a split file is named by its first shard)")
+        if entry.problem:
+            raise RereadError(entry.problem)
+        if (entry.etag, entry.size) != (f.etag, f.size):
+            raise RereadError(f"changed in {f.repo}{at} since it was registered: import_hf registers it anew")
+        try:
+            return inspect_source(listing.spec(entry.path), settings.SPECREG_MAX_HEADER_BYTES)
+        except InspectError as exc:
+            raise RereadError(_strip_spec(str(exc))) from None
 
 
 def import_source(spec: str) -> FileOutcome:

@@ -10,6 +10,7 @@ from typing import Any
 from django.utils import timezone
 
 from inspector.hub_names import hub_access
+from registry.hub.adapting import AdaptJobError, Fetch, run_adapt_job
 from registry.hub.checking import CheckError, check_sources
 from registry.hub.curated import import_curated
 from registry.hub.drafts import DraftSearchError, find_drafts
@@ -17,8 +18,9 @@ from registry.hub.importing import HubImportError, ImportReport, JobDeadlinePass
 from registry.models import HubJob
 
 
-def execute_job(job_id: int) -> str:
-    """Run a queued job once (a re-delivered task finds it claimed and returns); returns its status."""
+def execute_job(job_id: int, fetch: Fetch | None = None) -> str:
+    """Run a queued job once (a re-delivered task finds it claimed and returns); returns its status. ``fetch``: the
+    runner's download, for the kinds that need a whole file (HubJob.RUNNER_KINDS: its task passes it)."""
     if not HubJob.objects.filter(pk=job_id, status=HubJob.QUEUED).update(
         status=HubJob.RUNNING, started_at=timezone.now()
     ):
@@ -36,12 +38,12 @@ def execute_job(job_id: int) -> str:
         # The server's token only if the person who asked was allowed it (recorded when queued); every Hub
         # read of the job ends by SPECREG_HUB_JOB_DEADLINE_SECONDS, so a slow Hub cannot hold a worker for long.
         with hub_access(server_token=bool(job.params.get("server_token"))), hub_job_deadline():
-            result = _run(job, say)
+            result = _run(job, say, fetch)
     except JobDeadlinePassed as exc:  # what was imported before stays, and the page lists it
         status, error = HubJob.FAILED, str(exc)
         result = _report_dict(exc.report) if exc.report is not None else {}
         say("error", error)
-    except (HubImportError, DraftSearchError, CheckError) as exc:
+    except (HubImportError, DraftSearchError, CheckError, AdaptJobError) as exc:
         status, error = HubJob.FAILED, str(exc)
         say("error", error)
     except Exception as exc:  # anything unforeseen still ends the job, with a line saying why
@@ -51,7 +53,11 @@ def execute_job(job_id: int) -> str:
     return status
 
 
-def _run(job: HubJob, say) -> dict[str, Any]:
+def _run(job: HubJob, say, fetch: Fetch | None) -> dict[str, Any]:
+    if job.kind == HubJob.ADAPT_DRAFT:
+        if fetch is None:
+            raise AdaptJobError("adapting a draft downloads it: it runs in a runner worker (runner.tasks.adapt_job)")
+        return run_adapt_job(job.params, fetch, say)
     if job.kind == HubJob.IMPORT_REPO:
         report = import_hf(
             job.params["repo"], revision=job.params.get("revision") or None, include=job.params.get("include") or None

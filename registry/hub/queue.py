@@ -41,7 +41,9 @@ def queue_job(kind: str, params: dict[str, Any], *, user=None) -> HubJob:
 
 
 def _send(job: HubJob) -> None:
-    send("runner.tasks.hub_job", job.pk, job.queue)
+    # Adapting a draft downloads it whole: the runner's task (runner.tasks.adapt_job) runs that job.
+    task = "runner.tasks.adapt_job" if job.kind in HubJob.RUNNER_KINDS else "runner.tasks.hub_job"
+    send(task, job.pk, job.queue)
 
 
 def queue_if_remote(target: str, draft: str, user=None) -> HubJob | None:

@@ -17,7 +17,7 @@ from django.utils import timezone
 from inspector.llama_rules import LLAMA_CPP_BUILD
 from registry.kb.schema import FORMAT, SCHEMA_VERSION, now_iso
 from registry.kb.sections import ExportContext, load_sections
-from registry.models import BenchmarkRun, GGUFFile, Pair, ReportedResult, TokenTable
+from registry.models import BenchmarkRun, GGUFFile, Pair, ReportedResult, TokenTable, TokenTypeTable
 from registry.results.figures import FIGURES, LOAD_FIGURES
 
 RESULT_FIELDS = (
@@ -114,7 +114,20 @@ def _figures(r: Any) -> dict[str, Any]:
     return {**{f: getattr(r, f) for f in FIGURES}, "created_at": now_iso(r.created_at)}
 
 
-def _file(f: GGUFFile, here: str, tables: dict[int, str]) -> dict[str, Any]:
+Arrays = dict[int, tuple[str, int]]  # token tables' or token type arrays' row id -> (sha256, count)
+
+
+def _types_of(f: GGUFFile, tables: Arrays, types: Arrays) -> str | None:
+    """The sha256 of the file's token types, where they type its token table: an importer refuses types whose
+    count is not the table's (a header may hold any array), and one such file must not make the whole export
+    unimportable."""
+    if f.token_types_id is None or f.token_table_id is None:
+        return None
+    (sha, count), (_, tokens) = types[f.token_types_id], tables[f.token_table_id]
+    return sha if count == tokens else None
+
+
+def _file(f: GGUFFile, here: str, tables: Arrays, types: Arrays) -> dict[str, Any]:
     return {
         "source": f.source,
         "repo": f.repo,
@@ -123,7 +136,8 @@ def _file(f: GGUFFile, here: str, tables: dict[int, str]) -> dict[str, Any]:
         "commit": f.commit,
         "size": f.size,
         "etag": f.etag,
-        "token_table": tables.get(f.token_table_id) if f.token_table_id is not None else None,
+        "token_table": tables[f.token_table_id][0] if f.token_table_id is not None else None,
+        "token_types": _types_of(f, tables, types),  # 1.4
         "info": f.info,
         "inspected_at": now_iso(f.inspected_at),
         "installation": f.origin_installation or here,
@@ -181,19 +195,30 @@ def _reported(r: ReportedResult, ctx: ExportContext) -> dict[str, Any]:
     }
 
 
+def _token_types(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The token type arrays the exported files name (1.4), once each, as token tables are written."""
+    named = {f["token_types"] for f in files if f["token_types"]}
+    out = []
+    for t in TokenTypeTable.objects.filter(sha256__in=named).order_by("sha256").iterator(chunk_size=20):
+        out.append({"sha256": t.sha256, "count": t.count, "blob": base64.b64encode(bytes(t.blob)).decode()})
+    return out
+
+
 def knowledge_base() -> dict[str, Any]:
     """Everything this installation knows, as the format's dict (files, pairs, runs, reported, sections)."""
     here = settings.SPECREG_INSTALLATION_ID
     ctx = ExportContext(here)
-    tables = dict(TokenTable.objects.values_list("pk", "sha256"))
+    tables = {pk: (sha, n) for pk, sha, n in TokenTable.objects.values_list("pk", "sha256", "count")}
+    types = {pk: (sha, n) for pk, sha, n in TokenTypeTable.objects.values_list("pk", "sha256", "count")}
     used = set(GGUFFile.objects.exclude(token_table=None).values_list("token_table_id", flat=True))
     token_tables = []
     for t in TokenTable.objects.filter(pk__in=used).order_by("sha256").iterator(chunk_size=20):
         token_tables.append({"sha256": t.sha256, "count": t.count, "blob": base64.b64encode(bytes(t.blob)).decode()})
     files = [
-        _file(f, here, tables)
+        _file(f, here, tables, types)
         for f in GGUFFile.objects.select_related("model__base").order_by("source").iterator(chunk_size=200)
     ]
+    token_types = _token_types(files)
     pairs = [
         {"target": t, "draft": d, "compatible": c, "failed_rule": fr, "rules_from": rf, "verdict": v}
         for t, d, c, fr, rf, v in Pair.objects.order_by("target__source", "draft__source")
@@ -222,6 +247,7 @@ def knowledge_base() -> dict[str, Any]:
             "exported_at": now_iso(timezone.now()),
             "installation": {"id": here, "rules_from": LLAMA_CPP_BUILD, "specreg_version": _specreg_version()},
             "token_tables": token_tables,
+            "token_types": token_types,
             "files": files,
             "pairs": pairs,
             "runs": runs,

@@ -2,7 +2,7 @@
 
 The file is streamed (ijson), never held whole: one pass checks its JSON and its outline (header,
 nesting depth, how many records each list holds), then one pass per list reads, checks and stores its
-records one at a time, in the order they depend on each other (token tables, files, pairs, runs,
+records one at a time, in the order they depend on each other (token tables and types, files, pairs, runs,
 reported results, other apps' sections), so memory stays at about one record (plus the token tables
 files need) whatever the file's size. Everything happens in one transaction: a file that is malformed
 anywhere, even in its last record, changes nothing and is refused with one line naming what is wrong.
@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
+import hashlib
 import json
 import os
 import re
@@ -41,8 +42,9 @@ from inspector.sources import SourceError
 from inspector.tokens import TokenTable as Tokens
 from inspector.tokens import vocab_key
 from registry.cache_keys import bump_generation
+from registry.catalog.adaptable import decide_again
 from registry.catalog.pairing import pair_for
-from registry.catalog.registration import register
+from registry.catalog.registration import register, store_types
 from registry.jsonsafe import json_safe
 from registry.kb import schema
 from registry.kb.sections import ImportContext, load_sections
@@ -58,6 +60,8 @@ from registry.models import (
 from registry.results.figures import FIGURES, refresh_best, refresh_predicted
 from registry.results.recommend import rebuilt_deployment
 
+# Lists whose records are one long string each (a vocabulary's texts or types), bounded by the file's size alone.
+_ARRAYS = ("token_tables", "token_types")
 # Fields of a stored inspection that say how it was read, not what the file holds.
 _HOW_READ = ("source", "bytes_fetched")
 # Deeper than any real knowledge base (a deployment's samples sit 6 levels down, a stored inspection
@@ -66,6 +70,7 @@ MAX_DEPTH = 100
 # The top-level lists in the order their records depend on each other, with their record schema and bound.
 LISTS: dict[str, tuple[type[BaseModel], int]] = {
     "token_tables": (schema.TokenTableIn, schema.MAX_FILES),
+    "token_types": (schema.TokenTypesIn, schema.MAX_FILES),  # 1.4
     "files": (schema.FileIn, schema.MAX_FILES),
     "pairs": (schema.PairIn, schema.MAX_PAIRS),
     "runs": (schema.RunIn, schema.MAX_RUNS),
@@ -166,7 +171,7 @@ class Outline:
 class RecordBound:
     """One record of a list (a run, a deployment, a soak…) is built whole when imported, at about 16 times its size
     in memory: each is bounded, in values (SPECREG_KB_MAX_RECORD_VALUES) and bytes (SPECREG_KB_MAX_RECORD_BYTES;
-    token tables, one string each, excepted), and refused in one line as soon as it passes either."""
+    token tables and token types, one string each, excepted), and refused in one line as soon as it passes either."""
 
     def __init__(self) -> None:
         self.values_cap = settings.SPECREG_KB_MAX_RECORD_VALUES
@@ -188,7 +193,7 @@ class RecordBound:
         where = f"{'sections.' if self.level == 3 else ''}{self.name}.{self.index[self.name]}"
         if self.values > self.values_cap:
             raise KBError(f"{where}: one record of more than {self.values_cap:,} values (SPECREG_KB_MAX_RECORD_VALUES)")
-        if self.name != "token_tables" and at - self.start > self.bytes_cap:
+        if self.name not in _ARRAYS and at - self.start > self.bytes_cap:
             raise KBError(f"{where}: one record of more than {self.bytes_cap:,} bytes (SPECREG_KB_MAX_RECORD_BYTES)")
         if level == self.level and event in ("end_map", "end_array"):
             self.level = None
@@ -372,6 +377,37 @@ def _tokens(t: schema.TokenTableIn) -> Tokens:
     return tokens
 
 
+def _types(t: schema.TokenTypesIn) -> bytes:
+    """A token type array (1.4), checked against its count and hash before any file names it."""
+    # The text's length first: a count that does not fit it is refused before anything is decoded.
+    if len(t.blob) != 4 * -(-4 * t.count // 3):
+        raise KBError(f"token types {t.sha256[:12]}: {len(t.blob):,} base64 characters do not hold {t.count:,} int32s")
+    try:
+        blob = base64.b64decode(t.blob, validate=True)
+    except (binascii.Error, ValueError):
+        raise KBError(f"token types {t.sha256[:12]}: blob is not base64") from None
+    if len(blob) != 4 * t.count:
+        raise KBError(f"token types {t.sha256[:12]}: {len(blob):,} bytes are not {t.count:,} int32s")
+    digest = hashlib.sha256(blob).hexdigest()
+    if digest != t.sha256:
+        raise KBError(f"token types {t.sha256[:12]}: their content hashes to {digest[:12]}")
+    return blob
+
+
+def _file_types(f: schema.FileIn, tokens: Tokens | None, types: dict[str, bytes]) -> bytes | None:
+    """The file's token types (1.4), which must type its token table one for one, as registration reads them
+    beside it (an older file names none: its types stay unknown here)."""
+    if f.token_types is None:
+        return None
+    blob = types.get(f.token_types)
+    if blob is None:
+        raise KBError(f"file {f.source[:200]}: token types {f.token_types[:12]} are not in the file")
+    if tokens is None or len(blob) // 4 != tokens.count:
+        n = tokens.count if tokens is not None else 0
+        raise KBError(f"file {f.source[:200]}: {len(blob) // 4:,} token types for {n:,} tokens")
+    return blob
+
+
 def _info(f: schema.FileIn, tokens: Tokens | None) -> ModelInfo:
     try:
         checked = schema.ModelInfoIn.model_validate(f.info).model_dump()
@@ -416,6 +452,7 @@ class _Importer:
         self.pairs: dict[tuple[str, str], Pair] = {}
         self.touched: set[int] = set()  # pairs whose best result may have changed
         self.predicted: set[int] = set()  # pairs whose best predicted setting may have changed
+        self.typed: list[int] = []  # files already here that lacked the token types this file gave them
         self.ctx = ImportContext(self.here, self.source_installation, self.now, self.file, self.pair)
 
     def file(self, source: str) -> GGUFFile:
@@ -485,12 +522,18 @@ class _Importer:
 
     def run(self) -> ImportReport:
         tables = {t.sha256: _tokens(t) for t in self._each("token_tables")}
+        types = {t.sha256: _types(t) for t in self._each("token_types")}
         for f in self._each("files"):
             self.check_source(f.source)
             if f.token_table is not None and f.token_table not in tables:
                 raise KBError(f"file {f.source[:200]}: token table {f.token_table[:12]} is not in the file")
-            self._file(f, _info(f, tables.get(f.token_table) if f.token_table else None))
-        del tables
+            tokens = tables.get(f.token_table) if f.token_table else None
+            info = _info(f, tokens)
+            info.token_types = _file_types(f, tokens, types)  # registration stores them beside the texts
+            self._file(f, info)
+        del tables, types
+        for start in range(0, len(self.typed), 500):  # their near-miss pairs could not tell before
+            decide_again(self.typed[start : start + 500])
         for p in self._each("pairs"):
             self._pair(p)
         for r in self._each("runs"):
@@ -522,6 +565,7 @@ class _Importer:
             if _comparable(here.info) == theirs:
                 self.file_ids[f.source] = here.pk
                 self.ctx.count("files already here")
+                self._give_types(here, info.token_types)
                 return
             # The same name with another inspection (another revision, another file at that path):
             # keep both, theirs under a name that says which revision or installation it is.
@@ -550,6 +594,15 @@ class _Importer:
         GGUFFile.objects.filter(pk=reg.file.pk).update(inspected_at=f.inspected_at, origin_installation=origin)
         self.file_ids[f.source] = reg.file.pk
         self.ctx.count("files added")
+
+    def _give_types(self, here: GGUFFile, types: bytes | None) -> None:
+        """The same inspection here without its token types (registered before they were stored): theirs, read
+        from the same header, are stored as registration stores them, and its adaptability is decided again."""
+        if types is None or here.token_types_id is not None:
+            return
+        GGUFFile.objects.filter(pk=here.pk).update(token_types=store_types(types), inspected_at=self.now)
+        self.typed.append(here.pk)
+        self.ctx.count("files given their token types")
 
     def _other_name(self, f: schema.FileIn, attempt: int) -> str:
         if attempt == 0 and f.source.startswith("hf://") and f.commit and f.repo and f.path:

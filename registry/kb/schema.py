@@ -7,6 +7,10 @@ grouped it) and each run the two files it measured; 1.0 files, without them, are
 of outputs that differ under load; a run carries its soaks (``stability``: a StabilityResult and its intervals).
 1.0 and 1.1 files, without them, read as one client and no soaks.
 
+1.4 (token types, issue 34): ``token_types`` lists each distinct ``tokenizer.ggml.token_type`` array once (its
+sha256, its count and the little-endian int32s in base64), and a file names its own by sha256, as it names its
+token table; older files, without them, import as files whose types were not stored.
+
 A file may come from anyone, so every list, string and number has a bound here, floats must be
 finite, and unknown fields are ignored (a newer minor version may add some); an unknown major
 version is refused before anything else is read.
@@ -37,7 +41,7 @@ from inspector.speculative import SPEC_TYPES
 
 FORMAT = "specreg-knowledge-base"
 SCHEMA_MAJOR = 1
-SCHEMA_VERSION = f"{SCHEMA_MAJOR}.3"  # 1.3: a pair's verdict over every class combination
+SCHEMA_VERSION = f"{SCHEMA_MAJOR}.4"  # 1.3: a pair's verdict over every class combination; 1.4: token types
 
 INT32 = 2**31 - 1  # PositiveIntegerField on PostgreSQL
 INT64 = 2**63 - 1
@@ -118,10 +122,18 @@ class TokenTableIn(Base):
     blob: str  # base64 of the stored array, (u64 little-endian length, bytes) per token
 
 
+class TokenTypesIn(Base):
+    """A token type array (1.4): one little-endian int32 per token, as registration stores it."""
+
+    sha256: Sha256  # of the array's bytes
+    count: Annotated[int, Field(ge=0, le=MAX_TOKENS)]
+    blob: str  # base64 of the array
+
+
 class BaseModelIn(Base):
     key: Annotated[str, StringConstraints(min_length=1, max_length=300)]
     name: Annotated[str, StringConstraints(min_length=1, max_length=300)]
-    rule: Literal["hub", "header", "repo"]
+    rule: Literal["hub", "header", "repo", "adapted"]
 
 
 class FileIn(Base):
@@ -133,6 +145,7 @@ class FileIn(Base):
     size: Annotated[int | None, Field(ge=0, le=INT64)] = None
     etag: Text200 = ""
     token_table: Sha256 | None = None
+    token_types: Sha256 | None = None  # 1.4: one of the file's token_types by sha256
     info: dict[str, Any]
     inspected_at: AwareDatetime
     installation: InstallationId  # which installation read the header

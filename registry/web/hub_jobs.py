@@ -10,8 +10,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from registry.access.job_limits import JobLimit
+from registry.catalog.adaptable import for_pairs
 from registry.hub.queue import queue_job
-from registry.models import GGUFFile, HubJob
+from registry.models import AdaptCheck, GGUFFile, HubJob, Pair
 from registry.queues import listening_workers
 from registry.web.forms import ImportForm
 from registry.web.pages import explained_checks
@@ -58,6 +59,28 @@ def import_curated(request: HttpRequest) -> HttpResponse:
 def find_drafts(request: HttpRequest, pk: int) -> HttpResponse:
     f = get_object_or_404(GGUFFile, pk=pk)
     return _queue_or_refuse(request, HubJob.FIND_DRAFTS, {"source": f.source, "file": f.pk}, f.get_absolute_url())
+
+
+@login_required
+@require_POST
+def adapt_draft(request: HttpRequest, pk: int) -> HttpResponse:
+    """Queue the adaptation of an adaptable pair's draft (registry.hub.adapting): the files are the two the pair
+    shows, the output goes to the model folder, and the per-user job limits hold."""
+    pair = get_object_or_404(Pair, pk=pk)
+    check = for_pairs([pair]).get(pair.pk)  # decided now if no page has shown it yet
+    if check is None or check.state != AdaptCheck.ADAPTABLE:
+        messages.error(request, "This pair's draft is not adaptable (see the pair page for why).")
+        response = redirect(pair)
+        response.status_code = 303
+        return response
+    params = {
+        "target": pair.target_id,
+        "draft": pair.draft_id,
+        "pair": pair.pk,
+        "target_source": pair.target.source,
+        "draft_source": pair.draft.source,
+    }
+    return _queue_or_refuse(request, HubJob.ADAPT_DRAFT, params, pair.get_absolute_url())
 
 
 def job_state(job: HubJob) -> dict:

@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404
 
 from inspector.spec_flags import draft_label, is_draftless
 from registry.catalog.adaptable import for_pairs
+from registry.catalog.bases import AdaptedFrom, adapted_from
 from registry.catalog.combinations import PairCombinations, classes_dict, pair_combinations
 from registry.catalog.listing import unlisted_partners
 from registry.catalog.pairing import as_draft, as_target
@@ -54,6 +55,7 @@ class ModelPage:
     # Compatible base models without a listed pair (catalog.listing): drafts smallest first, targets biggest first.
     more_drafts: list[BaseClass] = field(default_factory=list)
     more_targets: list[BaseClass] = field(default_factory=list)
+    adapted: AdaptedFrom | None = None  # the file is a draft adapt_draft made: from what, for what
 
 
 @dataclass
@@ -112,6 +114,7 @@ def model_page(pk: int, file_id: str | None) -> ModelPage:
         base_summary(model),
         unlisted_partners(chosen, "draft"),
         unlisted_partners(chosen, "target"),
+        adapted_from(chosen.info or {}),
     )
 
 

@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 from inspector.hf_spec import parse_hf_spec
 from inspector.hub_names import hub_token, shard_names
 from inspector.sources import SourceError, is_remote
+from registry.hub.adapting import AdaptJobError
 from registry.models import SHA256
 from runner.cache import sha256_file
 
@@ -100,3 +101,12 @@ def local_paths(source: str, size: int | None = None, sha256: str = "", progress
             out[0].unlink(missing_ok=True)
             raise DownloadError(f"{source}: sha256 {actual[:12]}… does not match the Hub's {sha256[:12]}…; removed")
     return out
+
+
+def fetch_whole(source: str, size: int | None, sha256: str) -> list[Path]:
+    """``local_paths`` for a Hub job that needs a whole file (registry.hub.adapting's ``fetch``): its failure is the
+    job's one line."""
+    try:
+        return local_paths(source, size, sha256)
+    except DownloadError as exc:
+        raise AdaptJobError(str(exc)) from None

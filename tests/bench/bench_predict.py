@@ -182,10 +182,24 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
         f"{measure_s / max(predict_s, 1e-9):.1f}x faster from nothing, "
         f"{measure_s / max(after, 1e-9):.1f}x once the transcript exists"
     )
+    table = [
+        (
+            c.cell.content_type,
+            c.cell.setting.label,
+            p.acceptance,
+            c.acceptance_rate,
+            p.speedup,
+            c.speedup,
+            measured_range(c),
+        )
+        for c, p, _e, _same in rows
+    ]
     return {
         "acc": acc,
         "spd": spd,
         "without": without,
+        "rows": table,
+        "changed": prun.changed_tokens,
         "predict_s": predict_s,
         "measure_s": measure_s,
         "beyond": beyond,

@@ -1,0 +1,99 @@
+"""The pair page's "Adapt the draft" job (issue 34): write the adapted draft into the model folder and register it.
+
+A signed-in user asks on an adaptable pair's page; a worker downloads the draft (whole: its tensor data is copied)
+through the runner's budgeted download, reads only the target's header, writes the adapted copy with
+inspector.adapt (the rules of ``manage.py adapt_draft``) into ``SPECREG_MODEL_DIR/adapted/`` (never a path the web
+names), within the model folder's disk budget, and registers it. Registered, it is a base model of its own ("adapted
+from …", registry.catalog.bases) whose pair with the target is an ordinary pair: predicted, benchmarked, deployed.
+
+The download belongs to the runner (the registry never imports it): the worker's task passes it in as ``fetch``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from inspector.adapt import AdaptError, NotAdaptable, adapt
+from registry.catalog.adaptable import decide
+from registry.catalog.local_files import LocalFileError, register_local
+from registry.models import AdaptCheck, GGUFFile, Pair
+
+# A draft's local paths, downloading what is missing: (source, size, sha256) -> paths. Raises AdaptJobError.
+Fetch = Callable[[str, int | None, str], list[Path]]
+Say = Callable[[str, str], None]
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class AdaptJobError(Exception):
+    """The adaptation cannot be made; one line for the job's page."""
+
+
+def adapted_dir() -> Path:
+    return Path(settings.SPECREG_MODEL_DIR) / "adapted"
+
+
+def output_path(target: GGUFFile, draft: GGUFFile) -> Path:
+    """Where the adapted copy goes: named from the two files (their registry ids keep two repositories' files of one
+    name apart), inside the model folder whatever the names hold."""
+
+    def stem(f: GGUFFile) -> str:
+        return _UNSAFE.sub("-", Path(f.path).stem)[:80].strip("-.") or "model"
+
+    return adapted_dir() / f"{stem(draft)}-for-{stem(target)}-{draft.pk}-{target.pk}.gguf"
+
+
+def run_adapt_job(params: dict[str, Any], fetch: Fetch, say: Say) -> dict[str, Any]:
+    """The job: the adapted draft registered, and its pair with the target. Raises AdaptJobError (one line)."""
+    target = GGUFFile.objects.filter(pk=int(params.get("target") or 0)).first()
+    draft = GGUFFile.objects.filter(pk=int(params.get("draft") or 0)).first()
+    if target is None or draft is None:
+        raise AdaptJobError("the target or the draft is no longer registered")
+    check = decide(target, draft)  # decided again now: the files may have changed since the page was shown
+    if check.state != AdaptCheck.ADAPTABLE:
+        why = f" ({check.rule}: {check.detail})" if check.rule else ""
+        raise AdaptJobError(f"{draft.source} is no longer adaptable to {target.source}{why}")
+    out = output_path(target, draft)
+    if not out.is_file():
+        _write(target, draft, out, fetch, say)
+    else:
+        say("info", f"{out.name} was adapted before: registered again, not written again")
+    try:
+        made = register_local(out).file
+    except LocalFileError as exc:
+        raise AdaptJobError(f"the adapted draft was written but could not be registered: {exc}") from None
+    pair = Pair.objects.filter(target_base=target.model.base, draft_base=made.model.base).first()
+    verdict = "compatible" if pair is not None and pair.compatible else "not compatible"
+    say("success", f"Adapted {draft.filename} for {target.filename}: registered as {made.filename}, {verdict}.")
+    return {"file": made.pk, "pair": pair.pk if pair is not None else None, "path": out.name}
+
+
+def _write(target: GGUFFile, draft: GGUFFile, out: Path, fetch: Fetch, say: Say) -> None:
+    """The draft fetched whole and its adapted copy written, within the model folder's budget; nothing half-written
+    stays (inspector.adapt writes to a temporary name and renames)."""
+    if draft.split_count > 1:
+        raise AdaptJobError(f"{draft.source}: a draft split into {draft.split_count} files is not adapted here")
+    say("info", f"fetching {draft.source}")
+    paths = fetch(draft.source, draft.size, draft.content_sha256)
+    folder = adapted_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    need = paths[0].stat().st_size
+    used = sum(p.stat().st_size for p in Path(settings.SPECREG_MODEL_DIR).rglob("*") if p.is_file())
+    budget = settings.SPECREG_DISK_BUDGET_BYTES
+    if used + need > budget:
+        raise AdaptJobError(
+            f"the adapted draft needs {need:,} bytes but only {max(0, budget - used):,} remain of the model folder's "
+            "disk budget (SPECREG_DISK_BUDGET_BYTES)"
+        )
+    if need > shutil.disk_usage(folder).free:
+        raise AdaptJobError(f"the adapted draft needs {need:,} bytes and the disk has less free")
+    say("info", f"writing {out.name}")
+    try:
+        adapt(target.source, paths[0], out, max_header_bytes=settings.SPECREG_MAX_HEADER_BYTES)
+    except (NotAdaptable, AdaptError) as exc:
+        raise AdaptJobError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
