@@ -85,9 +85,10 @@ def test_real_rounds_are_timed_once_per_pair_and_kept_with_their_residual(smollm
     monkeypatch.setenv("SPECREG_CACHE_DIR", str(tmp_path / "cache"))
     gen = binaries.GenParams(n_predict=8, threads=2)
     target = prediction.measure_cost(smollm2_path, gen, round_cost.ROUND_K + 1, reps=3)
-    run = round_cost.measure_rounds(
+    run, extra = round_cost.measure_rounds(
         smollm2_path, smollm2_path, gen, lambda r: round_residual(r, target, target), timeout_s=300
     )
+    assert extra == pytest.approx(round_residual(run, target, target))
     # llama.cpp's own counts: every round yields its accepted tokens and one of the target's
     assert run.rounds == run.n_decoded - run.n_accept > 0
     assert 0 < run.n_drafted <= run.rounds * run.k and run.n_accept <= run.n_drafted
@@ -101,5 +102,6 @@ def test_real_rounds_are_timed_once_per_pair_and_kept_with_their_residual(smollm
     assert len(rows[0].data["decode_s_all"]) == round_cost.ROUND_REPEATS
     assert rows[0].data["draft"] == smollm2_path.name
     # kept: a second prediction of the pair on this machine reads it instead of running llama.cpp again
+    # kept with its residual: another moment's cost model does not change what was measured
     again = round_cost.measure_rounds(smollm2_path, smollm2_path, gen, lambda r: 0.0, timeout_s=300)
-    assert again == run and CostMeasurement.objects.count() == 2  # the cost model and the rounds
+    assert again == (run, extra) and CostMeasurement.objects.count() == 2  # the cost model and the rounds

@@ -455,10 +455,10 @@ def _cost_models(
     if draft is not None and any(uses_draft_file(s.method) for s in settings):
         t = costs["target"]
         d = costs["draft"] = measure_cost(draft, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)
-        rounds = round_cost.measure_rounds(
+        _, extra = round_cost.measure_rounds(
             target, draft, gen, lambda r: round_residual(r, t, d), should_cancel=should_cancel, timeout_s=timeout_s
         )
-        costs["target"] = replace(t, extra_per_call_s=round_residual(rounds, t, d))
+        costs["target"] = replace(t, extra_per_call_s=extra)
     return costs
 
 

@@ -100,10 +100,13 @@ def measure_rounds(
     *,
     should_cancel: Callable[[], bool] | None = None,
     timeout_s: float,
-) -> RoundRun:
+) -> tuple[RoundRun, float]:
     """The median of ROUND_REPEATS timed runs of the pair, kept per target and draft file, build, options and machine
-    like a cost model (a kept one is returned without running), with ``residual`` of it (seconds per round beyond
-    the modelled parts, which the hardware page shows). Raises ReplayError (one line) when llama.cpp fails."""
+    like a cost model (a kept one is returned without running), and ``residual`` of it (seconds per decode call
+    beyond the modelled parts, which the hardware page shows per round), taken with the cost models of the moment it
+    was measured and kept with it. A kept run's residual is the kept one, never the kept seconds set against a cost
+    model measured at another moment: on a shared VM that difference alone read -67 ms per round where +7 ms had
+    been measured. Raises ReplayError (one line) when llama.cpp fails."""
     gen = replace(gen, temperature=0.0, n_predict=ROUND_TOKENS, ctx_size=max(gen.ctx_size or 0, 1024))
     caps = binaries.capabilities(binaries.find_binary(binaries.SPECULATIVE))
     # the key holds the files' contents (runner.predict.kept), not where they lie
@@ -114,21 +117,22 @@ def measure_rounds(
     found = kept.find(kept.COSTS, target, options)
     if found is not None:
         try:
-            return RoundRun.from_dict(found["round"])
+            return RoundRun.from_dict(found["round"]), float(found["extra_per_call_s"])
         except (KeyError, TypeError, ValueError):
-            pass  # damaged: measured again
+            pass  # damaged, or kept before the residual was: measured again
     runs = [_run_once(caps, target, draft, gen, should_cancel, timeout_s) for _ in range(ROUND_REPEATS)]
     run = sorted(runs, key=lambda r: r.decode_s)[len(runs) // 2]
     spent = sum(r.decode_s for r in runs)
+    extra = residual(run)
     data = {
         "round": run.to_dict(),
         "decode_s_all": [r.decode_s for r in runs],
-        "extra_per_call_s": residual(run),
+        "extra_per_call_s": extra,
         "calls_per_round": ROUND_K + 2,  # a full round: the target's batch, K draft decodes, the draft's intake
         "draft": Path(draft).name[:255],
     }
     kept.keep(kept.COSTS, target, options, data, seconds=spent, threads=gen.threads, depth=run.n_encoded)
-    return run
+    return run, extra
 
 
 def _run_once(
