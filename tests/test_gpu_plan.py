@@ -35,16 +35,21 @@ def _nothing_asked(monkeypatch):
     monkeypatch.setattr(build, "_recorded", lambda field: None)
 
 
-@pytest.fixture
-def h100(tmp_path, monkeypatch) -> Path:
-    """``nvidia-smi`` on PATH, answering as a machine with one H100."""
+def smi_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> Path:
+    """A stand-in ``nvidia-smi`` running ``script``, first on PATH."""
     folder = tmp_path / "smi"
     folder.mkdir()
     smi = folder / "nvidia-smi"
-    smi.write_text(H100_SMI)
+    smi.write_text(script)
     smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
     return smi
+
+
+@pytest.fixture
+def h100(tmp_path, monkeypatch) -> Path:
+    """``nvidia-smi`` on PATH, answering as a machine with one H100."""
+    return smi_on_path(tmp_path, monkeypatch, H100_SMI)
 
 
 @pytest.fixture

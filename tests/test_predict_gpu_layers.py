@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import stat
 import subprocess
 import sys
 from dataclasses import replace
@@ -26,7 +25,7 @@ from runner.management.commands.predict import json_answer
 from runner.models import CostMeasurement
 from runner.predict import forced, kept, prediction, replay
 from tests import needs
-from tests.test_gpu_plan import H100_SMI
+from tests.test_gpu_plan import H100_SMI, smi_on_path
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET, DRAFT, PROMPT = "/models/target.gguf", "/models/draft.gguf", "Write a haiku about GPUs."
@@ -45,25 +44,16 @@ def _this_machine_asked_afresh(monkeypatch):
     kept._described.cache_clear()
 
 
-def _smi_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> None:
-    folder = tmp_path / "smi"
-    folder.mkdir()
-    smi = folder / "nvidia-smi"
-    smi.write_text(script)
-    smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-
-
 @pytest.fixture
 def h100(tmp_path, monkeypatch) -> None:
     """``nvidia-smi`` on PATH, answering as a machine with one H100 (tests/test_gpu_plan.py's stand-in)."""
-    _smi_on_path(tmp_path, monkeypatch, H100_SMI)
+    smi_on_path(tmp_path, monkeypatch, H100_SMI)
 
 
 @pytest.fixture
 def no_gpu(tmp_path, monkeypatch) -> None:
     """An ``nvidia-smi`` that answers as a machine without an NVIDIA GPU does (it fails), whatever this one has."""
-    _smi_on_path(tmp_path, monkeypatch, "#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
+    smi_on_path(tmp_path, monkeypatch, "#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
 
 
 @pytest.fixture(params=["pinned", pytest.param("installed", marks=pytest.mark.llama)])

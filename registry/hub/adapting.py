@@ -12,7 +12,6 @@ The download belongs to the runner (the registry never imports it): the worker's
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from django.conf import settings
 from inspector.adapt import AdaptError, NotAdaptable, adapt
 from registry.catalog.adaptable import decide
 from registry.catalog.local_files import LocalFileError, register_local
+from registry.model_folder import model_dir, room_problem
 from registry.models import AdaptCheck, GGUFFile, Pair
 
 # A draft's local paths, downloading what is missing: (source, size, sha256) -> paths. Raises AdaptJobError.
@@ -35,7 +35,7 @@ class AdaptJobError(Exception):
 
 
 def adapted_dir() -> Path:
-    return Path(settings.SPECREG_MODEL_DIR) / "adapted"
+    return model_dir() / "adapted"
 
 
 def output_path(target: GGUFFile, draft: GGUFFile) -> Path:
@@ -80,18 +80,9 @@ def _write(target: GGUFFile, draft: GGUFFile, out: Path, fetch: Fetch, say: Say)
         raise AdaptJobError(f"{draft.source}: a draft split into {draft.split_count} files is not adapted here")
     say("info", f"fetching {draft.source}")
     paths = fetch(draft.source, draft.size, draft.content_sha256)
-    folder = adapted_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    need = paths[0].stat().st_size
-    used = sum(p.stat().st_size for p in Path(settings.SPECREG_MODEL_DIR).rglob("*") if p.is_file())
-    budget = settings.SPECREG_DISK_BUDGET_BYTES
-    if used + need > budget:
-        raise AdaptJobError(
-            f"the adapted draft needs {need:,} bytes but only {max(0, budget - used):,} remain of the model folder's "
-            "disk budget (SPECREG_DISK_BUDGET_BYTES)"
-        )
-    if need > shutil.disk_usage(folder).free:
-        raise AdaptJobError(f"the adapted draft needs {need:,} bytes and the disk has less free")
+    if why := room_problem(paths[0].stat().st_size):  # the copy is the draft's size
+        raise AdaptJobError(f"the adapted draft {why}")
+    adapted_dir().mkdir(parents=True, exist_ok=True)
     say("info", f"writing {out.name}")
     try:
         adapt(target.source, paths[0], out, max_header_bytes=settings.SPECREG_MAX_HEADER_BYTES)

@@ -19,7 +19,7 @@ a round leaves out depends on the draft. Kept like a cost model (runner.predict.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ ROUND_PROMPT = (
 
 @dataclass(frozen=True)
 class RoundRun:
-    """One timed run of the target drafting for itself (llama-speculative-simple's printed figures)."""
+    """One timed run of the pair (llama-speculative-simple's printed figures)."""
 
     k: int
     decode_s: float  # the decode loop, drafting and verifying; the prompt excluded
@@ -62,14 +62,7 @@ class RoundRun:
         return steps + [0] * max(0, self.rounds - len(steps))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "k": self.k,
-            "decode_s": self.decode_s,
-            "n_decoded": self.n_decoded,
-            "n_drafted": self.n_drafted,
-            "n_accept": self.n_accept,
-            "n_encoded": self.n_encoded,
-        }
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RoundRun:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from django.conf import settings
 from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError
 from tqdm.auto import tqdm
@@ -16,6 +14,7 @@ from inspector.hf_spec import parse_hf_spec
 from inspector.hub_names import hub_token, shard_names
 from inspector.sources import SourceError, is_remote
 from registry.hub.adapting import AdaptJobError
+from registry.model_folder import model_dir, room_problem
 from registry.models import SHA256
 from runner.cache import sha256_file
 
@@ -24,10 +23,6 @@ Progress = Callable[[int, int | None], None]  # bytes done, bytes total
 
 class DownloadError(Exception):
     """A model file could not be made available locally; one line."""
-
-
-def _dir_size(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink()) if path.exists() else 0
 
 
 def _progress_class(report: Progress | None):
@@ -61,18 +56,10 @@ def local_paths(source: str, size: int | None = None, sha256: str = "", progress
         if missing:
             raise DownloadError(f"{missing[0]}: no such file on this worker")
         return paths
-    model_dir = Path(settings.SPECREG_MODEL_DIR)
-    model_dir.mkdir(parents=True, exist_ok=True)
-    if size is not None:
-        used = _dir_size(model_dir)
-        free = shutil.disk_usage(model_dir).free
-        if used + size > settings.SPECREG_DISK_BUDGET_BYTES:
-            raise DownloadError(
-                f"{source}: needs {size:,} bytes but only {settings.SPECREG_DISK_BUDGET_BYTES - used:,} "
-                "remain of the disk budget (SPECREG_DISK_BUDGET_BYTES)"
-            )
-        if size > free:
-            raise DownloadError(f"{source}: needs {size:,} bytes but the disk has {free:,} free")
+    folder = model_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    if size is not None and (why := room_problem(size)):
+        raise DownloadError(f"{source}: {why}")
     out = []
     for shard in shard_names(source):
         try:
@@ -85,7 +72,7 @@ def local_paths(source: str, size: int | None = None, sha256: str = "", progress
                     spec.repo_id,
                     spec.path,
                     revision=spec.revision,
-                    cache_dir=model_dir / "hub",
+                    cache_dir=folder / "hub",
                     token=hub_token(anonymous=False),
                     endpoint=os.environ.get("HF_ENDPOINT") or None,
                     tqdm_class=_progress_class(progress),

@@ -194,13 +194,13 @@ def hardware(request: HttpRequest, name: str) -> HttpResponse:
     if not rows and not BenchmarkRun.objects.filter(hardware_class=name).exists():
         raise Http404("nothing has been measured on this hardware class")
     latest: dict[tuple[str, str], CostMeasurement] = {}
-    round_s: dict[tuple[str, str], str] = {}  # runner.predict.round_cost's records: a pair's real rounds, timed
+    rounds: dict[tuple[str, str], str] = {}  # runner.predict.round_cost's records, shown per round of K 4
     for c in rows:  # newest first: the first of each model file and machine is its latest
         if "round" in c.data:
             per_call, calls = c.data.get("extra_per_call_s"), c.data.get("calls_per_round")
             if isinstance(per_call, (int, float)) and isinstance(calls, int):
                 draft = str(c.data.get("draft") or "its draft")
-                round_s.setdefault((c.model_sha256, c.host), f"{per_call * calls * 1000:+.2f} ms with {draft}")
+                rounds.setdefault((c.model_sha256, c.host), f"{per_call * calls * 1000:+.2f} ms with {draft}")
         else:
             latest.setdefault((c.model_sha256, c.host), c)
     # Worker host names are the installation's own, shown to those who may see server paths; others see each
@@ -212,7 +212,7 @@ def hardware(request: HttpRequest, name: str) -> HttpResponse:
     for c in latest.values():
         secs = [float(x) for x in (c.data.get("seconds") or [])]
         label = c.model_name if len(hosts) == 1 else f"{c.model_name} on {alias[c.host]}"
-        per_round = round_s.get((c.model_sha256, c.host))
+        per_round = rounds.get((c.model_sha256, c.host))
         costs.append(
             {"label": label, "row": c, "host": alias[c.host], "seconds": secs, "depth": c.depth, "round": per_round}
         )
