@@ -162,7 +162,10 @@ def run_tool(
     if r.timed_out:
         raise ReplayError(f"the replay tool ran past {timeout_s:.0f} s")
     if r.rc != 0:
-        lines = [ln for ln in r.stderr.strip().splitlines() if ln.startswith("specreg-replay:")]
+        # Anywhere in a line, not only at its start: llama.cpp's log thread writes an entry's prefix and text in
+        # two calls, and the tool's own last words can land between them (seen once in CI: "exited 3").
+        marker = "specreg-replay:"
+        lines = [ln[ln.index(marker) :] for ln in r.stderr.splitlines() if marker in ln]
         why = lines[-1] if lines else describe_exit(r.rc)
         raise ReplayError(why[:300])
     return r.stdout
