@@ -327,6 +327,9 @@ class Pair(models.Model):
         indexes = [
             models.Index(fields=["draft", "target"], name="pair_draft_target"),
             models.Index(fields=["draft_base", "target_base"], name="pair_draft_target_base"),
+            # The few pairs with a measured, reported or predicted figure (registry.catalog.listing.with_evidence reads
+            # them whenever a small draft joins a big family): an index of those alone, not a scan of every pair.
+            models.Index(fields=["id"], name="pair_with_figures", condition=~models.Q(best_kind="")),
             *sort_key_indexes(),
         ]
 

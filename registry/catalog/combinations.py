@@ -26,6 +26,7 @@ from inspector.compat import check_pair
 from inspector.info import ModelInfo
 from inspector.llama_rules import LLAMA_CPP_BUILD
 from inspector.tokens import MAX_SIZE_DIFFERENCE
+from registry.bulk_sql import bulk_set, id_in
 from registry.catalog.columns import table_columns
 from registry.catalog.stored import load_info
 from registry.models import BaseClass, BaseModel, ClassCheck, GGUFFile, Pair, PairCheckResult, TokenizerClass
@@ -421,22 +422,22 @@ def save_settled(settled: Settled) -> None:
     their stored full check (it was of the files they no longer show)."""
     moved = [p for p in settled.pairs if p.pk in settled.moved]
     if moved:
-        Pair.objects.bulk_update(moved, SETTLED_FIELDS, batch_size=500)
+        bulk_set(Pair, moved, SETTLED_FIELDS)  # one UPDATE … FROM VALUES, not a CASE per row (registry.bulk_sql)
         for ids in chunks([p.pk for p in moved]):
-            PairCheckResult.objects.filter(pair_id__in=ids).delete()
+            PairCheckResult.objects.filter(id_in(PairCheckResult, "pair", ids)).delete()
     groups: dict[tuple[object, ...], list[int]] = defaultdict(list)
     for p in settled.pairs:
         if p.pk not in settled.moved:
             groups[tuple(getattr(p, k) for k in VERDICT_COLUMNS)].append(p.pk)
     for values, pks in groups.items():
         for ids in chunks(pks):
-            Pair.objects.filter(pk__in=ids).update(**dict(zip(VERDICT_COLUMNS, values, strict=True)))
+            Pair.objects.filter(id_in(Pair, "id", ids)).update(**dict(zip(VERDICT_COLUMNS, values, strict=True)))
     by_verdict: dict[str, list[int]] = defaultdict(list)
     for pk, verdict in settled.verdicts.items():
         by_verdict[verdict].append(pk)
     for verdict, pks in by_verdict.items():
         for ids in chunks(pks):
-            Pair.objects.filter(pk__in=ids).update(verdict=verdict)
+            Pair.objects.filter(id_in(Pair, "id", ids)).update(verdict=verdict)
 
 
 def resettle(base_ids: Iterable[int | None]) -> int:

@@ -9,21 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection
-from django.db.models import BooleanField, QuerySet
-from django.db.models.expressions import RawSQL
+from django.db.models import QuerySet
 
+from registry.bulk_sql import id_in
 from registry.catalog.adaptable import api_value, for_pairs
 from registry.catalog.combinations import compatible_quants
 from registry.models import Pair
 
 
 def pairs_by_id(ids: list[int]) -> QuerySet[Pair]:
-    """``Pair.objects.filter(pk__in=ids)``, sent to PostgreSQL as one array parameter: hundreds of
-    ids as one parameter each cost Django and the driver more than the query costs the server."""
-    if connection.vendor == "postgresql":
-        return Pair.objects.filter(RawSQL('"registry_pair"."id" = ANY(%s)', (ids,), output_field=BooleanField()))
-    return Pair.objects.filter(pk__in=ids)
+    """``Pair.objects.filter(pk__in=ids)``, sent to PostgreSQL as one array parameter (registry.bulk_sql)."""
+    return Pair.objects.filter(id_in(Pair, "id", ids))
 
 
 FILE_FIELDS = (
