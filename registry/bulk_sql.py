@@ -32,7 +32,7 @@ def bulk_set(model: type[models.Model], objs: Sequence[models.Model], fields: Se
     """``model.objects.bulk_update(objs, fields)``, as one ``UPDATE … FROM (VALUES …)`` per batch on PostgreSQL.
 
     Hand-written because Django's bulk_update writes a CASE over every row for every column, which both Django and
-    the server evaluate per row: 631 ms for 300 pairs and 11 columns, where this statement takes 65 ms (measured at
+    the server evaluate per row: 631 ms for 300 pairs and 11 columns, where this statement takes 34 ms (measured at
     9,000 files; a base model whose shown file changes moves thousands of pairs in one registration)."""
     if not objs:
         return

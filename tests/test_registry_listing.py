@@ -11,6 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from inspector.info import inspect_source
+from registry.catalog import listing
 from registry.catalog.listing import unlisted_partners
 from registry.catalog.registration import register
 from registry.models import GGUFFile, Pair
@@ -47,7 +48,12 @@ def test_a_target_lists_its_smallest_drafts_whatever_order_they_came_in(tmp_path
     assert Pair.objects.filter(compatible=True).count() <= 3 * len(files)
 
 
-def test_a_smaller_draft_takes_the_place_of_a_bigger_one_unless_something_is_attached(tmp_path, settings, client):
+@pytest.mark.parametrize("named_ids", [listing.NAMED_IDS, 0])
+def test_a_smaller_draft_takes_the_place_of_a_bigger_one_unless_something_is_attached(
+    tmp_path, settings, client, monkeypatch, named_ids
+):
+    # Evidence read by naming the listed pairs, and (0) from the tables that point at pairs, as for a big family.
+    monkeypatch.setattr(listing, "NAMED_IDS", named_ids)
     settings.SPECREG_LISTED_DRAFTS = 3
     target = add(tmp_path, "t", 64_000)
     for n in (1_000, 3_000, 5_000):

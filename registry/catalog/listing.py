@@ -17,7 +17,7 @@ So rows grow with base models times a constant, not with their square.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from django.conf import settings
 from django.db.models import F, Q, QuerySet
@@ -72,8 +72,9 @@ def with_evidence(pair_ids: Iterable[int]) -> set[int]:
     return kept
 
 
-def _pks(qs: QuerySet, name: str) -> Iterator[int]:
-    return iter(qs.order_by().values_list(name, flat=True).distinct())
+def _pks(qs: QuerySet, name: str) -> QuerySet:
+    """The distinct values of ``name`` in ``qs`` (the pair ids a table points at)."""
+    return qs.order_by().values_list(name, flat=True).distinct()
 
 
 class Listing:
