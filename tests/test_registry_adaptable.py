@@ -22,6 +22,7 @@ from django.utils import timezone
 from gguf import GGUFValueType
 
 from inspector.info import inspect_source
+from registry.catalog.adaptable import decide_pending
 from registry.catalog.registration import register
 from registry.models import AdaptCheck, GGUFFile, Pair, TokenTypeTable
 from tests.models import model_path
@@ -115,6 +116,27 @@ def test_the_api_says_which_incompatible_pairs_are_adaptable(client, files):
     assert AdaptCheck.objects.filter(target=r1, draft=q05, state="adaptable").count() == 1
 
 
+def test_registration_decides_and_the_table_only_reads(client, files):
+    r1, q05, q15 = files["r1"], files["q05"], files["q15"]
+    # Decided when the pairs were registered, before any page was read.
+    stored = {(a.target_id, a.draft_id): a.state for a in AdaptCheck.objects.all()}
+    assert stored[(r1.pk, q05.pk)] == stored[(r1.pk, q15.pk)] == "adaptable"
+    # Without a stored decision the table, the API's list and the CSV say nothing (they never decide: a page of
+    # near-misses from many families would read every family's token tables), and no row is written by reading.
+    AdaptCheck.objects.all().delete()
+    rows = client.get("/api/pairs?verdict=all").json()["results"]
+    assert rows and all(r["adaptable"] is None for r in rows)
+    assert not any("adaptable:" in r for r in table_rows(client, "verdict=all"))
+    assert not AdaptCheck.objects.exists()
+    # One pair's page decides it on read, and so does the next registration of its base model.
+    assert client.get(f"/api/pairs/{pair_of(r1, q05).pk}").json()["adaptable"]["changed_tokens"] == 7
+    assert AdaptCheck.objects.filter(target=r1, draft=q05).exists()
+    assert not AdaptCheck.objects.filter(target=r1, draft=q15).exists()
+    assert decide_pending([r1.model.base_id]) >= 1
+    assert AdaptCheck.objects.get(target=r1, draft=q15).state == "adaptable"
+    assert decide_pending([r1.model.base_id]) == 0  # nothing left: one read
+
+
 def table_rows(client, query: str) -> list[str]:
     html = client.get(f"/?{query}").content.decode()
     return re.findall(r"<tr>.*?</tr>", html, re.S)
@@ -170,7 +192,8 @@ def test_find_drafts_lists_adaptable_drafts_after_compatible_ones(files):
 
 def test_files_registered_before_types_were_stored_read_as_cannot_tell(client, files):
     r1, q05 = files["r1"], files["q05"]
-    GGUFFile.objects.filter(pk__in=[r1.pk, q05.pk]).update(token_types=None)  # as the migration leaves them
+    GGUFFile.objects.filter(pk__in=[r1.pk, q05.pk]).update(token_types=None)  # as the migration leaves them,
+    AdaptCheck.objects.all().delete()  # with no decision stored (registration decided these with the types)
     data = client.get(f"/api/pairs/{pair_of(r1, q05).pk}").json()
     assert data["adaptable"] is None
     assert data["adaptability"]["state"] == "unknown" and data["adaptability"]["rule"] == "token_types"

@@ -68,6 +68,7 @@ def forget_types() -> None:
     """Every file as registered before token types were stored (the migration leaves them so)."""
     GGUFFile.objects.update(token_types=None)
     TokenTypeTable.objects.all().delete()
+    AdaptCheck.objects.all().delete()  # and no decision (registration decided these with the types)
 
 
 def pair_of(target: GGUFFile, draft: GGUFFile) -> Pair:

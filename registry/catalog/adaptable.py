@@ -4,8 +4,11 @@ special tokens says so on its row, its page, in the API and in ``find_drafts``.
 The rules are ``inspector.adapt.plan``'s, run on the two files' stored inspections (``Side.from_info``: the stored
 ModelInfo with its token texts and types), never restated here. A decision is stored per (target file, draft file)
 as an ``AdaptCheck`` row and read back in one query per page (see that model for why per file pair, not per
-ClassCheck); a missing or stale one is decided on first read, in a few milliseconds once the two token tables are
-in the process's cache (registry.catalog.stored).
+ClassCheck). Registration decides the near-miss pairs of the file's base model that lack one (``decide_pending``),
+after its pairs are written: a decision reads both files' token tables and types (megabytes each, and a page of
+near-misses from many families meets more tables than the process caches), so the table, the API's list and the
+CSV read stored decisions only, and a page of incompatible rows costs what any other does. A single pair (its page,
+the API's pair, a Hub job's preview) still decides a missing or stale one on read.
 
 Only pairs whose first failing rule is bos, eos or token_text can be adaptable: plan refuses every other one
 (architecture, vocab_type, vocab_size, a sidecar's method rules) before it looks at a token, so those pairs are
@@ -19,7 +22,7 @@ from collections.abc import Collection, Iterable
 from typing import Any, Protocol
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from inspector.adapt import NotAdaptable, Side, plan
@@ -83,9 +86,9 @@ def decide(target: GGUFFile, draft: GGUFFile) -> AdaptCheck:
     return row
 
 
-def decisions(wanted: Collection[FilePair]) -> dict[FilePair, AdaptCheck]:
+def decisions(wanted: Collection[FilePair], decide: bool = True) -> dict[FilePair, AdaptCheck]:
     """The decision for each (target file, draft file): stored rows in one query; missing ones, and those older than
-    either file's inspection or made under other rules, decided now and stored."""
+    either file's inspection or made under other rules, decided now and stored (``decide`` False: left out)."""
     wanted = set(wanted)
     if not wanted:
         return {}
@@ -102,9 +105,29 @@ def decisions(wanted: Collection[FilePair]) -> dict[FilePair, AdaptCheck]:
         if fresh and (r.target_id, r.draft_id) in wanted:
             out[(r.target_id, r.draft_id)] = r
     missing = wanted - out.keys()
-    if missing:
+    if missing and decide:
         out.update(_decide_and_store(missing))
     return out
+
+
+def decide_pending(base_ids: Iterable[int | None]) -> int:
+    """Decide now every near-miss pair of these base models whose two shown files have no fresh decision (the
+    pairs a registration just made, or whose files it moved); returns how many were decided. One indexed read
+    where there are none, the common case."""
+    ids = sorted({b for b in base_ids if b is not None})
+    if not ids:
+        return 0
+    fresh = AdaptCheck.objects.filter(
+        target_id=OuterRef("target_id"),
+        draft_id=OuterRef("draft_id"),
+        version=VERSION,
+        decided_at__gte=OuterRef("target__inspected_at"),
+    ).filter(decided_at__gte=OuterRef("draft__inspected_at"))
+    pending = Pair.objects.filter(
+        Q(target_base_id__in=ids) | Q(draft_base_id__in=ids), compatible=False, failed_rule__in=CANDIDATE_RULES
+    ).filter(~Exists(fresh))
+    wanted = set(pending.values_list("target_id", "draft_id"))
+    return len(_decide_and_store(wanted)) if wanted else 0
 
 
 def decide_again(file_ids: Collection[int]) -> Counter[str]:
@@ -154,10 +177,11 @@ def _files(p: PairLike) -> FilePair:
     return (t, d)
 
 
-def for_pairs(pairs: Iterable[PairLike]) -> dict[int, AdaptCheck]:
-    """The decisions for the pairs among these that could be adaptable (on the two files each shows), by pair id."""
+def for_pairs(pairs: Iterable[PairLike], decide: bool = True) -> dict[int, AdaptCheck]:
+    """The decisions for the pairs among these that could be adaptable (on the two files each shows), by pair id;
+    ``decide`` False: the stored ones only (a page of many rows: see the module's docstring)."""
     cands = {p.pk: _files(p) for p in pairs if candidate(p.compatible, p.failed_rule)}
-    found = decisions(set(cands.values()))
+    found = decisions(set(cands.values()), decide)
     return {pk: found[fp] for pk, fp in cands.items() if fp in found}
 
 

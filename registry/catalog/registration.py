@@ -20,6 +20,7 @@ from django.utils import timezone
 from inspector.info import ModelInfo
 from inspector.tokens import TokenTable as Tokens
 from registry.cache_keys import bump_generation
+from registry.catalog.adaptable import decide_pending
 from registry.catalog.bases import base_for, base_parameters, recount_quants
 from registry.catalog.classes import class_for
 from registry.catalog.naming import family_key, family_name, model_name
@@ -79,6 +80,9 @@ def register(
                 raise
     with transaction.atomic():
         added, updated, compatible = compute_pairs(f, info, record_classes=not outer, fresh=existing is None)
+    # Whether the near-misses it made (or whose files it moved) can be adapted, decided once here so that pages only
+    # read it (catalog.adaptable). Outside the pairing transaction: a decision reads two token tables.
+    decide_pending([f.model.base_id])
     if outer:
         # Inside a caller's transaction (import_kb's) the file stays invisible to other registrations until
         # that commits, so the ordering above does not hold: pair it again once it has committed.
@@ -95,6 +99,7 @@ def _pair_again(file_id: int) -> None:
     if f is not None:
         with transaction.atomic():
             compute_pairs(f, load_info(f))
+        decide_pending([f.model.base_id])
         bump_generation()
 
 

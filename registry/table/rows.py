@@ -136,6 +136,7 @@ def fetch_rows(ids: list[int]) -> list[TablePair]:
     for p in rows:
         m = p.draft.model.quants or 0
         p.compatible_quants = quants.get(p.pk) or ((m, m) if p.compatible else (0, m))
-    for pk, row in for_pairs(rows).items():  # incompatible rows failing on bos, eos or token_text only
+    # Incompatible rows failing on bos, eos or token_text only, as stored (registration decides them).
+    for pk, row in for_pairs(rows, decide=False).items():
         found[pk].adaptable = api_value(row)
     return rows

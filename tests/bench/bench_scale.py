@@ -228,7 +228,7 @@ def drafts_ms(fam: int, n: int = 20) -> float:
 
 SLOWEST: list[tuple[str, float]] = [("", 0.0)]  # the slowest table request of the last table_ms call
 AUTOVACUUM = True  # set by main(): whether the server keeps planner statistics itself
-TABLE_URLS = ["/", "/?sort=-ratio", "/?q=fam1-", "/?verdict=all&page=5"]
+TABLE_URLS = ["/", "/?sort=-ratio", "/?q=fam1-", "/?verdict=all&page=5", "/?verdict=incompatible"]
 PARTIAL_URLS = ["/?verdict=partial", "/?verdict=partial&sort=-ratio&page=2", "/?verdict=partial&q=fam0-"]
 
 
