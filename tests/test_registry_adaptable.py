@@ -23,7 +23,7 @@ from gguf import GGUFValueType
 
 from inspector.info import inspect_source
 from registry.catalog.adaptable import decide_pending
-from registry.catalog.registration import register
+from registry.catalog.registration import finish, register
 from registry.models import AdaptCheck, GGUFFile, Pair, TokenTypeTable
 from tests.models import model_path
 from tests.test_adapt_draft import rewrite
@@ -62,10 +62,13 @@ def headers(tmp_path_factory) -> dict[str, Path]:
 
 
 def reg(path: Path, repo: str, name: str) -> GGUFFile:
+    """Registered as an import job registers a file, and ends (``finish``: its adaptability decided)."""
     info = inspect_source(str(path))
-    return register(
+    f = register(
         info, source=f"hf://{repo}/{name}", repo=repo, path=name, etag=f"etag-{repo}-{name}", size=info.file_size
     ).file
+    finish([f.pk])
+    return f
 
 
 @pytest.fixture
@@ -116,25 +119,33 @@ def test_the_api_says_which_incompatible_pairs_are_adaptable(client, files):
     assert AdaptCheck.objects.filter(target=r1, draft=q05, state="adaptable").count() == 1
 
 
-def test_registration_decides_and_the_table_only_reads(client, files):
+def test_a_job_decides_once_and_the_table_only_reads(client, files, headers):
     r1, q05, q15 = files["r1"], files["q05"], files["q15"]
-    # Decided when the pairs were registered, before any page was read.
+    # Decided when the job that registered them ended, before any page was read.
     stored = {(a.target_id, a.draft_id): a.state for a in AdaptCheck.objects.all()}
     assert stored[(r1.pk, q05.pk)] == stored[(r1.pk, q15.pk)] == "adaptable"
     # Without a stored decision the table, the API's list and the CSV say nothing (they never decide: a page of
-    # near-misses from many families would read every family's token tables), and no row is written by reading.
+    # near-misses from many families would read every family's token tables), and reading writes no row.
     AdaptCheck.objects.all().delete()
     rows = client.get("/api/pairs?verdict=all").json()["results"]
     assert rows and all(r["adaptable"] is None for r in rows)
     assert not any("adaptable:" in r for r in table_rows(client, "verdict=all"))
+    body = b"".join(client.get("/pairs.csv?verdict=all").streaming_content).decode()
+    assert "7 special tokens" not in body
     assert not AdaptCheck.objects.exists()
-    # One pair's page decides it on read, and so does the next registration of its base model.
+    # One pair's page decides it on read.
     assert client.get(f"/api/pairs/{pair_of(r1, q05).pk}").json()["adaptable"]["changed_tokens"] == 7
-    assert AdaptCheck.objects.filter(target=r1, draft=q05).exists()
-    assert not AdaptCheck.objects.filter(target=r1, draft=q15).exists()
-    assert decide_pending([r1.model.base_id]) >= 1
+    assert list(AdaptCheck.objects.values_list("target_id", "draft_id")) == [(r1.pk, q05.pk)]
+    # A registration alone decides nothing; the job's end decides what its files' base models lack, once.
+    info = inspect_source(str(headers["q15"]))
+    again = register(info, source="hf://someone/q15-copy/q15.gguf", repo="someone/q15-copy", path="q15.gguf").file
+    assert not AdaptCheck.objects.filter(draft=q15).exists()
+    assert decide_pending([again.pk]) == 2  # the 1.5B's near-misses: as a draft of R1, as the target of "other"
     assert AdaptCheck.objects.get(target=r1, draft=q15).state == "adaptable"
-    assert decide_pending([r1.model.base_id]) == 0  # nothing left: one read
+    assert AdaptCheck.objects.get(target=q15, draft=files["other"]).state == "refused"
+    assert decide_pending([q05.pk, r1.pk]) == 2  # R1 and the 0.5B with "other"
+    assert decide_pending([again.pk, q05.pk, r1.pk]) == 0  # nothing left: two reads
+    assert client.get("/api/pairs?verdict=all").json()["results"]
 
 
 def table_rows(client, query: str) -> list[str]:

@@ -218,6 +218,18 @@ def hub(fake_hub, headers):
     return fake_hub
 
 
+def test_imports_and_local_files_decide_their_near_misses_as_they_end(hub, tmp_path, headers):
+    # import_hf and register_local end with registration.finish: the table finds the decisions stored.
+    q05, r1 = GGUFFile.objects.get(repo=Q05), GGUFFile.objects.get(repo=R1)
+    assert AdaptCheck.objects.filter(target=r1, draft=q05).exclude(state="").exists()
+    AdaptCheck.objects.all().delete()
+    copy = tmp_path / "r1-copy.gguf"
+    shutil.copyfile(headers["r1"], copy)
+    mine = register_local(copy).file
+    assert mine.model.base_id == r1.model.base_id  # another copy of R1: its base model's near-misses decided again
+    assert AdaptCheck.objects.filter(target=r1, draft=q05).exists()
+
+
 def test_hub_files_are_read_again_by_their_header_only(client, hub, headers):
     q05 = GGUFFile.objects.get(repo=Q05)
     r1 = GGUFFile.objects.get(repo=R1)

@@ -4,11 +4,13 @@ special tokens says so on its row, its page, in the API and in ``find_drafts``.
 The rules are ``inspector.adapt.plan``'s, run on the two files' stored inspections (``Side.from_info``: the stored
 ModelInfo with its token texts and types), never restated here. A decision is stored per (target file, draft file)
 as an ``AdaptCheck`` row and read back in one query per page (see that model for why per file pair, not per
-ClassCheck). Registration decides the near-miss pairs of the file's base model that lack one (``decide_pending``),
-after its pairs are written: a decision reads both files' token tables and types (megabytes each, and a page of
-near-misses from many families meets more tables than the process caches), so the table, the API's list and the
-CSV read stored decisions only, and a page of incompatible rows costs what any other does. A single pair (its page,
-the API's pair, a Hub job's preview) still decides a missing or stale one on read.
+ClassCheck). A decision reads both files' token tables and types (megabytes each, and a page of near-misses from
+many families meets more tables than the process caches), so the table, the API's list and the CSV read stored
+decisions only, and a page of incompatible rows costs what any other does. They are made once per job that
+registers files (an import, a crawl step, a local file, a draft search: ``registration.finish``), for the near-miss
+pairs of the registered files' base models that lack one (``decide_pending``): the quants of one repository share
+their tables, so a job reads them once, not once per file. A single pair (its page, the API's pair, a Hub job's
+preview) still decides a missing or stale one on read.
 
 Only pairs whose first failing rule is bos, eos or token_text can be adaptable: plan refuses every other one
 (architecture, vocab_type, vocab_size, a sidecar's method rules) before it looks at a token, so those pairs are
@@ -110,11 +112,16 @@ def decisions(wanted: Collection[FilePair], decide: bool = True) -> dict[FilePai
     return out
 
 
-def decide_pending(base_ids: Iterable[int | None]) -> int:
-    """Decide now every near-miss pair of these base models whose two shown files have no fresh decision (the
-    pairs a registration just made, or whose files it moved); returns how many were decided. One indexed read
-    where there are none, the common case."""
-    ids = sorted({b for b in base_ids if b is not None})
+def decide_pending(file_ids: Iterable[int]) -> int:
+    """Decide now every near-miss pair of these files' base models whose two shown files have no fresh decision
+    (the pairs their registrations made, or whose files they moved); returns how many were decided. Two indexed
+    reads where there are none, the common case."""
+    wanted_files = sorted(set(file_ids))
+    bases: set[int] = set()
+    for i in range(0, len(wanted_files), 500):
+        chunk = wanted_files[i : i + 500]
+        bases.update(b for b in GGUFFile.objects.filter(pk__in=chunk).values_list("model__base_id", flat=True) if b)
+    ids = sorted(bases)
     if not ids:
         return 0
     fresh = AdaptCheck.objects.filter(

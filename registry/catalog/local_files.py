@@ -10,8 +10,7 @@ from django.conf import settings
 from inspector.hub_names import shard_names
 from inspector.info import InspectError, inspect_source
 from inspector.sources import SourceError
-from registry.catalog.registration import Registration, find_unchanged, register
-from registry.results.examples import apply_reported_examples
+from registry.catalog.registration import Registration, find_unchanged, finish, register
 
 
 class LocalFileError(Exception):
@@ -45,5 +44,5 @@ def register_local(path: str | os.PathLike) -> Registration:
     except InspectError as exc:
         raise LocalFileError(str(exc)) from None
     reg = register(info, source=source, path=source, etag=etag, size=size)
-    apply_reported_examples()
+    finish([reg.file.pk])
     return reg

@@ -11,6 +11,7 @@ unique constraints with ON CONFLICT DO NOTHING keep the other registration from 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, connection, transaction
@@ -28,6 +29,7 @@ from registry.catalog.pairing import compute_pairs
 from registry.catalog.stored import load_info, remember
 from registry.jsonsafe import json_safe
 from registry.models import BaseClass, BaseModel, Family, GGUFFile, Model, TokenTable, TokenTypeTable
+from registry.results.examples import apply_reported_examples
 
 
 @dataclass
@@ -80,9 +82,6 @@ def register(
                 raise
     with transaction.atomic():
         added, updated, compatible = compute_pairs(f, info, record_classes=not outer, fresh=existing is None)
-    # Whether the near-misses it made (or whose files it moved) can be adapted, decided once here so that pages only
-    # read it (catalog.adaptable). Outside the pairing transaction: a decision reads two token tables.
-    decide_pending([f.model.base_id])
     if outer:
         # Inside a caller's transaction (import_kb's) the file stays invisible to other registrations until
         # that commits, so the ordering above does not hold: pair it again once it has committed.
@@ -94,12 +93,21 @@ def register(
     return Registration(f, "updated" if existing else "added", added, updated, compatible)
 
 
+def finish(file_ids: Iterable[int]) -> None:
+    """What a job that registers files ends with, once (an import, a crawl step, a local file, a draft search,
+    import_kb): whether the near-miss pairs its files made can be adapted (catalog.adaptable: decided here so that
+    pages only read it, and once per job, as a repository's quants share their token tables), and the curated
+    reported figures of pairs it made."""
+    decide_pending(file_ids)
+    apply_reported_examples()
+
+
 def _pair_again(file_id: int) -> None:
     f = GGUFFile.objects.filter(pk=file_id).select_related("token_table", "tokenizer_class").first()
     if f is not None:
         with transaction.atomic():
             compute_pairs(f, load_info(f))
-        decide_pending([f.model.base_id])
+        decide_pending([f.pk])  # its pairs may have moved to other files since import_kb decided them
         bump_generation()
 
 

@@ -20,10 +20,10 @@ from registry.catalog.adaptable import adaptable_drafts
 from registry.catalog.combinations import file_verdicts
 from registry.catalog.listing import unlisted_partners
 from registry.catalog.pairing import as_draft, as_target, pair_for
+from registry.catalog.registration import finish
 from registry.hub.importing import Entry, FileOutcome, HubImportError, import_entry, list_repo
 from registry.hub.sources import SourceRegistrationError, register_source
 from registry.models import AdaptCheck, BaseClass, GGUFFile, Pair
-from registry.results.examples import apply_reported_examples
 from registry.results.figures import figures_for
 
 # "1.5B", "0.5b", "135M", "8x7B" — the size a repo or file name states.
@@ -322,7 +322,8 @@ def _search_hub(search: DraftSearch, limit: int, progress) -> None:
     # Repos the draft search found that turned out sidecars are listed with the sidecars.
     search.sidecars += [c for c in search.hub if c.sidecar]
     search.hub = [c for c in search.hub if not c.sidecar]
-    apply_reported_examples()
+    # The near-misses the candidates made, with this target and with others, can be adapted or not: decided once.
+    finish([target.pk, *(c.pair.draft_id for c in [*search.hub, *search.sidecars] if c.pair is not None)])
 
 
 def adaptable_candidates(target: GGUFFile) -> list[AdaptableDraft]:

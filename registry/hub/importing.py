@@ -17,10 +17,9 @@ from inspector.hub_api import RemoteFile, RepoListing, list_gguf_files
 from inspector.hub_names import SHARD, first_shard, have_token, hf_source, model_repo_id, shard_names
 from inspector.info import InspectError, ModelInfo, inspect_source
 from inspector.sources import SourceError, Unreachable
-from registry.catalog.registration import find_unchanged, register
+from registry.catalog.registration import find_unchanged, finish, register
 from registry.catalog.reread import RereadError
 from registry.models import GGUFFile
-from registry.results.examples import apply_reported_examples
 
 
 class HubImportError(Exception):
@@ -199,12 +198,16 @@ def import_hf(repo: str, revision: str | None = None, include: str | None = None
         report.outcomes.append(outcome)
         if progress:
             progress(outcome)
-    apply_reported_examples()
+    finish(_registered(report))
     return report
 
 
+def _registered(report: ImportReport) -> list[int]:
+    return [o.file_id for o in report.outcomes if o.file_id is not None and o.status in ("added", "updated")]
+
+
 def _stop(report: ImportReport, total: int) -> NoReturn:
-    apply_reported_examples()  # for the files registered so far, as at the end of a whole import
+    finish(_registered(report))  # for the files registered so far, as at the end of a whole import
     job = current_job_deadline()
     seconds = f"{job.seconds:g} s " if job is not None else ""
     raise JobDeadlinePassed(
@@ -303,5 +306,5 @@ def import_source(spec: str) -> FileOutcome:
     outcome = import_entry(listing, wanted[0], s.revision)
     if outcome.status == "failed":
         raise HubImportError(f"{spec}: {outcome.message}")
-    apply_reported_examples()
+    finish([outcome.file_id] if outcome.file_id is not None else [])
     return outcome

@@ -42,7 +42,7 @@ from inspector.sources import SourceError
 from inspector.tokens import TokenTable as Tokens
 from inspector.tokens import vocab_key
 from registry.cache_keys import bump_generation
-from registry.catalog.adaptable import decide_again
+from registry.catalog.adaptable import decide_again, decide_pending
 from registry.catalog.pairing import pair_for
 from registry.catalog.registration import register, store_types
 from registry.jsonsafe import json_safe
@@ -536,6 +536,8 @@ class _Importer:
             decide_again(self.typed[start : start + 500])
         for p in self._each("pairs"):
             self._pair(p)
+        # Whether the near-misses its files made can be adapted: decided once, so that pages only read it.
+        decide_pending(self.file_ids.values())
         for r in self._each("runs"):
             self._run(r)
         for r in self._each("reported"):

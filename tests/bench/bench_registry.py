@@ -82,6 +82,7 @@ from inspector.info import ModelInfo, inspect_source  # noqa: E402
 from inspector.tokens import TokenTable as Tokens  # noqa: E402
 from inspector.tokens import vocab_key  # noqa: E402
 from registry.catalog import pairing, registration, stored  # noqa: E402
+from registry.catalog.adaptable import decide_pending  # noqa: E402
 from registry.hub.drafts import compatible_drafts  # noqa: E402
 from registry.models import GGUFFile, Pair, ReportedResult  # noqa: E402
 from registry.results.figures import refresh_best  # noqa: E402
@@ -119,6 +120,7 @@ def fill(families: int, per_family: int) -> float:
         base = bases[0] if fam % 20 < 17 else bases[1] if fam % 20 < 19 else bases[2]
         i = 100 + fam % 3900  # below the key prefix: a new vocabulary key per family
         own = replace_token(base.tokens, i, base.tokens.text(i) + f"~{fam}".encode())
+        job: list[int] = []
         padded = pad(own, 64)
         for j in range(per_family):
             params = int(SIZES[j % len(SIZES)] * 1e9 * (1 + j / 100))
@@ -130,15 +132,18 @@ def fill(families: int, per_family: int) -> float:
             # and a model has one base model, so ``bench-1b-Q4_K_M`` and ``bench-1b-Q8_0`` under two basenames
             # would move the model, with its first file, to the second one's base model.
             path = f"bench-{SIZES[j % len(SIZES)]}b-v{j}-{quant}.gguf"
-            registration.register(
-                info,
-                source=f"hf://bench/family-{fam}/{path}",
-                repo=f"bench/family-{fam}",
-                path=path,
-                commit="0" * 40,
-                etag=f"bench-{fam}-{j}",
-                size=params // 2,
+            job.append(
+                registration.register(
+                    info,
+                    source=f"hf://bench/family-{fam}/{path}",
+                    repo=f"bench/family-{fam}",
+                    path=path,
+                    commit="0" * 40,
+                    etag=f"bench-{fam}-{j}",
+                    size=params // 2,
+                ).file.pk
             )
+        decide_pending(job)  # as an import job of the family's repository ends (registration.finish)
         if fam % 25 == 0:
             done = (fam + 1) * per_family
             rate = done / (time.monotonic() - started)

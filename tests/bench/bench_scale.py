@@ -93,10 +93,11 @@ from inspector.info import ModelInfo, inspect_source  # noqa: E402
 from inspector.tokens import TokenTable as Tokens  # noqa: E402
 from inspector.tokens import vocab_key  # noqa: E402
 from registry.catalog import registration, stored  # noqa: E402
+from registry.catalog.adaptable import decide_pending  # noqa: E402
 from registry.catalog.listing import unlisted_partners  # noqa: E402
 from registry.catalog.stored import load_info  # noqa: E402
 from registry.hub.drafts import compatible_drafts  # noqa: E402
-from registry.models import BaseClass, BaseModel, GGUFFile, Pair  # noqa: E402
+from registry.models import AdaptCheck, BaseClass, BaseModel, GGUFFile, Pair  # noqa: E402
 from tests.bench.vocab_edit import pad, replace_token  # noqa: E402
 from tests.models import model_path  # noqa: E402
 
@@ -191,10 +192,36 @@ def register_file(fams: Families, fam: int, base_no: int, copy: int) -> float:
     repo = f"uploader{uploader}/{name}-GGUF"
     path = f"{name}-{quant}.gguf"
     t0 = time.perf_counter()
-    registration.register(
+    reg = registration.register(
         info, source=f"hf://{repo}/{path}", repo=repo, path=path, commit="0" * 40, etag=f"{repo}/{path}", size=1
     )
-    return time.perf_counter() - t0
+    elapsed = time.perf_counter() - t0
+    JOB.append(reg.file.pk)
+    return elapsed
+
+
+JOB: list[int] = []  # the files of the current import job (JOB_FILES of them), decided at its end
+JOB_FILES = 10
+
+
+def end_job(decided: list[float]) -> None:
+    """What an import job ends with (registration.finish's adaptability decisions), timed apart from registering:
+    the time per file of the job."""
+    if not JOB:
+        return
+    t0 = time.perf_counter()
+    decide_pending(JOB)
+    decided.append((time.perf_counter() - t0) / len(JOB))
+    JOB.clear()
+
+
+def job_line(decided: list[float]) -> str:
+    if not decided:
+        return ""
+    return (
+        f"    adaptability at each {JOB_FILES}-file job's end: {1000 * statistics.mean(decided):.1f} ms per file "
+        f"(p95 of jobs {1000 * p95(decided):.1f}), {AdaptCheck.objects.count():,} decisions stored"
+    )
 
 
 # ---- measurements ---------------------------------------------------------------------------------
@@ -488,6 +515,8 @@ def main() -> None:
     for n, (fam, b, c) in enumerate(items, start=1):
         stored._tables.clear() if n % 50 == 0 else None  # now and then a cold token-table cache
         batch.append(register_file(fams, fam, b, c))
+        if n % JOB_FILES == 0 or n == len(items):
+            end_job([])
         if n % ARGS.batch == 0 or n == len(items):
             rows.append(report(f"{n:,}", batch, 0, client))
             batch = []
@@ -502,13 +531,18 @@ def main() -> None:
         items, zrows, batch, every = plan_zipf(ARGS.zipf_files, ARGS.families, ARGS.zipf_s), [], [], []
         if ARGS.zipf_stop:
             items = items[: ARGS.zipf_stop]
+        decided: list[float] = []
         for n, (fam, b, c) in enumerate(items, start=1):
             t = register_file(fams, fam, b, c)
             batch.append(t)
             every.append(t)
+            if n % JOB_FILES == 0:
+                end_job(decided)
             if n % ARGS.zipf_batch == 0 or n == len(items):
+                end_job(decided)
                 zrows.append(report(f"+{n:,}", batch, 1, client))
-                batch = []
+                print(job_line(decided), flush=True)
+                batch, decided = [], []
         tables = [r["table"][1] for r in zrows]
         partials = [r["table_partial"][1] for r in zrows]
         print(
