@@ -66,6 +66,12 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument("--no-near-misses", action="store_true", help="every upload of a base model has its tokenizer")
     p.add_argument(
+        "--job-files",
+        type=int,
+        default=10,
+        help="files per import job, which ends by deciding adaptability (registration.finish; 0: never decide)",
+    )
+    p.add_argument(
         "--zipf-stop",
         type=int,
         default=0,
@@ -201,13 +207,14 @@ def register_file(fams: Families, fam: int, base_no: int, copy: int) -> float:
 
 
 JOB: list[int] = []  # the files of the current import job (JOB_FILES of them), decided at its end
-JOB_FILES = 10
+JOB_FILES = ARGS.job_files
 
 
 def end_job(decided: list[float]) -> None:
     """What an import job ends with (registration.finish's adaptability decisions), timed apart from registering:
     the time per file of the job."""
-    if not JOB:
+    if not JOB or not JOB_FILES:
+        JOB.clear()
         return
     t0 = time.perf_counter()
     decide_pending(JOB)
@@ -515,7 +522,7 @@ def main() -> None:
     for n, (fam, b, c) in enumerate(items, start=1):
         stored._tables.clear() if n % 50 == 0 else None  # now and then a cold token-table cache
         batch.append(register_file(fams, fam, b, c))
-        if n % JOB_FILES == 0 or n == len(items):
+        if not JOB_FILES or n % JOB_FILES == 0 or n == len(items):
             end_job([])
         if n % ARGS.batch == 0 or n == len(items):
             rows.append(report(f"{n:,}", batch, 0, client))
@@ -536,7 +543,7 @@ def main() -> None:
             t = register_file(fams, fam, b, c)
             batch.append(t)
             every.append(t)
-            if n % JOB_FILES == 0:
+            if JOB_FILES and n % JOB_FILES == 0:
                 end_job(decided)
             if n % ARGS.zipf_batch == 0 or n == len(items):
                 end_job(decided)
