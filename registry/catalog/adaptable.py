@@ -24,12 +24,13 @@ from collections.abc import Collection, Iterable
 from typing import Any, Protocol
 
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from inspector.adapt import NotAdaptable, Side, plan
 from inspector.info import TYPES_KEY, ModelInfo
 from inspector.llama_rules import LLAMA_CPP_BUILD
+from registry.bulk_sql import id_in
 from registry.catalog.pairing import as_target
 from registry.catalog.stored import load_info, types_for
 from registry.jsonsafe import json_safe
@@ -40,6 +41,10 @@ CANDIDATE_RULES = ("bos", "eos", "token_text")
 VERSION = f"{LLAMA_CPP_BUILD}/adapt-1"
 
 FilePair = tuple[int, int]  # (target file id, draft file id)
+
+# A stored decision still holds: made under these rules, and after both files were last inspected (pages and
+# decide_pending read by this one condition).
+FRESH = Q(version=VERSION, decided_at__gte=F("target__inspected_at")) & Q(decided_at__gte=F("draft__inspected_at"))
 
 
 class PairLike(Protocol):
@@ -95,16 +100,11 @@ def decisions(wanted: Collection[FilePair], decide: bool = True) -> dict[FilePai
     if not wanted:
         return {}
     out: dict[FilePair, AdaptCheck] = {}
-    inspected = dict(
-        GGUFFile.objects.filter(pk__in={i for pair in wanted for i in pair}).values_list("pk", "inspected_at")
-    )
     # By the two id lists rather than an OR per pair (a streamed chunk of 500 rows would nest too deep for SQLite's
     # parser); a row of another combination of the same files is read and left.
-    stored = AdaptCheck.objects.filter(target_id__in={t for t, _ in wanted}, draft_id__in={d for _, d in wanted})
+    stored = AdaptCheck.objects.filter(FRESH, target_id__in={t for t, _ in wanted}, draft_id__in={d for _, d in wanted})
     for r in stored:
-        t, d = inspected.get(r.target_id), inspected.get(r.draft_id)
-        fresh = t is not None and d is not None and r.version == VERSION and r.decided_at >= max(t, d)
-        if fresh and (r.target_id, r.draft_id) in wanted:
+        if (r.target_id, r.draft_id) in wanted:
             out[(r.target_id, r.draft_id)] = r
     missing = wanted - out.keys()
     if missing and decide:
@@ -116,20 +116,11 @@ def decide_pending(file_ids: Iterable[int]) -> int:
     """Decide now every near-miss pair of these files' base models whose two shown files have no fresh decision
     (the pairs their registrations made, or whose files they moved); returns how many were decided. Two indexed
     reads where there are none, the common case."""
-    wanted_files = sorted(set(file_ids))
-    bases: set[int] = set()
-    for i in range(0, len(wanted_files), 500):
-        chunk = wanted_files[i : i + 500]
-        bases.update(b for b in GGUFFile.objects.filter(pk__in=chunk).values_list("model__base_id", flat=True) if b)
-    ids = sorted(bases)
+    files = GGUFFile.objects.filter(id_in(GGUFFile, "id", set(file_ids)), model__base_id__isnull=False)
+    ids = sorted(set(files.values_list("model__base_id", flat=True)))
     if not ids:
         return 0
-    fresh = AdaptCheck.objects.filter(
-        target_id=OuterRef("target_id"),
-        draft_id=OuterRef("draft_id"),
-        version=VERSION,
-        decided_at__gte=OuterRef("target__inspected_at"),
-    ).filter(decided_at__gte=OuterRef("draft__inspected_at"))
+    fresh = AdaptCheck.objects.filter(FRESH, target_id=OuterRef("target_id"), draft_id=OuterRef("draft_id"))
     pending = Pair.objects.filter(
         Q(target_base_id__in=ids) | Q(draft_base_id__in=ids), compatible=False, failed_rule__in=CANDIDATE_RULES
     ).filter(~Exists(fresh))
@@ -164,7 +155,8 @@ def _decide_and_store(missing: set[FilePair]) -> dict[FilePair, AdaptCheck]:
             out[(t, d)] = decide(files[t], files[d])
     # One statement for them all (a job decides hundreds; one update_or_create each cost a third of the time). Two
     # callers deciding the same pair at once write the same answer: the later one's stands. A file deleted between
-    # the read and the write fails the batch's foreign key: it is written again without that file's rows.
+    # the read and the write fails the batch's foreign key: it is written again without that file's rows (caught here
+    # where this block is the outermost transaction; Django's foreign keys are checked when it commits).
     for _ in range(2):
         try:
             with transaction.atomic():

@@ -223,8 +223,6 @@ def end_job(decided: list[float]) -> None:
 
 
 def job_line(decided: list[float]) -> str:
-    if not decided:
-        return ""
     return (
         f"    adaptability at each {JOB_FILES}-file job's end: {1000 * statistics.mean(decided):.1f} ms per file "
         f"(p95 of jobs {1000 * p95(decided):.1f}), {AdaptCheck.objects.count():,} decisions stored"
@@ -548,7 +546,8 @@ def main() -> None:
             if n % ARGS.zipf_batch == 0 or n == len(items):
                 end_job(decided)
                 zrows.append(report(f"+{n:,}", batch, 1, client))
-                print(job_line(decided), flush=True)
+                if decided:
+                    print(job_line(decided), flush=True)
                 batch, decided = [], []
         tables = [r["table"][1] for r in zrows]
         partials = [r["table_partial"][1] for r in zrows]
