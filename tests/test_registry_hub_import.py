@@ -371,3 +371,6 @@ def test_find_drafts_lists_sidecars_apart_with_their_method_and_verdict(hub, tmp
         Pair.objects.get(draft__repo=eagle).compatible
         and Pair.objects.get(draft__repo=tree).failed_rule == "dflash_layers"
     )
+    # The method is a column pairing reads without the stored inspection (registry.models.GGUFFile.speculative_type).
+    methods = dict(GGUFFile.objects.filter(repo__in=[eagle, tree, SMOL]).values_list("repo", "speculative_type"))
+    assert methods == {eagle: "draft-eagle3", tree: "draft-dflash", SMOL: "draft-simple"}

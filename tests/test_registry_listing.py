@@ -75,6 +75,25 @@ def test_a_smaller_draft_takes_the_place_of_a_bigger_one_unless_something_is_att
     assert [d["file"]["source"] for d in json.loads(out.getvalue())["unlisted"]] == ["/models/d3000.gguf"]
 
 
+def test_at_one_size_the_earliest_draft_keeps_its_place(tmp_path, settings):
+    # Fine-tunes of one model share its size: a later upload named to sort first must not push listed drafts out of
+    # every target of the family (nor cost a write per target); only a smaller draft takes a place.
+    settings.SPECREG_LISTED_DRAFTS = 3
+    target = add(tmp_path, "t", 64_000)
+    first = [add(tmp_path, f"m{i}", 1_000) for i in range(3)]
+    listed = lambda: set(  # noqa: E731
+        Pair.objects.filter(target_base=target.model.base, compatible=True).values_list("draft_base_id", flat=True)
+    )
+    assert listed() == {f.model.base_id for f in first}
+    for name in ("aaa", "aab", "a000"):
+        add(tmp_path, name, 1_000)
+    assert listed() == {f.model.base_id for f in first}  # same size, later: unlisted, answered from the classes
+    assert {bc.base.parameter_count for bc in unlisted_partners(target, "draft")} == {1_000}
+    smaller = add(tmp_path, "zzz", 500)
+    assert smaller.model.base_id in listed() and len(listed()) == 3  # smaller: it takes the place of a later one
+    assert first[0].model.base_id in listed()
+
+
 def test_incompatible_near_misses_are_few_per_target(tmp_path, settings):
     settings.SPECREG_LISTED_MISSES = 2
     target = add(tmp_path, "t", 64_000, bos=1, add_bos=True)

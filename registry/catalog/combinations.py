@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 from django.db import connection
 from django.db.models import Q
-from django.db.models.fields.json import KeyTextTransform
 
 from inspector.compat import check_pair
 from inspector.info import ModelInfo
@@ -59,9 +58,7 @@ def special_method(spec: str | None) -> bool:
 
 
 def _special_file(f: GGUFFile) -> bool:
-    return special_method(
-        getattr(f, "spec", None) if "info" not in f.__dict__ else (f.info or {}).get("speculative_type")
-    )
+    return special_method(f.speculative_type)
 
 
 def vocabulary_check(a_id: int, b_id: int, first: ModelInfo, second: ModelInfo) -> ClassCheck:
@@ -95,11 +92,9 @@ def sides(base_ids: Iterable[int | None]) -> dict[int, list[BaseClass]]:
         BaseClass.objects.filter(base_id__in=ids)
         .select_related("tokenizer_class", "file__token_table", "file__model__family")
         .defer("file__info", "file__token_table__blob")  # read only where a check must load the file
-        .annotate(spec=KeyTextTransform("speculative_type", "file__info"))
         .order_by("pk")
     )
     for row in rows:
-        row.file.spec = row.spec  # type: ignore[attr-defined]
         out[row.base_id].append(row)
     return out
 

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 from django.db.models import Q, QuerySet
-from django.db.models.fields.json import KeyTextTransform
 
 from registry.catalog.combinations import (
     ClassVerdicts,
@@ -135,9 +134,8 @@ def partner_classes(base_id: int) -> dict[int, list[PartnerClass]]:
         rows = (
             BaseClass.objects.filter(base_id__in=partners)
             .exclude(base_id=base_id)
-            .annotate(spec=KeyTextTransform("speculative_type", "file__info"))
             .order_by("pk")
-            .values_list("pk", "base_id", "tokenizer_class_id", "file_id", "file__arch_kind", "spec")
+            .values_list("pk", "base_id", "tokenizer_class_id", "file_id", "file__arch_kind", "file__speculative_type")
         )
         for pk, partner, class_id, file_id, kind, spec in rows:
             if pk not in seen:  # a partner in a pair each way
@@ -156,14 +154,9 @@ def class_rows(base_id: int, pks: Iterable[int]) -> list[BaseClass]:
         BaseClass.objects.filter(Q(base_id=base_id) | Q(pk__in=sorted(set(pks))))
         .select_related("tokenizer_class", "file__token_table", "file__model__family")
         .defer("file__info", "file__token_table__blob")
-        .annotate(spec=KeyTextTransform("speculative_type", "file__info"))
         .order_by("pk")
     )
-    out: list[BaseClass] = []
-    for row in rows:
-        row.file.spec = row.spec  # type: ignore[attr-defined]
-        out.append(row)
-    return out
+    return list(rows)
 
 
 class _Undecided(Exception):

@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from django.db import transaction
 from django.db.models import Q, QuerySet
-from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
 from inspector.compat import check_pair
@@ -130,33 +129,64 @@ class Verdict:
     rules_from: str
 
 
+class PartnerFile(NamedTuple):
+    """One file of a partner base model, as a plain row: what its verdict against ``f`` reads (its class, its kind
+    for the architecture rule, its method for sidecar and MTP drafts). Loaded as an object only where a pair gets a
+    row or a check must read its tokens (``_load``)."""
+
+    pk: int
+    tokenizer_class_id: int | None
+    arch_kind: str
+    speculative_type: str
+
+
 def partner_files(
     f: GGUFFile, base: BaseModel, paired: Collection[int] = ()
-) -> dict[int, tuple[BaseModel, list[GGUFFile]]]:
+) -> dict[int, tuple[BaseModel, list[PartnerFile]]]:
     """Other base models with files that could pair with ``f``: one file per tokenizer class of each, from the
     class index and the (base model, class) table, so the read grows with base models, not with files.
 
+    Plain rows, one query: a new base model in a big family meets hundreds of partners, and reading each class as
+    six model instances (class row, base model, file, model, family, token table) cost 62 ms per registration in the
+    largest family at 3,000 files. The partner base models are bare instances holding what ranking reads (pk,
+    parameter count, key).
+
     ``paired``: base models to leave out (already in a compatible pair with ``base``: nothing ``f`` brings changes
-    the files such a pair shows, and a popular small draft is in thousands): the candidates are then read as ids
-    first, and as objects only those left."""
+    the files such a pair shows, and a popular small draft is in thousands)."""
     if f.tokenizer_class is None:
         return {}
-    out: dict[int, tuple[BaseModel, list[GGUFFile]]] = {}
-    candidates = BaseClass.objects.filter(tokenizer_class__in=candidate_classes(f.tokenizer_class)).exclude(base=base)
-    batches = [candidates]
-    if paired:
-        left = sorted((b, pk) for pk, b in candidates.values_list("pk", "base_id") if b not in paired)
-        batches = [BaseClass.objects.filter(pk__in=ids) for ids in chunks([pk for _, pk in left])]
-    for batch in batches:
-        rows = (
-            batch.select_related("base", "file__model__family", "file__token_table")
-            .defer("file__info", "file__token_table__blob")  # read only where a check must load the file
-            .annotate(spec=KeyTextTransform("speculative_type", "file__info"))
-            .order_by("base_id", "pk")
+    out: dict[int, tuple[BaseModel, list[PartnerFile]]] = {}
+    rows = (
+        BaseClass.objects.filter(tokenizer_class__in=candidate_classes(f.tokenizer_class))
+        .exclude(base=base)
+        .order_by("base_id", "pk")
+        .values_list(
+            "base_id",
+            "base__parameter_count",
+            "base__key",
+            "file_id",
+            "tokenizer_class_id",
+            "file__arch_kind",
+            "file__speculative_type",
         )
-        for bc in rows:
-            bc.file.spec = bc.spec  # type: ignore[attr-defined]
-            out.setdefault(bc.base_id, (bc.base, []))[1].append(bc.file)
+    )
+    for base_id, params, key, file_id, class_id, kind, spec in rows:
+        if base_id in paired:
+            continue
+        if base_id not in out:
+            out[base_id] = (BaseModel(pk=base_id, parameter_count=params, key=key), [])
+        out[base_id][1].append(PartnerFile(file_id, class_id, kind or "", spec))
+    return out
+
+
+def _load(pks: Collection[int], whole: bool = False) -> dict[int, GGUFFile]:
+    """These files as objects with what a Pair's columns copy (catalog.columns); ``whole``: with the stored
+    inspection too, for a check that reads it (load_info)."""
+    out: dict[int, GGUFFile] = {}
+    for ids in chunks(sorted(set(pks))):
+        files = GGUFFile.objects.filter(pk__in=ids).select_related("model__family", "token_table")
+        files = files.defer("token_table__blob") if whole else files.defer("info", "token_table__blob")
+        out.update({x.pk: x for x in files})
     return out
 
 
@@ -177,18 +207,18 @@ class Verdicts:
             else {}
         )
 
-    def verdict(self, other: GGUFFile, f_is_target: bool) -> Verdict:
+    def verdict(self, other: GGUFFile | PartnerFile, f_is_target: bool) -> Verdict:
         f, info = self.f, self.info
-        spec = other.spec if hasattr(other, "spec") else (other.info or {}).get("speculative_type")
+        spec = other.speculative_type
         draft_spec = info.speculative_type if not f_is_target else spec
         if special_method(draft_spec) or f.tokenizer_class_id is None or other.tokenizer_class_id is None:
-            other_info = load_info(other)
+            other_info = load_info(_as_file(other))
             r = check_pair(info, other_info) if f_is_target else check_pair(other_info, info)
             return Verdict(r.compatible, r.llama_cpp_compatible, r.failed_rule, r.rules_from)
         a, b = sorted((f.tokenizer_class_id, other.tokenizer_class_id))
         row = self.known.get((a, b))
         if row is None:
-            row = vocabulary_check(a, b, info, load_info(other))
+            row = vocabulary_check(a, b, info, load_info(_as_file(other)))
             if self.record:
                 ClassCheck.objects.bulk_create([row], ignore_conflicts=True)
             self.known[(a, b)] = row
@@ -198,7 +228,14 @@ class Verdicts:
         return Verdict(arch_ok and row.compatible, row.compatible, failed_rule, row.rules_from)
 
 
-def _first_compatible(verdicts: Verdicts, others: list[GGUFFile], f_is_target: bool) -> tuple[Verdict, GGUFFile] | None:
+def _as_file(other: GGUFFile | PartnerFile) -> GGUFFile:
+    """The file as an object (a partner's row is read whole only where a check needs its tokens or inspection)."""
+    return other if isinstance(other, GGUFFile) else _load([other.pk], whole=True)[other.pk]
+
+
+def _first_compatible(
+    verdicts: Verdicts, others: list[GGUFFile] | list[PartnerFile], f_is_target: bool
+) -> tuple[Verdict, GGUFFile | PartnerFile] | None:
     """The verdict of ``f`` against each file in turn: the first compatible one, else the first checked."""
     first = None
     for other in others:
@@ -323,12 +360,15 @@ class _Batch:
     compatible: list[int] = field(default_factory=list)  # files newly compatible with f
     touched: list[Pair] = field(default_factory=list)
     columns: list[str] = field(default_factory=list)  # the columns pair_fields writes
+    # (partner base model, its pair or None, the verdict, the other file, whether f is the target): admitted, unwritten
+    pending: list[tuple[int, Pair | None, Verdict, GGUFFile | PartnerFile, bool]] = field(default_factory=list)
 
-    def check(self, partner_id: int, pair: Pair | None, partner: tuple[BaseModel, list[GGUFFile]] | None) -> None:
+    def check(self, partner_id: int, pair: Pair | None, partner: tuple[BaseModel, list[PartnerFile]] | None) -> None:
         """Check ``f`` against the partner's files (against the pair's own other file where ``f`` is one of them)."""
         f, base = self.f, self.base
         if pair is not None and f.pk in (pair.target_id, pair.draft_id):
-            others = [pair.draft if pair.target_id == f.pk else pair.target]  # f changed: the same two files again
+            # f changed: the same two files again
+            others: list[GGUFFile] | list[PartnerFile] = [pair.draft if pair.target_id == f.pk else pair.target]
         else:
             others = partner[1] if partner is not None else []  # (a pair not on f is rechecked on its partner's)
         if pair is not None:
@@ -348,23 +388,36 @@ class _Batch:
             target_base, draft_base = (base, partner[0]) if f_is_target else (partner[0], base)
             if not self.listing.admit(target_base, draft_base, result.compatible):
                 return  # compatible or not, it is answered from the classes (listing.unlisted_partners)
-        t, d = (f, other) if f_is_target else (other, f)
-        fields = pair_fields(result, t, d, self.now)
-        self.columns = list(fields)
         if result.compatible and (pair is None or not pair.compatible):
             self.compatible.append(other.pk)
-        if pair is None:
-            tb, db = (base.pk, partner_id) if f_is_target else (partner_id, base.pk)
-            self.new.append(Pair(target=t, draft=d, target_base_id=tb, draft_base_id=db, **fields))
-            return
-        if not pair.files_pinned:  # files staff chose stay (settle gives them their own verdict)
-            pair.target, pair.draft = t, d
-        for k, v in fields.items():
-            setattr(pair, k, v)
-        self.changed.append(pair)
+        self.pending.append((partner_id, pair, result, other, f_is_target))
+
+    def _resolve(self) -> None:
+        """The pending pairs as Pair objects, new or changed, their partners' files read in one query (the Pair's
+        columns copy names from them)."""
+        f, base = self.f, self.base
+        files = _load([o.pk for *_, o, _ in self.pending if isinstance(o, PartnerFile)])
+        for partner_id, pair, result, other, f_is_target in self.pending:
+            other_file = other if isinstance(other, GGUFFile) else files.get(other.pk)
+            if other_file is None:
+                continue  # deleted since it was read: the next registration of its model pairs it again
+            t, d = (f, other_file) if f_is_target else (other_file, f)
+            fields = pair_fields(result, t, d, self.now)
+            self.columns = list(fields)
+            if pair is None:
+                tb, db = (base.pk, partner_id) if f_is_target else (partner_id, base.pk)
+                self.new.append(Pair(target=t, draft=d, target_base_id=tb, draft_base_id=db, **fields))
+                continue
+            if not pair.files_pinned:  # files staff chose stay (settle gives them their own verdict)
+                pair.target, pair.draft = t, d
+            for k, v in fields.items():
+                setattr(pair, k, v)
+            self.changed.append(pair)
+        self.pending = []
 
     def write(self) -> None:
         """Insert the new pairs (learning their ids) and update the changed ones."""
+        self._resolve()
         base = self.base
         # A registration running beside this one may have written one of these pairs a moment ago: it is the
         # same pair, so the insert leaves it, and the ids come from one read (ON CONFLICT returns none).

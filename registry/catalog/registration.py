@@ -229,6 +229,7 @@ def _fill(f: GGUFFile, info: ModelInfo, stored: dict, where: Where, model: Model
     f.vocab_type = tok.vocab_type if tok else ""
     f.n_vocab = tok.n_tokens if tok else 0
     f.architecture, f.arch_kind = info.architecture[:64], info.arch_kind
+    f.speculative_type = (info.speculative_type or "")[:32]
     f.parameter_count, f.file_type = info.parameter_count, (info.file_type or "")[:32]
     f.header_size, f.split_count = info.header_size, info.split_count
     f.inspected_at = timezone.now()

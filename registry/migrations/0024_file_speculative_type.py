@@ -1,0 +1,25 @@
+from django.db import migrations, models
+from django.db.models import Value
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Coalesce
+
+
+def fill(apps, schema_editor):
+    """Every registered file's method, from its stored inspection (one UPDATE, on SQLite and PostgreSQL alike)."""
+    GGUFFile = apps.get_model("registry", "GGUFFile")
+    GGUFFile.objects.update(speculative_type=Coalesce(KeyTextTransform("speculative_type", "info"), Value("")))
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("registry", "0023_pair_with_figures_index"),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name="gguffile",
+            name="speculative_type",
+            field=models.CharField(blank=True, default="", max_length=32),
+        ),
+        migrations.RunPython(fill, migrations.RunPython.noop),
+    ]
