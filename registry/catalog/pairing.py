@@ -307,10 +307,12 @@ def compute_pairs(
     if new_class:
         # Every other pair of this base model has one more combination per class of its partner, partners outside
         # the new class's candidate window included (those combinations fail on the class columns alone).
+        # (None for a base model new to the registry: its pairs are all new, settled above. Reading its partners'
+        # classes for nothing cost 19 ms per new base model in the largest family at 3,000 files.)
         rest = [row for row in rows if row.pk not in done]
-        if fresh and f.tokenizer_class_id is not None:
+        if rest and fresh and f.tokenizer_class_id is not None:
             settled.add(settle_gained_class(base, f.tokenizer_class_id, rest, record=record_classes))
-        else:
+        elif rest:
             settled.add(settle_pairs(list(pair_objects(row.pk for row in rest).values()), record=record_classes))
     else:
         settled.add(settle_pairs([p for p in batch.touched if p.pk not in done], record=record_classes))
