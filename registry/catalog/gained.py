@@ -97,6 +97,11 @@ PAIR_READ = (
     "size_ratio",
     "target__tokenizer_class_id",
     "draft__tokenizer_class_id",
+    # what a check on the pair's own files reads of each (pairing.Verdicts), not one query per file
+    "target__arch_kind",
+    "draft__arch_kind",
+    "target__speculative_type",
+    "draft__speculative_type",
 )
 
 
