@@ -179,3 +179,38 @@ def test_the_migration_merges_pairs_of_files_into_pairs_of_base_models_losing_no
     gone = {p11.pk, p12.pk, p21.pk, p22.pk} - {merged.pk}
     assert dict(PairRedirect.objects.values_list("old_id", "pair_id")) == {pk: merged.pk for pk in gone}
     assert BaseModel.objects.filter(classes__isnull=False).count() == 0  # those files had no tokenizer
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_gives_every_file_its_method_as_a_column():
+    # 0024: pairing reads the method from a column; files registered before get it from their stored inspection,
+    # cut to the column's length (an inspection imported from a knowledge base may carry anything).
+    before, after = [("registry", "0023_pair_with_figures_index")], [("registry", "0024_file_speculative_type")]
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    executor.migrate(before)
+    old_apps = executor.loader.project_state(before).apps
+    File, Model = old_apps.get_model("registry", "GGUFFile"), old_apps.get_model("registry", "Model")
+    model = Model.objects.create(repo="org/r", name="m")
+    common = {
+        "model": model,
+        "vocab_key": "bpe:x",
+        "vocab_type": "bpe",
+        "architecture": "llama",
+        "arch_kind": "transformer",
+    }
+    for name, info in [
+        ("eagle", {"speculative_type": "draft-eagle3"}),
+        ("none", {}),
+        ("long", {"speculative_type": "x" * 40}),
+    ]:
+        File.objects.create(source=name, info=info, inspected_at=timezone.now(), **common)
+    executor = MigrationExecutor(connection)
+    executor.migrate(after)
+    File = executor.loader.project_state(after).apps.get_model("registry", "GGUFFile")
+    assert dict(File.objects.values_list("source", "speculative_type")) == {
+        "eagle": "draft-eagle3",
+        "none": "",
+        "long": "x" * 32,
+    }
+    MigrationExecutor(connection).migrate(latest)

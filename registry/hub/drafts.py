@@ -122,7 +122,7 @@ def registered_sidecars(target: GGUFFile) -> list[Pair]:
 
 
 def sidecar_method(f: GGUFFile) -> str:
-    return (f.info or {}).get("speculative_type") or ""
+    return f.speculative_type
 
 
 def size_from_name(name: str) -> float | None:

@@ -1,13 +1,15 @@
 from django.db import migrations, models
 from django.db.models import Value
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Left
 
 
 def fill(apps, schema_editor):
-    """Every registered file's method, from its stored inspection (one UPDATE, on SQLite and PostgreSQL alike)."""
+    """Every registered file's method, from its stored inspection (one UPDATE, on SQLite and PostgreSQL alike), cut
+    to the column's length as registration cuts it (an inspection imported from a knowledge base is not trusted)."""
     GGUFFile = apps.get_model("registry", "GGUFFile")
-    GGUFFile.objects.update(speculative_type=Coalesce(KeyTextTransform("speculative_type", "info"), Value("")))
+    method = Coalesce(KeyTextTransform("speculative_type", "info"), Value(""))
+    GGUFFile.objects.update(speculative_type=Left(method, 32))
 
 
 class Migration(migrations.Migration):

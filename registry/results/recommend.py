@@ -34,7 +34,7 @@ def _setting(f: Figure) -> Setting:
 
 def _untested_setting(target: GGUFFile, draft: GGUFFile) -> Setting:
     """K=STARTING_K with the method the draft file offers (an EAGLE-3 head needs its --spec-type)."""
-    method = (draft.info or {}).get("speculative_type") if draft.pk != target.pk else None
+    method = draft.speculative_type if draft.pk != target.pk else None
     return Setting(method if method in DRAFT_MODEL_METHODS else "draft-simple", STARTING_K)
 
 
