@@ -280,13 +280,15 @@ class Pair(models.Model):
     KIND_MEASURED = "measured"
     KIND_REPORTED = "reported"
 
+    # No index of their own for draft, target_base and draft_base: each leads a composite one below (or the unique
+    # constraint), and a pair is written into every index of this table (about 40, most for the table's orders).
     target = models.ForeignKey(GGUFFile, on_delete=models.CASCADE, related_name="pairs_as_target")
-    draft = models.ForeignKey(GGUFFile, on_delete=models.CASCADE, related_name="pairs_as_draft")
+    draft = models.ForeignKey(GGUFFile, on_delete=models.CASCADE, related_name="pairs_as_draft", db_index=False)
     target_base = models.ForeignKey(
-        BaseModel, null=True, blank=True, on_delete=models.CASCADE, related_name="pairs_as_target"
+        BaseModel, null=True, blank=True, on_delete=models.CASCADE, related_name="pairs_as_target", db_index=False
     )
     draft_base = models.ForeignKey(
-        BaseModel, null=True, blank=True, on_delete=models.CASCADE, related_name="pairs_as_draft"
+        BaseModel, null=True, blank=True, on_delete=models.CASCADE, related_name="pairs_as_draft", db_index=False
     )
     compatible = models.BooleanField()  # at least one (target class, draft class) combination works
     llama_cpp_compatible = models.BooleanField()  # llama.cpp's own rules only (ignores architecture)
@@ -296,7 +298,7 @@ class Pair(models.Model):
     # Over every combination of the two base models' tokenizer classes: all compatible, some, or none
     # (registry.catalog.combinations). It changes only when a side gains a class, never with a new quant.
     VERDICT_ALL, VERDICT_PARTIAL, VERDICT_NONE = "all", "partial", "none"
-    verdict = models.CharField(max_length=8, default=VERDICT_ALL, db_index=True)
+    verdict = models.CharField(max_length=8, default=VERDICT_ALL)  # indexed below (equality only: no pattern index)
     # Staff chose the two files in the admin: registration keeps them (the verdict still follows every class).
     files_pinned = models.BooleanField(default=False)
     size_ratio = models.FloatField(null=True, blank=True)  # target parameters / draft parameters
@@ -330,6 +332,7 @@ class Pair(models.Model):
         indexes = [
             models.Index(fields=["draft", "target"], name="pair_draft_target"),
             models.Index(fields=["draft_base", "target_base"], name="pair_draft_target_base"),
+            models.Index(fields=["verdict"], name="pair_verdict"),
             # The few pairs with a measured, reported or predicted figure (registry.catalog.listing.with_evidence reads
             # them whenever a small draft joins a big family): an index of those alone, not a scan of every pair.
             models.Index(fields=["id"], name="pair_with_figures", condition=~models.Q(best_kind="")),

@@ -214,3 +214,18 @@ def test_the_migration_gives_every_file_its_method_as_a_column():
         "long": "x" * 32,
     }
     MigrationExecutor(connection).migrate(latest)
+
+
+def test_a_pair_is_found_by_either_side_through_an_index_and_written_into_no_redundant_one():
+    # 0025: a pair is written into every index of its table, so draft, target_base and draft_base have no index of
+    # their own (each leads a composite one) and the verdict no pattern index; every lookup by one side still reads
+    # an index.
+    with connection.cursor() as c:
+        indexes = [
+            v["columns"]
+            for v in connection.introspection.get_constraints(c, Pair._meta.db_table).values()
+            if (v["index"] or v["unique"]) and v["columns"] and v["columns"][0]
+        ]
+    assert {"target_id", "draft_id", "target_base_id", "draft_base_id", "verdict"} <= {cols[0] for cols in indexes}
+    assert not [cols for cols in indexes if cols in (["draft_id"], ["target_base_id"], ["draft_base_id"])]
+    assert indexes.count(["verdict"]) == 1

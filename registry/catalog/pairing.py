@@ -23,6 +23,7 @@ from registry.bulk_sql import bulk_set
 from registry.catalog.classes import candidate_classes
 from registry.catalog.columns import table_columns
 from registry.catalog.combinations import (
+    apply_combination,
     chunks,
     pair_combinations,
     save_settled,
@@ -303,7 +304,7 @@ def compute_pairs(
     # Every combination of the two sides' classes decides the verdict (all, partial, none) and which files the row
     # shows: by the sides' standing, never by what came last (registry.catalog.combinations).
     done = {p.pk for p in [*batch.new, *batch.changed]} | set(listing.dropped)
-    settled = settle_pairs([*batch.new, *batch.changed], record=record_classes)
+    settled = settle_pairs(batch.changed, record=record_classes)  # (the new ones were settled before they were written)
     if new_class:
         # Every other pair of this base model has one more combination per class of its partner, partners outside
         # the new class's candidate window included (those combinations fail on the class columns alone).
@@ -398,27 +399,29 @@ class _Batch:
         """The pending pairs as Pair objects, new or changed, their partners' files read in one query (the Pair's
         columns copy names from them)."""
         f, base = self.f, self.base
-        files = _load([o.pk for *_, o, _ in self.pending if isinstance(o, PartnerFile)])
+        new: list[Pair] = []
+        files = _load([o.pk for _, pair, _, o, _ in self.pending if pair is not None and isinstance(o, PartnerFile)])
         for partner_id, pair, result, other, f_is_target in self.pending:
+            if pair is None:
+                tb, db = (base.pk, partner_id) if f_is_target else (partner_id, base.pk)
+                new.append(Pair(target_base_id=tb, draft_base_id=db, checked_at=self.now))
+                continue
             other_file = other if isinstance(other, GGUFFile) else files.get(other.pk)
             if other_file is None:
                 continue  # deleted since it was read: the next registration of its model pairs it again
             t, d = (f, other_file) if f_is_target else (other_file, f)
             fields = pair_fields(result, t, d, self.now)
             self.columns = list(fields)
-            if pair is None:
-                tb, db = (base.pk, partner_id) if f_is_target else (partner_id, base.pk)
-                self.new.append(Pair(target=t, draft=d, target_base_id=tb, draft_base_id=db, **fields))
-                continue
             if not pair.files_pinned:  # files staff chose stay (settle gives them their own verdict)
                 pair.target, pair.draft = t, d
             for k, v in fields.items():
                 setattr(pair, k, v)
             self.changed.append(pair)
+        self.new = settled_new(new, self.verdicts.record)
         self.pending = []
 
     def write(self) -> None:
-        """Insert the new pairs (learning their ids) and update the changed ones."""
+        """Insert the new pairs (settled: written once) (learning their ids) and update the changed ones."""
         self._resolve()
         base = self.base
         # A registration running beside this one may have written one of these pairs a moment ago: it is the
@@ -442,6 +445,21 @@ class _Batch:
             bulk_set(Pair, self.changed, ["target", "draft", *self.columns], batch=500)
             # An answer stored before is out of date; the pair page computes the whole check from now on.
             PairCheckResult.objects.filter(pair__in=self.changed).delete()
+
+
+def settled_new(pairs: list[Pair], record: bool = True) -> list[Pair]:
+    """New pairs (unsaved, their two base models set) given their verdict and the two files they show by every
+    combination of their sides' classes (registry.catalog.combinations), so that each row is written once: inserted
+    with the check's file and then settled, most rows of a base model with several classes were written twice
+    ("all" to "partial", the files moved to the best-standing classes), each time into every index of the table."""
+    out = []
+    for pc in pair_combinations(pairs, record):
+        c = pc.chosen
+        if c is None:
+            continue  # (a side without classes: never for a pair found through its classes)
+        apply_combination(pc.pair, pc.verdict, c, c.target.file, c.draft.file)
+        out.append(pc.pair)
+    return out
 
 
 def pair_for(target: GGUFFile, draft: GGUFFile) -> Pair:
