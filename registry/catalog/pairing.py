@@ -23,10 +23,10 @@ from registry.bulk_sql import bulk_set
 from registry.catalog.classes import candidate_classes
 from registry.catalog.columns import table_columns
 from registry.catalog.combinations import (
-    apply_combination,
     chunks,
     pair_combinations,
     save_settled,
+    settle,
     settle_pairs,
     special_method,
     vocabulary_check,
@@ -417,11 +417,14 @@ class _Batch:
             for k, v in fields.items():
                 setattr(pair, k, v)
             self.changed.append(pair)
-        self.new = settled_new(new, self.verdicts.record)
+        # Settled before they are written (every one changes: it had no files), so each row is inserted once: inserted
+        # with the check's file and then settled, most rows of a base model with several classes were written twice
+        # ("all" to "partial", the files moved to the best-standing classes), each time into every index of the table.
+        self.new = settle(new, self.verdicts.record)
         self.pending = []
 
     def write(self) -> None:
-        """Insert the new pairs (settled: written once) (learning their ids) and update the changed ones."""
+        """Insert the new pairs, already settled (learning their ids), and update the changed ones."""
         self._resolve()
         base = self.base
         # A registration running beside this one may have written one of these pairs a moment ago: it is the
@@ -445,21 +448,6 @@ class _Batch:
             bulk_set(Pair, self.changed, ["target", "draft", *self.columns], batch=500)
             # An answer stored before is out of date; the pair page computes the whole check from now on.
             PairCheckResult.objects.filter(pair__in=self.changed).delete()
-
-
-def settled_new(pairs: list[Pair], record: bool = True) -> list[Pair]:
-    """New pairs (unsaved, their two base models set) given their verdict and the two files they show by every
-    combination of their sides' classes (registry.catalog.combinations), so that each row is written once: inserted
-    with the check's file and then settled, most rows of a base model with several classes were written twice
-    ("all" to "partial", the files moved to the best-standing classes), each time into every index of the table."""
-    out = []
-    for pc in pair_combinations(pairs, record):
-        c = pc.chosen
-        if c is None:
-            continue  # (a side without classes: never for a pair found through its classes)
-        apply_combination(pc.pair, pc.verdict, c, c.target.file, c.draft.file)
-        out.append(pc.pair)
-    return out
 
 
 def pair_for(target: GGUFFile, draft: GGUFFile) -> Pair:
