@@ -18,7 +18,7 @@ What it changes, and only when safe (``plan``):
 
 It never changes the token count (the embedding and output tensors fix it) and refuses a draft with more tokens
 than the target (a drafted id past the target's vocabulary fails the target's decode), another vocabulary type, other
-ordinary texts, a recurrent or diffusion model (the architecture rule) and speculation sidecars.
+ordinary texts, a diffusion or memory-less model (the architecture rule) and speculation sidecars.
 
 The file is written by hand, streamed: the header is the draft's, key-value pair by key-value pair as stored, with
 the changed pairs re-encoded and ``specreg.adapted.*`` pairs appended; the tensor infos and the tensor data are

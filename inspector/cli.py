@@ -18,8 +18,9 @@ from typing import NoReturn, Protocol
 
 from .compat import PairCheck, check_pair, token_label
 from .info import InspectError, ModelInfo, inspect_source, shared_deadline
-from .llama_rules import LLAMA_CPP_BUILD
+from .llama_rules import LLAMA_CPP_BUILD, STATE_LABELS
 from .speculative import draftless_methods
+from .state import pair_state
 from .tokens import escape_controls, quoted
 
 DEFAULT_MAX_HEADER_BYTES = 256 * 1024 * 1024
@@ -95,20 +96,32 @@ def draftless(target: str, *, as_json: bool = False, out: Writer) -> int:
     except InspectError as exc:
         raise UserError(str(exc)) from None
     methods = draftless_methods(t)
+    states = {m: pair_state(t, t, m) for m in methods}
     if as_json:
         out.write(
-            json_text({"target": t.source, "method": None, "draftless_methods": methods, "speculative": t.speculative})
+            json_text(
+                {
+                    "target": t.source,
+                    "method": None,
+                    "draftless_methods": methods,
+                    "states": {m: states[m].to_dict() for m in methods},
+                    "speculative": t.speculative,
+                }
+            )
             + "\n"
         )
         return 0 if methods else 1
     lines = [f"Methods for {t.source} with no second model (rules of llama.cpp {LLAMA_CPP_BUILD}):"]
     for m in methods:
         why = "its own multi-token-prediction heads" if m == "draft-mtp" else "n-grams of the text so far"
-        lines.append(f"  {m:<14} {'--spec-type ' + m:<26} {why}")
+        kind = states[m].kind
+        lines.append(f"  {m:<14} {'--spec-type ' + m:<26} {why}" + ("" if kind == "kv" else f" ({STATE_LABELS[kind]})"))
     if any(m.startswith("ngram-") for m in methods):
         lines.append("The n-gram methods pay where the output repeats the prompt (edits, quoting, code changes).")
+    costs = dict.fromkeys(s.cost for s in states.values() if s.kind != "kv")
+    lines += [f"State: {c}" for c in costs]
     if not methods:
-        lines.append("  none: a diffusion model does not generate left to right")
+        lines.append(f"  none: {pair_state(t, t).cost}")
     lines.append("Name a DRAFT as well to check a draft model or an EAGLE-3/DFlash sidecar.")
     out.write("\n".join(terminal_safe(line) for line in lines) + "\n")
     return 0 if methods else 1
@@ -189,6 +202,9 @@ def format_check(result: PairCheck) -> str:
         f"(rules of llama.cpp {result.rules_from})",
         f"  method: {result.method} (--spec-type {result.method})",
     ]
+    state = result.state
+    if state and state.get("kind") != "kv":
+        lines.append(f"  state: {state['label']} (target {state['target']}, draft {state['draft']}): {state['cost']}")
     for c in result.checks:
         lines.append(f"  [{MARKS[c.ok]}] {c.rule:<12} {c.detail}")
     for w in result.warnings:

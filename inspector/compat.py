@@ -10,8 +10,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .info import ModelInfo, TokenizerInfo
-from .llama_rules import LLAMA_CPP_BUILD, RS_ROLLBACK_ARCHS, VOCAB_TYPE_LABELS
+from .llama_rules import LLAMA_CPP_BUILD, VOCAB_TYPE_LABELS
 from .speculative import check_method
+from .state import PairState, architecture_detail, pair_state
 from .tokens import CHECK_START_ID, MAX_SIZE_DIFFERENCE, first_text_mismatch, quoted, readable
 
 
@@ -43,6 +44,8 @@ class PairCheck:
     # The method llama.cpp would run with this draft (inspector.speculative): draft-simple unless the
     # draft is an EAGLE-3/DFlash/DSpark sidecar or carries MTP heads; then ``checks`` are that method's.
     method: str = "draft-simple"
+    # How llama.cpp rolls the pair back after a rejected draft (inspector.state): beside the verdict, not a verdict.
+    state: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,42 +92,9 @@ def _side(info: ModelInfo) -> dict[str, Any]:
     }
 
 
-def _architecture(target: ModelInfo, draft: ModelInfo) -> Check:
-    problems = []
-    for role, info in (("target", target), ("draft", draft)):
-        kind = info.arch_kind
-        if kind == "transformer":
-            continue
-        if kind == "diffusion":
-            problems.append(
-                f"the {role} ({info.architecture}) is a diffusion model: it does not generate "
-                "left to right, so there is nothing to draft or verify"
-            )
-            continue
-        what = "recurrent (SSM/RWKV)" if kind == "recurrent" else "hybrid (attention + recurrent state)"
-        if info.architecture in RS_ROLLBACK_ARCHS:
-            cost = (
-                f"llama.cpp {LLAMA_CPP_BUILD} can roll this architecture's state back, but "
-                "specreg still excludes it from draft-model speculation"
-            )
-        else:
-            cost = (
-                f"llama.cpp {LLAMA_CPP_BUILD} falls back to state checkpoints, which costs "
-                "a copy of the state per draft"
-            )
-        problems.append(
-            f"the {role} ({info.architecture}) is {what}: its state cannot be rolled back like a "
-            f"KV cache when drafted tokens are rejected; {cost}"
-        )
-    if problems:
-        text = "; ".join(problems)
-        return Check("architecture", False, text[0].upper() + text[1:] + ".")
-    return Check(
-        "architecture",
-        True,
-        f"Both are attention-only models ({target.architecture}, {draft.architecture}) with a KV cache "
-        "that can be rolled back.",
-    )
+def _architecture(target: ModelInfo, draft: ModelInfo, state: PairState) -> Check:
+    ok, detail = architecture_detail(target, draft, state)
+    return Check("architecture", ok, detail)
 
 
 def _missing(target: ModelInfo, draft: ModelInfo, need_table: bool) -> str | None:
@@ -286,8 +256,9 @@ def check_pair(target: ModelInfo, draft: ModelInfo) -> PairCheck:
     if method != "draft-simple":
         return _check_method(target, draft, method)
     text_check, mm = _token_text(target, draft)
+    state = pair_state(target, draft, method)
     checks = [
-        _architecture(target, draft),
+        _architecture(target, draft, state),
         _vocab_type(target, draft),
         _special("bos", target, draft),
         _special("eos", target, draft),
@@ -306,6 +277,7 @@ def check_pair(target: ModelInfo, draft: ModelInfo) -> PairCheck:
         target=_side(target),
         draft=_side(draft),
         warnings=_warnings(target, draft),
+        state=state.to_dict(),
     )
 
 
@@ -313,9 +285,10 @@ def _check_method(target: ModelInfo, draft: ModelInfo, method: str) -> PairCheck
     """A sidecar or MTP draft: the checks its method makes when it starts, not the vocabulary rules
     (llama.cpp compares vocabularies only for draft-simple; an EAGLE-3 head may have no token table)."""
     checks = [Check(c.rule, c.ok, c.detail) for c in check_method(target, draft)]
-    arch = _architecture(target, target)
-    if arch.ok is False and target.arch_kind == "diffusion":
-        checks.insert(0, Check("architecture", False, arch.detail))
+    state = pair_state(target, draft, method)
+    arch = _architecture(target, draft, state)
+    if arch.ok is False:
+        checks.insert(0, arch)
     failed = next((c.rule for c in checks if c.ok is not True), None)
     return PairCheck(
         compatible=failed is None,
@@ -329,4 +302,5 @@ def _check_method(target: ModelInfo, draft: ModelInfo, method: str) -> PairCheck
         draft=_side(draft),
         warnings=[PairWarning("speculative", w) for w in (draft.speculative or {}).get("warnings", [])],
         method=method,
+        state=state.to_dict(),
     )

@@ -108,7 +108,7 @@ class ModelInfo:
         cls, d: dict[str, Any], tokens: TokenTable | None = None, token_types: bytes | None = None
     ) -> ModelInfo:
         """Rebuild from ``to_dict()`` output (as a registry stores it) plus the stored token table and types."""
-        d = dict(d)
+        d = refreshed(d)
         tok = d.pop("tokenizer", None)
         if tok is not None:
             tok = dict(tok)
@@ -120,6 +120,27 @@ class ModelInfo:
         if self.tokens is None:
             return []
         return [readable(self.tokens.text(i)) for i in range(min(n, self.tokens.count))]
+
+
+def refreshed(d: dict[str, Any]) -> dict[str, Any]:
+    """A stored ``to_dict()`` with what this build's rules derive from the architecture decided again: its kind and,
+    for a file stored as "not usable as a draft model", its method. An inspection stored under older rules (which
+    refused recurrent and hybrid drafts and called memory-less encoders transformers) then reads as this build
+    decides, without reading the file again."""
+    d = dict(d)
+    arch = str(d.get("architecture") or "unknown")
+    kind = llama_rules.arch_kind(arch)
+    spec = d.get("speculative")
+    if kind != d.get("arch_kind") or (isinstance(spec, dict) and spec.get("type") is None):
+        d["arch_kind"] = kind
+        tok = d.get("tokenizer")
+        has_tokens = isinstance(tok, dict) and bool(tok.get("n_tokens"))
+        # A stored method (a sidecar, MTP heads) came from the tensor names, which no rule here changed; only the
+        # architecture's answer for an ordinary file is decided again, and that needs no tensor names.
+        if not (isinstance(spec, dict) and spec.get("type")):
+            fresh = speculative.detect(arch, kind, {}, set(), set(), has_tokens)
+            d["speculative"], d["speculative_type"] = fresh.to_dict(), fresh.type
+    return d
 
 
 def token_text(table: TokenTable | None, token_id: int) -> str | None:

@@ -127,15 +127,85 @@ RS_ROLLBACK_ARCHS = frozenset(
 )
 
 
+# llama_model::create_memory (src/llama-model.cpp) returns no memory for these: a context has no cache to roll
+# back, common_context_can_seq_rm answers NO, and llama-server serves them without speculation (with a warning).
+NO_MEMORY_ARCHS = frozenset(
+    {
+        "bert",
+        "jina-bert-v2",
+        "jina-bert-v3",
+        "nomic-bert",
+        "nomic-bert-moe",
+        "neo-bert",
+        "eurobert",
+        "wavtokenizer-dec",
+        "modern-bert",
+        "gemma-embedding",
+        "dream",
+        "llada",
+        "llada-moe",
+        "rnd1",
+        "clef",
+    }
+)
+# Methods for which common_params_speculative::need_n_rs_seq (common/common.h) asks the target's context for
+# recurrent-state snapshots; every other method, and every draft context (created with n_rs_seq = 0 in
+# common/speculative.cpp), runs a recurrent or hybrid model with checkpoints.
+RS_METHODS = frozenset({"draft-mtp", "draft-eagle3", "draft-dflash", "draft-dspark"})
+
+# The four ways common_context_can_seq_rm (common/common.cpp) sorts a context, as specreg names them.
+STATE_KV = "kv"  # PART: a KV cache; rejected tokens are removed
+STATE_ROLLBACK = "rollback"  # RS: bounded rollback from per-token recurrent-state snapshots (n_rs_seq = K)
+STATE_CHECKPOINTS = "checkpoints"  # FULL: the recurrent/SWA state is saved before verifying and restored on rejection
+STATE_NONE = "none"  # NO: no memory at all; llama.cpp does not speculate
+# Worst last: a pair's kind is its worse side's.
+STATE_ORDER = (STATE_KV, STATE_ROLLBACK, STATE_CHECKPOINTS, STATE_NONE)
+STATE_LABELS = {
+    STATE_KV: "KV cache",
+    STATE_ROLLBACK: "bounded rollback",
+    STATE_CHECKPOINTS: "checkpoints",
+    STATE_NONE: "no speculation",
+}
+
+
 def arch_kind(arch: str) -> str:
-    """'recurrent', 'hybrid', 'diffusion' or 'transformer' (anything with a plain KV cache)."""
+    """'recurrent', 'hybrid', 'diffusion', 'no-memory' (an encoder-style model without a cache) or
+    'transformer' (anything with a plain KV cache)."""
     if arch in RECURRENT_ARCHS:
         return "recurrent"
     if arch in HYBRID_ARCHS:
         return "hybrid"
     if arch in DIFFUSION_ARCHS:
         return "diffusion"
+    if arch in NO_MEMORY_ARCHS:
+        return "no-memory"
     return "transformer"
+
+
+# The arch_kinds llama.cpp never speculates with: they have no memory to roll back or checkpoint.
+NO_SPECULATION_KINDS = ("diffusion", "no-memory")
+
+
+def speculates(kind: str) -> bool:
+    """Whether llama.cpp speculates with a model of this ``arch_kind`` at all; recurrent and hybrid models do,
+    with checkpoints or bounded rollback."""
+    return kind not in NO_SPECULATION_KINDS
+
+
+def state_kind(arch: str, kind: str, role: str, method: str = "draft-simple") -> str:
+    """What common_context_can_seq_rm answers for the ``role`` ("target" or "draft") context of a model of this
+    architecture (``kind`` is its ``arch_kind``) when speculating with ``method``."""
+    if not speculates(kind):
+        return STATE_NONE
+    if kind not in ("recurrent", "hybrid"):
+        return STATE_KV
+    if role == "target" and method in RS_METHODS and arch in RS_ROLLBACK_ARCHS:
+        return STATE_ROLLBACK
+    return STATE_CHECKPOINTS
+
+
+def worse_state(*kinds: str) -> str:
+    return max(kinds, key=STATE_ORDER.index)
 
 
 @dataclass(frozen=True)

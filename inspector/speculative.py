@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .llama_rules import LLAMA_CPP_BUILD, speculates
+
 # enum common_speculative_type, by the names --spec-type takes (common_speculative_type_from_name_map).
 SPEC_TYPES: tuple[str, ...] = (
     "none",
@@ -158,12 +160,22 @@ def detect(
             nextn_layers=nextn,
             embedding_length=width,
         )
-    if arch_kind in ("recurrent", "hybrid", "diffusion"):
+    if not speculates(arch_kind):
+        what = "diffusion" if arch_kind == "diffusion" else "memory-less (no cache)"
         return SpeculativeFacts(
-            None, False, "", f"a {arch_kind} architecture ({arch}): not usable as a draft model", embedding_length=width
+            None, False, "", f"a {what} architecture ({arch}): not usable as a draft model", embedding_length=width
         )
     if not has_tokens:
         return SpeculativeFacts(None, False, "", "no token table: not usable as a draft model", embedding_length=width)
+    if arch_kind in ("recurrent", "hybrid"):
+        return SpeculativeFacts(
+            "draft-simple",
+            False,
+            "--spec-type draft-simple",
+            f"a {arch_kind} model ({arch}): usable as a separate draft model for a target with the same "
+            f"vocabulary; llama.cpp {LLAMA_CPP_BUILD} checkpoints its recurrent state each round",
+            embedding_length=width,
+        )
     return SpeculativeFacts(
         "draft-simple",
         False,
@@ -175,7 +187,7 @@ def detect(
 
 def draftless_methods(info: Any) -> list[str]:
     """Methods a target can use with no second model: the n-gram family, and its own MTP heads if it has them."""
-    if info.arch_kind == "diffusion":
+    if not speculates(info.arch_kind):
         return []
     own = ["draft-mtp"] if (info.speculative or {}).get("type") == "draft-mtp" else []
     return own + list(NGRAM_METHODS)

@@ -481,6 +481,10 @@ class VerdictChange(models.Model):
     new_failed_rule = models.CharField(max_length=32, blank=True)
     old_rules_from = models.CharField(max_length=32, blank=True)
     new_rules_from = models.CharField(max_length=32)
+    # The pair's state kind under the new rules (inspector.state: kv, checkpoints, rollback, none) and the rule's
+    # words for the change, so a page says why a hybrid pair became compatible.
+    new_state = models.CharField(max_length=16, blank=True, default="")
+    reason = models.CharField(max_length=300, blank=True, default="")
     changed_at = models.DateTimeField()
 
     class Meta:

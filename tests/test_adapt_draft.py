@@ -444,10 +444,10 @@ def test_an_unadaptable_pair_is_refused_in_one_line_naming_the_rule(tmp_path, re
     nothing_left(tmp_path)
 
 
-def test_a_recurrent_draft_is_refused_by_the_architecture_rule(tmp_path, made, r1_target):
-    mamba = rewrite(model_path("qwen05", headers_only=True), made / "mamba-qwen-vocab.gguf", arch="mamba")
-    p = adapt_draft(r1_target, mamba, "--output", tmp_path / "x.gguf", check=1)
-    assert one_line(p.stderr).startswith("adapt_draft: not adaptable (architecture): The draft (mamba) is recurrent")
+def test_a_diffusion_draft_is_refused_by_the_architecture_rule(tmp_path, made, r1_target):
+    llada = rewrite(model_path("qwen05", headers_only=True), made / "llada-qwen-vocab.gguf", arch="llada")
+    p = adapt_draft(r1_target, llada, "--output", tmp_path / "x.gguf", check=1)
+    assert one_line(p.stderr).startswith("adapt_draft: not adaptable (architecture): The draft (llada) is a diffusion")
     nothing_left(tmp_path)
 
 

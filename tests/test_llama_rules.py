@@ -110,21 +110,42 @@ def test_the_mismatch_names_both_texts(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "arch, kind, words",
+    "arch, kind, state, words",
     [
-        ("mamba", "recurrent", "falls back to state checkpoints"),
-        ("qwen35", "hybrid", "can roll this architecture's state back"),
-        ("jamba", "hybrid", "falls back to state checkpoints"),
-        ("llada", "diffusion", "diffusion model"),
+        ("mamba2", "recurrent", "checkpoints", "speculates with checkpoints"),
+        ("qwen35", "hybrid", "checkpoints", "speculates with checkpoints"),
+        ("jamba", "hybrid", "checkpoints", "partly accepted"),
+        ("llada", "diffusion", "none", "does not speculate"),
+        ("bert", "no-memory", "none", "no state to roll back"),
     ],
 )
-def test_recurrent_hybrid_and_diffusion_models_are_excluded(tmp_path, arch, kind, words):
+def test_a_stateful_target_speculates_with_its_cost_named_and_a_memoryless_one_does_not(
+    tmp_path, arch, kind, state, words
+):
     t = inspect_source(make(tmp_path, "t", arch=arch, hparams=False))
     d = inspect_source(make(tmp_path, "d"))
     assert t.arch_kind == kind
     result = check_pair(t, d)
-    assert not result.compatible and result.llama_cpp_compatible
-    assert result.failed_rule == "architecture" and words in result.checks[0].detail
+    assert result.llama_cpp_compatible
+    assert result.compatible is (state != "none")
+    assert result.failed_rule == (None if state != "none" else "architecture")
+    assert words in result.state["cost"] and result.checks[0].ok is (state != "none")
+    assert (
+        f"runs the pair with {state}" in result.checks[0].detail
+        if state != "none"
+        else words in result.checks[0].detail
+    )
+    assert result.state["kind"] == state and result.state["target"] == state and result.state["draft"] == "kv"
+
+
+def test_a_hybrid_draft_is_checkpointed_and_usable(tmp_path):
+    t = inspect_source(make(tmp_path, "t"))
+    d = inspect_source(make(tmp_path, "d", arch="lfm2", hparams=False))
+    assert d.speculative["type"] == "draft-simple" and "checkpoints" in d.speculative["explanation"]
+    result = check_pair(t, d)
+    assert result.compatible
+    assert result.state == result.state | {"kind": "checkpoints", "target": "kv", "draft": "checkpoints"}
+    assert "the draft's (lfm2) recurrent state" in result.state["cost"]
 
 
 def test_a_file_without_a_token_table_cannot_be_evaluated(tmp_path):
@@ -190,8 +211,16 @@ def test_check_pair_json_has_the_documented_shape(tmp_path):
         "draft",
         "warnings",
         "method",
+        "state",
     }
     assert obj["rules_from"] == "b11434" and obj["failed_rule"] == "bos" and obj["method"] == "draft-simple"
+    assert obj["state"] == {
+        "kind": "kv",
+        "target": "kv",
+        "draft": "kv",
+        "label": "KV cache",
+        "cost": obj["state"]["cost"],
+    }
     assert [c["rule"] for c in obj["checks"]] == RULES
     assert set(obj["target"]) == {
         "source",
@@ -221,3 +250,31 @@ def test_check_pair_errors_are_one_line_with_exit_2(args):
     r = run_check_pair(*args)
     assert r.returncode == 2 and r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_check_pair_on_a_hybrid_target_exits_0_and_names_the_cost(tmp_path):
+    t = make(tmp_path, "t", arch="qwen3next", hparams=False)
+    d = make(tmp_path, "d")
+    r = run_check_pair(str(t), str(d))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("Compatible:")
+    assert (
+        "  state: checkpoints (target checkpoints, draft kv): llama.cpp b11434 speculates with checkpoints" in r.stdout
+    )
+    assert (
+        "[ok  ] architecture The target (qwen3next) is hybrid (attention + recurrent state): llama.cpp b11434 runs"
+        in r.stdout
+    )
+    obj = json.loads(run_check_pair(str(t), str(d), "--json").stdout)
+    assert obj["state"]["kind"] == "checkpoints" and obj["compatible"]
+    alone = run_check_pair(str(t))
+    assert alone.returncode == 0 and "ngram-mod" in alone.stdout and "(checkpoints)" in alone.stdout
+    assert (
+        "State: llama.cpp b11434 speculates with checkpoints: before each draft is verified it saves the target's "
+        "(qwen3next) recurrent state" in alone.stdout
+    )
+
+
+def test_check_pair_on_a_memoryless_target_exits_1(tmp_path):
+    r = run_check_pair(str(make(tmp_path, "t", arch="modern-bert", hparams=False)), str(make(tmp_path, "d")))
+    assert r.returncode == 1 and "[FAIL] architecture" in r.stdout and "does not speculate" in r.stdout

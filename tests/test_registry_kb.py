@@ -288,7 +288,7 @@ def empty_installation(settings, name: str) -> None:
 def test_the_export_is_versioned_json_with_provenance(kb_a, tmp_path):
     n = export_kb(tmp_path / "kb.json")
     doc = json.loads((tmp_path / "kb.json").read_text())
-    assert doc["format"] == "specreg-knowledge-base" and doc["schema_version"] == "1.4"
+    assert doc["format"] == "specreg-knowledge-base" and doc["schema_version"] == "1.5"
     assert doc["installation"] == {
         "id": HERE,
         "rules_from": "b11434",

@@ -313,7 +313,7 @@ def write(tmp_path: Path, doc: dict, name: str = "in.json") -> Path:
 
 def test_the_knowledge_base_carries_token_types_and_restores_them(client, exported, settings, tmp_path):
     shas = exported["_shas"]
-    assert exported["schema_version"] == "1.4"
+    assert exported["schema_version"] == "1.5"
     assert sorted(t["sha256"] for t in exported["token_types"]) == sorted(shas.values())
     by_source = {f["source"]: f for f in exported["files"]}
     assert by_source["hf://org/r1/r1.gguf"]["token_types"] == shas["r1"]

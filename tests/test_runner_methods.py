@@ -299,7 +299,7 @@ def test_draftless_results_show_as_the_method_in_the_table_the_csv_and_the_model
     assert '<td class="method">ngram-mod</td>' in filtered and "1.17" in filtered  # best *matching* result
     assert client.get("/", {"method": "draft-eagle3"}).content.decode().count('class="pair-link"') == 0
     rows = list(__import__("csv").reader(StringIO(b"".join(client.get("/pairs.csv").streaming_content).decode())))
-    assert rows[0][-2:] == ["method", "pair_url"] and rows[1][-2] == "ngram-map-k"
+    assert rows[0][-3:] == ["method", "state", "pair_url"] and rows[1][-3] == "ngram-map-k" and rows[1][-2] == "kv"
     api = client.get("/api/pairs").json()
     assert api["results"][0]["best"]["method"] == "ngram-map-k"
 

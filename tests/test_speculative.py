@@ -138,9 +138,15 @@ def test_eagle3_dflash_and_dspark_sidecars_without_token_tables_are_read_and_nam
     assert dspark.speculative_type == "draft-dspark"
 
 
-def test_recurrent_and_tableless_files_offer_nothing(tmp_path):
-    assert inspect_source(_file(tmp_path, "m.gguf", "mamba", hparams=False)).speculative_type is None
+def test_memoryless_and_tableless_files_offer_nothing_and_recurrent_ones_draft(tmp_path):
+    assert inspect_source(_file(tmp_path, "b.gguf", "bert", hparams=False)).speculative_type is None
+    assert inspect_source(_file(tmp_path, "d.gguf", "dream", hparams=False)).speculative_type is None
     assert inspect_source(_file(tmp_path, "n.gguf", tokens=None)).speculative_type is None
+    mamba = inspect_source(_file(tmp_path, "m.gguf", "mamba", hparams=False))
+    assert (
+        mamba.speculative_type == "draft-simple"
+        and "checkpoints its recurrent state" in mamba.speculative["explanation"]
+    )
 
 
 def test_check_pair_explains_each_methods_requirements(tmp_path):

@@ -23,7 +23,7 @@ from django.db.models import Q
 
 from inspector.compat import check_pair
 from inspector.info import ModelInfo
-from inspector.llama_rules import LLAMA_CPP_BUILD
+from inspector.llama_rules import LLAMA_CPP_BUILD, speculates
 from inspector.tokens import MAX_SIZE_DIFFERENCE
 from registry.bulk_sql import bulk_set, id_in
 from registry.catalog.columns import table_columns
@@ -135,7 +135,7 @@ def combine(target: BaseClass, draft: BaseClass, verdicts: ClassVerdicts) -> Com
         return Combination(target, draft, r.compatible, r.llama_cpp_compatible, r.failed_rule or "", r.rules_from)
     row = verdicts.get(target, draft)
     # check_pair's order: the architecture rule first, then the vocabulary's.
-    arch_ok = t.arch_kind == "transformer" and d.arch_kind == "transformer"
+    arch_ok = speculates(t.arch_kind) and speculates(d.arch_kind)
     failed = "architecture" if not arch_ok else row.failed_rule
     return Combination(target, draft, arch_ok and row.compatible, row.compatible, failed, row.rules_from)
 
@@ -370,7 +370,7 @@ def file_verdicts(target: GGUFFile, draft_base_id: int, limit: int = 200) -> lis
     out = []
     for source, class_id, kind in files:
         ok, rule = per_class.get(class_id, (False, "vocab_type"))
-        if ok and kind != "transformer":
+        if ok and not speculates(kind):
             ok, rule = False, "architecture"
         out.append({"source": source, "compatible": ok, "failed_rule": rule})
     return out

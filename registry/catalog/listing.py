@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from django.conf import settings
 from django.db.models import F, Q, QuerySet
 
+from inspector.llama_rules import NO_SPECULATION_KINDS, speculates
 from inspector.speculative import SIDECAR_ARCHS
 from registry.bulk_sql import id_in
 from registry.models import BaseClass, BaseModel, ClassCheck, GGUFFile, Pair, PairCheckResult
@@ -140,7 +141,7 @@ def unlisted_partners(f: GGUFFile, side: str, limit: int = 50) -> list[BaseClass
     or targets ("target": bigger, biggest first), one row of (base model, tokenizer class, a file) each, from
     the class index in one query whatever the family's size. Sidecars and MTP heads are checked per file: not here."""
     base = f.model.base
-    if base is None or f.tokenizer_class_id is None or f.arch_kind != "transformer":
+    if base is None or f.tokenizer_class_id is None or not speculates(f.arch_kind):
         return []
     mine, other = ("target_base", "draft_base_id") if side == "draft" else ("draft_base", "target_base_id")
     listed = Pair.objects.filter(**{mine: base}).values_list(other, flat=True)
@@ -152,7 +153,7 @@ def unlisted_partners(f: GGUFFile, side: str, limit: int = 50) -> list[BaseClass
         order = ("-base__parameter_count", "base_id")
     rows = (
         BaseClass.objects.filter(size, tokenizer_class_id__in=compatible_classes(f.tokenizer_class_id))
-        .filter(file__arch_kind="transformer")
+        .exclude(file__arch_kind__in=NO_SPECULATION_KINDS)
         .exclude(file__architecture__in=SIDECAR_ARCHS)
         .exclude(base=base)
         .exclude(base_id__in=listed)

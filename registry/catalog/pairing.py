@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from inspector.compat import check_pair
 from inspector.info import ModelInfo
+from inspector.llama_rules import speculates
 from inspector.tokens import MAX_SIZE_DIFFERENCE, candidate_keys
 from registry.bulk_sql import bulk_set
 from registry.catalog.classes import candidate_classes
@@ -224,7 +225,7 @@ class Verdicts:
                 ClassCheck.objects.bulk_create([row], ignore_conflicts=True)
             self.known[(a, b)] = row
         # check_pair's order: the architecture rule first, then the vocabulary's.
-        arch_ok = f.arch_kind == "transformer" and other.arch_kind == "transformer"
+        arch_ok = speculates(f.arch_kind) and speculates(other.arch_kind)
         failed_rule = "architecture" if not arch_ok else (row.failed_rule or None)
         return Verdict(arch_ok and row.compatible, row.compatible, failed_rule, row.rules_from)
 

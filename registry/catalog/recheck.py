@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from inspector.compat import check_pair
+from inspector.compat import PairCheck, check_pair
 from inspector.info import ModelInfo
 from registry.cache_keys import bump_generation
 from registry.catalog.combinations import SETTLED_FIELDS, settle, vocabulary_check
@@ -25,6 +25,9 @@ from registry.jsonsafe import json_safe
 from registry.models import BaseClass, ClassCheck, GGUFFile, Pair, PairCheckResult, VerdictChange
 
 BATCH = 500
+# Appended to ``Pair.rules_from`` by an upgrade whose rules moved a kind of pair (migration 0026: recurrent, hybrid and
+# memory-less models): the verdict shown is the old build's until ``recheck_pairs --stale`` settles it.
+STALE = "+stale"
 _INFO_CACHE = 64  # pairs come ordered by target, so a target's info serves all its drafts
 
 
@@ -46,16 +49,18 @@ def describe(v: VerdictChange) -> str:
         f"pair {p.pk}: {p.draft.source} drafting for {p.target.source}: "
         f"{_verdict(v.old_compatible, v.old_failed_rule)} under {v.old_rules_from or 'unknown rules'} → "
         f"{_verdict(v.new_compatible, v.new_failed_rule)} under {v.new_rules_from}"
+        + (f" ({v.new_state})" if v.new_state and v.new_state != "kv" else "")
     )
 
 
-def _pairs() -> Iterator[list[Pair]]:
+def _pairs(stale_only: bool) -> Iterator[list[Pair]]:
     last = 0
+    pairs = Pair.objects.filter(rules_from__endswith=STALE) if stale_only else Pair.objects.all()
     while True:
         # Keyset batches by id: each batch is its own short transaction, and pairs registered while
         # this runs are checked by their registration anyway.
         batch = list(
-            Pair.objects.filter(pk__gt=last)
+            pairs.filter(pk__gt=last)
             .order_by("pk")
             .select_related("target", "draft")
             .defer("target__info", "draft__info")[:BATCH]
@@ -66,8 +71,11 @@ def _pairs() -> Iterator[list[Pair]]:
         yield sorted(batch, key=lambda p: (p.target_id, p.draft_id))
 
 
-def recheck_pairs(dry_run: bool = False, progress: Callable[[int], None] | None = None) -> Recheck:
-    """Check every stored pair again; store (unless ``dry_run``) new verdicts and the ones that changed."""
+def recheck_pairs(
+    dry_run: bool = False, progress: Callable[[int], None] | None = None, stale_only: bool = False
+) -> Recheck:
+    """Check every stored pair again (or only those an upgrade marked stale); store (unless ``dry_run``) new verdicts
+    and the ones that changed, each with its state kind and, where the architecture rule moved it, the reason."""
     infos: OrderedDict[int, ModelInfo] = OrderedDict()
 
     def info(file_id: int) -> ModelInfo:
@@ -83,7 +91,7 @@ def recheck_pairs(dry_run: bool = False, progress: Callable[[int], None] | None 
 
     checked, changes, rules_from = 0, [], ""
     classes_changed = recheck_classes(info, dry_run)
-    for batch in _pairs():
+    for batch in _pairs(stale_only):
         now = timezone.now()
         updated, results, batch_changes = [], [], []
         for pair in batch:
@@ -98,8 +106,10 @@ def recheck_pairs(dry_run: bool = False, progress: Callable[[int], None] | None 
                         new_compatible=result.compatible,
                         old_failed_rule=pair.failed_rule,
                         new_failed_rule=failed,
-                        old_rules_from=pair.rules_from,
+                        old_rules_from=pair.rules_from.removesuffix(STALE),
                         new_rules_from=result.rules_from,
+                        new_state=result.state.get("kind", ""),
+                        reason=_reason(result, pair.failed_rule)[:300],
                         changed_at=now,
                     )
                 )
@@ -126,6 +136,13 @@ def recheck_pairs(dry_run: bool = False, progress: Callable[[int], None] | None 
     if not dry_run and (checked or classes_changed):
         bump_generation()  # the table's verdict column and filters are out of date
     return Recheck(checked, changes, rules_from, classes_changed)
+
+
+def _reason(result: PairCheck, old_failed_rule: str) -> str:
+    """Why the verdict moved, where one rule says it: the architecture rule's own words when it was that rule."""
+    if "architecture" in (old_failed_rule, result.failed_rule or ""):
+        return next((c.detail for c in result.checks if c.rule == "architecture"), "")
+    return next((c.detail for c in result.checks if c.rule == result.failed_rule), "")
 
 
 def recheck_classes(info: Callable[[int], ModelInfo], dry_run: bool) -> int:

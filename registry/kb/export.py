@@ -15,6 +15,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from inspector.llama_rules import LLAMA_CPP_BUILD
+from registry.catalog.state import state_of
 from registry.kb.schema import FORMAT, SCHEMA_VERSION, now_iso
 from registry.kb.sections import ExportContext, load_sections
 from registry.models import BenchmarkRun, GGUFFile, Pair, ReportedResult, TokenTable, TokenTypeTable
@@ -100,6 +101,20 @@ STABILITY_FIELDS = (
     "compared",
     "differing",
     "prompt_repeats",
+)
+
+
+# What a pair's line reads: its verdict, and its files' names and what their state kind is decided from.
+PAIR_EXPORT = (
+    "compatible",
+    "failed_rule",
+    "rules_from",
+    "verdict",
+    *(
+        f"{side}__{c}"
+        for side in ("target", "draft")
+        for c in ("source", "architecture", "arch_kind", "speculative_type")
+    ),
 )
 
 
@@ -220,10 +235,19 @@ def knowledge_base() -> dict[str, Any]:
     ]
     token_types = _token_types(files)
     pairs = [
-        {"target": t, "draft": d, "compatible": c, "failed_rule": fr, "rules_from": rf, "verdict": v}
-        for t, d, c, fr, rf, v in Pair.objects.order_by("target__source", "draft__source")
-        .values_list("target__source", "draft__source", "compatible", "failed_rule", "rules_from", "verdict")
-        .iterator()
+        {
+            "target": p.target.source,
+            "draft": p.draft.source,
+            "compatible": p.compatible,
+            "failed_rule": p.failed_rule,
+            "rules_from": p.rules_from,
+            "verdict": p.verdict,
+            "state": state_of(p).kind,
+        }
+        for p in Pair.objects.order_by("target__source", "draft__source")
+        .select_related("target", "draft")
+        .only(*PAIR_EXPORT)
+        .iterator(chunk_size=500)
     ]
     # Finished runs only: a queued or running one is this installation's work in progress.
     runs = [

@@ -11,6 +11,11 @@ of outputs that differ under load; a run carries its soaks (``stability``: a Sta
 sha256, its count and the little-endian int32s in base64), and a file names its own by sha256, as it names its
 token table; older files, without them, import as files whose types were not stored.
 
+1.5 (state kinds): a pair carries ``state``, how the exporting installation's llama.cpp rolls it back after a rejected
+draft (kv, checkpoints, rollback or none); it is informational and decided here again from the files. Older files,
+whose rules refused every recurrent or hybrid pair, import as before: such a pair's verdict is decided here under
+this build's rules, and the difference is reported like any other.
+
 A file may come from anyone, so every list, string and number has a bound here, floats must be
 finite, and unknown fields are ignored (a newer minor version may add some); an unknown major
 version is refused before anything else is read.
@@ -41,7 +46,8 @@ from inspector.speculative import SPEC_TYPES
 
 FORMAT = "specreg-knowledge-base"
 SCHEMA_MAJOR = 1
-SCHEMA_VERSION = f"{SCHEMA_MAJOR}.4"  # 1.3: a pair's verdict over every class combination; 1.4: token types
+# 1.3: a pair's verdict over every class combination; 1.4: token types; 1.5: a pair's state kind
+SCHEMA_VERSION = f"{SCHEMA_MAJOR}.5"
 
 INT32 = 2**31 - 1  # PositiveIntegerField on PostgreSQL
 INT64 = 2**63 - 1
@@ -160,6 +166,8 @@ class PairIn(Base):
     rules_from: Text32 = ""
     # 1.3: all, partial or none of the two models' class combinations work (informational: recomputed here)
     verdict: Literal["all", "partial", "none", ""] = ""
+    # 1.5: kv, checkpoints, rollback or none (informational: decided here again)
+    state: Literal["kv", "checkpoints", "rollback", "none", ""] = ""
 
 
 class Figures(Base):

@@ -15,7 +15,9 @@ from django.http import QueryDict
 from django.utils.safestring import SafeString, mark_safe
 
 from inspector.spec_flags import draft_label, is_draftless
+from inspector.state import STATE_KV, STATE_LABELS
 from registry.cache_keys import TTL, cached
+from registry.catalog.state import state_of
 from registry.formatting import params
 from registry.models import Pair, ReportedResult
 from registry.results.figures import Figure, best, figures_for, pairs_with_results, usable_measured
@@ -272,6 +274,9 @@ class Row:
             if p.compatible
             else f'<span class="fail">fails {escape(p.failed_rule)}</span>'
         )
+        state = state_of(p)
+        if state.kind != STATE_KV:  # checkpoints, bounded rollback or no speculation: the rollback's cost, named
+            verdict += f'<div class="sub state" title="{escape(state.cost)}">{escape(STATE_LABELS[state.kind])}</div>'
         if p.adaptable:  # adapt_draft could give the draft the target's special tokens (registry.catalog.adaptable)
             verdict += f'<div class="sub adaptable">adaptable: {escape(p.adaptable["summary"])}</div>'
         return mark_safe(  # noqa: S308 - every value above went through escape()

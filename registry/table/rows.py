@@ -31,6 +31,8 @@ FILE_FIELDS = (
     "file_type",
     "n_vocab",
     "vocab_type",
+    "arch_kind",
+    "speculative_type",
     "model_id",
     "model__name",
     "model__base__quants",
@@ -79,6 +81,8 @@ class TableFile:
     file_type: str
     n_vocab: int
     vocab_type: str
+    arch_kind: str
+    speculative_type: str
     model_id: int
     model: TableModel
 

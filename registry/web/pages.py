@@ -9,12 +9,15 @@ from django.db.models import Count, F
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
+from inspector.info import refreshed
 from inspector.spec_flags import draft_label, is_draftless
 from registry.catalog.adaptable import for_pairs
 from registry.catalog.bases import AdaptedFrom, adapted_from
 from registry.catalog.combinations import PairCombinations, classes_dict, pair_combinations
 from registry.catalog.listing import unlisted_partners
 from registry.catalog.pairing import as_draft, as_target
+from registry.catalog.recheck import STALE
+from registry.catalog.state import state_of
 from registry.models import (
     AdaptCheck,
     BaseClass,
@@ -33,7 +36,7 @@ from registry.results.recommend import Recommendation, recommend
 from registry.web.plot import clients_svg, latest_soak_svg, speed_acceptance_svg
 
 RULE_TITLES = {
-    "architecture": "Architecture (KV cache can be rolled back)",
+    "architecture": "Architecture (how the state is rolled back)",
     "vocab_type": "1. Vocabulary type",
     "bos": "2. BOS token",
     "eos": "3. EOS token",
@@ -171,7 +174,9 @@ def tokenizer_view(info: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def inspection_context(info: dict[str, Any]) -> dict[str, Any]:
-    """What the "What the header says" section needs, from a stored or fresh ModelInfo dict."""
+    """What the "What the header says" section needs, from a stored or fresh ModelInfo dict (read as this build's
+    rules decide: ``inspector.info.refreshed``)."""
+    info = refreshed(info)
     return {
         "info": info,
         "tok": tokenizer_view(info),
@@ -212,6 +217,16 @@ class PairPage:
     @property
     def side_classes(self) -> list[tuple[str, list[dict[str, Any]]]]:
         return [("Target", self.target_classes), ("Draft", self.draft_classes)]
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """How llama.cpp rolls the pair back after a rejected draft, and what that costs (registry.catalog.state)."""
+        return state_of(self.pair).to_dict()
+
+    @property
+    def stale(self) -> bool:
+        """The verdict is an older build's, kept until ``recheck_pairs --stale`` (registry.catalog.recheck)."""
+        return self.pair.rules_from.endswith(STALE)
 
 
 def explained_checks(result: dict[str, Any]) -> list[dict[str, Any]]:

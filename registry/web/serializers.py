@@ -6,6 +6,7 @@ from typing import Any
 
 from registry.catalog.adaptable import api_value, candidate, for_pairs
 from registry.catalog.combinations import compatible_quants
+from registry.catalog.state import state_of
 from registry.models import BaseClass, GGUFFile, Model, Pair, StabilityResult
 from registry.results.figures import Figure
 from registry.table.rows import TableFile, TablePair
@@ -72,6 +73,8 @@ def pair_row(p: Pair | TablePair, best: Figure | None = None) -> dict[str, Any]:
         "compatible_quants": compatible_quants_of(p),
         "llama_cpp_compatible": p.llama_cpp_compatible,
         "failed_rule": p.failed_rule or None,
+        # how llama.cpp rolls the pair back after a rejected draft: kv, checkpoints, rollback or none, and its cost
+        "state": state_of(p).to_dict(),
         # null, or what adapt_draft would change to make the draft acceptable (issue 34)
         "adaptable": adaptable_of(p),
         "size_ratio": round(p.size_ratio, 2) if p.size_ratio else None,

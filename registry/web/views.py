@@ -22,6 +22,7 @@ from django.views.decorators.http import require_POST
 from registry.access.policy import may_see_paths
 from registry.access.redact import redact_text, replacements
 from registry.cache_keys import cached
+from registry.catalog.state import state_of
 from registry.hub.curated import curated_repos
 from registry.models import GGUFFile, Pair
 from registry.results.examples import reported_examples
@@ -92,6 +93,8 @@ CSV_COLUMNS = [
     # an incompatible pair adapt_draft could reconcile: what it changes ("7 special tokens, BOS"), else empty
     "adaptable",
     "method",
+    # how llama.cpp rolls the pair back: kv, checkpoints, rollback, none (inspector.state)
+    "state",
     "pair_url",
 ]
 
@@ -156,6 +159,7 @@ def pairs_csv(request: HttpRequest) -> HttpResponseBase:
                             f"{p.compatible_quants[0]}/{p.compatible_quants[1]}" if p.compatible_quants else "",
                             p.adaptable["summary"] if p.adaptable else "",
                             b.method if b else "",
+                            state_of(p).kind,
                             f"{base}{p.pk}/",
                         )
                     ]

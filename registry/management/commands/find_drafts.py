@@ -8,7 +8,9 @@ from typing import Any
 
 from inspector.cli import terminal_safe
 from inspector.management.base import SpecregCommand, UserError
+from inspector.state import STATE_KV, STATE_LABELS
 from registry.catalog.adaptable import api_value, label
+from registry.catalog.state import state_of
 from registry.hub.drafts import AdaptableDraft, DraftSearch, DraftSearchError, find_drafts, sidecar_method
 from registry.web.serializers import pair_row, unlisted_ref
 
@@ -39,6 +41,12 @@ def sidecar_rows(search: DraftSearch) -> list[dict[str, Any]]:
         }
         for c in search.sidecars
     ]
+
+
+def _state_note(p: Any) -> str:
+    """ ", checkpoints" or ", bounded rollback" for a pair llama.cpp does not roll back by trimming a KV cache."""
+    kind = state_of(p).kind
+    return "" if kind == STATE_KV else f", {STATE_LABELS[kind]}"
 
 
 def adaptable_row(a: AdaptableDraft) -> dict[str, Any]:
@@ -115,7 +123,7 @@ class Command(SpecregCommand):
         else:
             self.stdout.write(f"Registered compatible drafts: {len(search.registered)}")
             for p in search.registered:
-                self.stdout.write(f"  {p.draft.source}  (size ratio {p.size_ratio or 0:.1f}×)")
+                self.stdout.write(f"  {p.draft.source}  (size ratio {p.size_ratio or 0:.1f}×{_state_note(p)})")
                 files = getattr(p, "draft_files", [])
                 refused = [f for f in files if not f["compatible"]]
                 if refused:
@@ -132,7 +140,7 @@ class Command(SpecregCommand):
             if not no_hub:
                 self.stdout.write(f"Found on the Hub: {len(search.found)} compatible")
                 for p in search.found:
-                    self.stdout.write(f"  {p.draft.source}  (size ratio {p.size_ratio or 0:.1f}×)")
+                    self.stdout.write(f"  {p.draft.source}  (size ratio {p.size_ratio or 0:.1f}×{_state_note(p)})")
             self.write_adaptable(search)
             # Sidecars have no token table: not vocabulary pairs, each checked with its method's rules.
             rows = [r for r in sidecar_rows(search) if r["pair"] is not None]

@@ -18,9 +18,14 @@ class Command(SpecregCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--dry-run", action="store_true", help="list the changes without storing anything")
         parser.add_argument("--json", action="store_true", help="print the changes as JSON")
+        parser.add_argument(
+            "--stale",
+            action="store_true",
+            help="only the pairs an upgrade marked stale (rules_from ending +stale): quicker after an upgrade",
+        )
 
-    def handle(self, *args, dry_run: bool, json: bool, **options) -> None:
-        r = recheck_pairs(dry_run=dry_run)
+    def handle(self, *args, dry_run: bool, json: bool, stale: bool, **options) -> None:
+        r = recheck_pairs(dry_run=dry_run, stale_only=stale)
         if json:
             self.stdout.write(
                 _json.dumps(
@@ -42,7 +47,9 @@ class Command(SpecregCommand):
                                     "compatible": v.new_compatible,
                                     "failed_rule": v.new_failed_rule,
                                     "rules_from": v.new_rules_from,
+                                    "state": v.new_state,
                                 },
+                                "reason": v.reason,
                             }
                             for v in r.changes
                         ],
