@@ -293,10 +293,18 @@ def plain_argv(caps: Capabilities, target: Path | str, prompt: str, gen: GenPara
 
 
 def method_argv(
-    caps: Capabilities, target: Path | str, draft: Path | str | None, prompt: str, gen: GenParams, setting: Setting
+    caps: Capabilities,
+    target: Path | str,
+    draft: Path | str | None,
+    prompt: str,
+    gen: GenParams,
+    setting: Setting,
+    round_log: bool = False,
 ) -> list[str]:
     """``llama-speculative-simple -m T [-md D] ... --spec-type METHOD ...``: the target speculating as
-    ``setting`` says; n-gram methods and MTP heads take no draft file."""
+    ``setting`` says; n-gram methods and MTP heads take no draft file. ``round_log`` asks for the debug level, whose
+    per-round lines give a checkpointed target's real acceptance (output.counted_rounds); it is not the default
+    because the debug level also logs every graph input, thousands of lines per hundred tokens."""
     argv = [str(caps.binary), "-m", str(target)]
     if uses_draft_file(setting.method):
         if not draft:
@@ -308,5 +316,5 @@ def method_argv(
     if draft and uses_draft_file(setting.method) and gen.gpu_layers is not None and caps.draft_gpu_layers_flag:
         argv += [caps.draft_gpu_layers_flag, str(gen.gpu_layers)]
     if caps.has("-lv"):
-        argv += ["-lv", "4"]  # trace level adds the per-implementation draft statistics line
+        argv += ["-lv", "5" if round_log else "4"]  # trace level adds the per-implementation draft statistics line
     return argv + spec_flags(caps, setting)

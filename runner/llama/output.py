@@ -34,6 +34,9 @@ class SpecFigures:
     encode_s: float
     text: str  # the generated text (the echoed prompt removed)
     # from the trace-level "statistics draft-simple:" line (printed with -lv 4), when present
+    # True when n_drafted/n_accept were counted round by round from the debug log (-lv 5): a checkpointed target,
+    # whose printed totals count the tokens passed again after a restore and leave out partly accepted drafts
+    counted_rounds: bool = False
     n_draft_calls: int | None = None  # drafts generated
     draft_gen_ms: float | None = None  # time spent drafting
     accept_rate_per_pos: tuple[float, ...] = ()
@@ -86,6 +89,12 @@ _DECODED = re.compile(rf"decoded\s+(\d+) tokens in\s+{_NUM} seconds, speed:\s+{_
 _ENCODED = re.compile(rf"encoded\s+(\d+) tokens in\s+{_NUM} seconds")
 _SPEC_INT = {k: re.compile(rf"\b{k}\s*=\s*(\d+)") for k in ("n_draft", "n_predict", "n_drafted", "n_accept")}
 _ACCEPT = re.compile(rf"\baccept\s*=\s*{_NUM}\s*%")
+# examples/speculative-simple's debug lines (-lv 5), one per round: a partly accepted draft on a checkpointed target
+# ("partial acceptance: A < N, restoring checkpoint") is followed by the round that passes its A accepted tokens and
+# the target's own again ("accepted A+1/A+1 draft tokens"), which drafted nothing.
+_ROUND = re.compile(
+    r"^(?:\S+ D )?(?:partial acceptance: (\d+) < (\d+), restoring checkpoint|accepted (\d+)/(\d+) draft tokens)", re.M
+)
 _STATS = re.compile(
     r"statistics\s+draft-simple:.*?#gen drafts\s*=\s*(\d+).*?(?:#acc rate/pos = \(([^)]*)\))?"
     r"(?:, dur\(b,g,a\) = [\d.]+, ([\d.]+), [\d.]+ ms)?$",
@@ -164,6 +173,22 @@ def speculative_text(stdout: str, prompt: str) -> str:
     return body
 
 
+def counted_rounds(stderr: str) -> tuple[int, int] | None:
+    """(drafted, accepted) over the rounds of the debug log, the replays after a checkpoint restore left out; None
+    when the log has no round lines (run without -lv 5)."""
+    drafted = accepted = 0
+    replay = seen = False
+    for m in _ROUND.finditer(stderr):
+        seen = True
+        if m.group(1) is not None:  # a partly accepted draft: the target restores its checkpoint
+            accepted, drafted, replay = accepted + int(m.group(1)), drafted + int(m.group(2)), True
+        elif replay:  # the accepted tokens passed again: no draft of its own
+            replay = False
+        else:
+            accepted, drafted = accepted + int(m.group(3)), drafted + int(m.group(4))
+    return (drafted, accepted) if seen else None
+
+
 def parse_speculative(rc: int | None, stdout: str, stderr: str, prompt: str) -> SpecFigures | RunFailure:
     tool = "llama-speculative-simple"
     if rc != 0:
@@ -175,10 +200,14 @@ def parse_speculative(rc: int | None, stdout: str, stderr: str, prompt: str) -> 
     ints = {k: m for k, m in found.items() if m is not None}
     encoded = _ENCODED.search(stderr)
     accept = _ACCEPT.search(stderr)
-    n_drafted = int(ints["n_drafted"].group(1))
+    n_drafted, n_accept = int(ints["n_drafted"].group(1)), int(ints["n_accept"].group(1))
     accept_pct = _float(accept.group(1)) if accept and n_drafted > 0 else None
-    stats = _STATS.search(stderr)
     extra: dict[str, Any] = {}
+    if (rounds := counted_rounds(stderr)) is not None:
+        n_drafted, n_accept = rounds
+        accept_pct = 100.0 * n_accept / n_drafted if n_drafted else None
+        extra["counted_rounds"] = True
+    stats = _STATS.search(stderr)
     if stats:
         extra["n_draft_calls"] = int(stats.group(1))
         if stats.group(2):
@@ -191,7 +220,7 @@ def parse_speculative(rc: int | None, stdout: str, stderr: str, prompt: str) -> 
         tokens_per_s=_float(decoded.group(3)),
         n_draft=int(ints["n_draft"].group(1)),
         n_drafted=n_drafted,
-        n_accept=int(ints["n_accept"].group(1)),
+        n_accept=n_accept,
         accept_pct=accept_pct,
         n_encoded=int(encoded.group(1)) if encoded else 0,
         encode_s=_float(encoded.group(2)) if encoded else 0.0,
