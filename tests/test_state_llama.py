@@ -13,8 +13,13 @@ import pytest
 
 from inspector.compat import check_pair
 from inspector.info import inspect_source
+from inspector.spec_flags import Setting
 from runner.llama import binaries as llamacpp
+from runner.llama import output
 from runner.measure.cli import Cell, measure_cell
+from runner.predict import replay
+from runner.predict.prediction import predict
+from runner.prompts import Task, TaskSet
 from tests.models import model_path
 from tests.needs import missing
 from tests.tinystate import mamba2
@@ -88,3 +93,50 @@ def test_a_checkpointed_targets_acceptance_is_counted_per_round_not_as_the_tool_
     # The two tools draft differently after a restore (the server's drafts are shorter), so their rates are close, not
     # equal; the tool's printed 100% is far from both.
     assert abs(res.acceptance_rate - served.acceptance_rate) < 0.1
+
+
+def _counted(target: str, draft: str | None, setting, gen) -> tuple[int, int]:
+    """The real run's drafted and accepted tokens, counted round by round (runner.llama.output.counted_rounds)."""
+    caps = llamacpp.capabilities(llamacpp.find_binary(llamacpp.SPECULATIVE))
+    argv = llamacpp.method_argv(caps, target, draft, PROMPT, gen, setting, round_log=True)
+    r = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=300)
+    fig = output.parse_speculative(r.returncode, r.stdout, r.stderr, PROMPT)
+    assert isinstance(fig, output.SpecFigures) and fig.counted_rounds, fig
+    return fig.n_drafted, fig.n_accept
+
+
+@pytest.mark.django_db  # transcripts are kept in the database
+@pytest.mark.parametrize("method", ["draft-simple", "ngram-mod"])
+def test_the_replay_follows_llama_cpps_checkpoint_branch_to_its_real_counts(tools, pair, method):
+    target, draft = pair
+    used = draft if method == "draft-simple" else None
+    gen = llamacpp.GenParams(n_predict=48, threads=2)
+    setting = Setting(method, 4 if method == "draft-simple" else 8, None, ())
+    script = replay.transcript(target, PROMPT, llamacpp.GenParams(n_predict=48 + setting.k + 2, threads=2))
+    got = replay.replay(target, used, PROMPT, gen, setting, script)
+    assert got.checkpoints == (True, method == "draft-simple")
+    assert (got.n_drafted, got.n_accept) == _counted(target, used, setting, gen)
+    if method == "draft-simple":  # some drafts are only partly accepted: each is passed through the target again
+        partial = [i for i, (d, a) in enumerate(got.steps) if a < d]
+        assert partial and all(got.replays[i] == got.steps[i][1] + 1 for i in partial)
+        assert all(got.replays[i] == 0 for i in range(len(got.steps)) if i not in partial)
+
+
+@pytest.mark.django_db
+def test_a_recurrent_pairs_prediction_prices_its_checkpoints(tools, pair):
+    target, draft = pair
+    run = predict(
+        target,
+        draft,
+        [Setting("draft-simple", 4, None, ())],
+        TaskSet("t", "one prompt", (Task("fib", "code", PROMPT),)),
+        ["code"],
+        n_predict=48,
+        threads=2,
+    )
+    [p] = run.predictions
+    assert p.drafted > p.accepted > 0
+    for side in ("target", "draft"):
+        cost = run.costs[side]
+        assert cost.checkpoint_save > 0 and cost.checkpoint_restore > 0
+    assert run.costs["target"].extra_per_call_s is None  # the KV rounds' residual is not taken for such a pair

@@ -3,15 +3,11 @@ speculative (``llama-speculative-simple``) runs; the data types and the A/B loop
 
 from __future__ import annotations
 
-import functools
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from inspector.info import InspectError, inspect_source
-from inspector.llama_rules import STATE_CHECKPOINTS, state_kind
 from runner.llama import binaries, output, procs
 from runner.measure.cells import (
     BUSY_SHARE,
@@ -31,6 +27,7 @@ from runner.measure.cells import (
 )
 from runner.measure.load import measure_under_load
 from runner.measure.server import measure_via_server
+from runner.state import checkpointed
 
 __all__ = [
     "BUSY_SHARE",
@@ -101,24 +98,6 @@ def _run_plain(cell: Cell, caps: binaries.Capabilities, i: int, r: int, cancel: 
     return Run("plain", i, r, "ok", res.wall_s, busy_s, fig.tokens_per_s, fig.n_eval + 1, text=fig.text)
 
 
-@functools.lru_cache(maxsize=32)
-def _checkpointed(target: str, size: int, mtime_ns: int, method: str) -> bool:
-    """Whether llama.cpp runs this target with checkpoints for ``method`` (inspector.state), from its header."""
-    try:
-        info = inspect_source(target)
-    except InspectError:
-        return False  # llama.cpp will say what is wrong with the file
-    return state_kind(info.architecture, info.arch_kind, "target", method) == STATE_CHECKPOINTS
-
-
-def target_checkpointed(target: str, method: str) -> bool:
-    try:
-        st = os.stat(target)
-    except OSError:
-        return False
-    return _checkpointed(target, st.st_size, st.st_mtime_ns, method)
-
-
 def _run_spec(cell: Cell, caps: binaries.Capabilities, i: int, r: int, cancel: Cancel | None) -> Run:
     # A checkpointed target's printed totals count the tokens passed again after each restore: the rounds are
     # counted from the debug log instead (output.counted_rounds).
@@ -129,7 +108,7 @@ def _run_spec(cell: Cell, caps: binaries.Capabilities, i: int, r: int, cancel: C
         cell.prompts[i],
         _gen(cell),
         cell.setting,
-        round_log=target_checkpointed(cell.target, cell.method),
+        round_log=checkpointed(cell.target, "target", cell.method),
     )
     prompt = cell.prompts[i]
 

@@ -47,6 +47,7 @@ from runner.hardware import gpu_layers, hardware_class, measurement_class, ram_b
 from runner.llama import binaries
 from runner.predict import changed_tokens, forced, kept, replay, round_cost
 from runner.prompts import TaskSet, read_chat_template, render_prompt
+from runner.state import checkpointed
 
 COST_DEPTH = 256  # context tokens behind the timed batches: a prompt and part of an answer
 MAX_TIMED_BATCH = 17  # larger verify batches (n-gram methods draft up to 64) follow the last measured slope
@@ -84,6 +85,10 @@ class CostModel:
     # llama.cpp decode call of a round: signed as measured, negative where the parts' timings overstate a real round;
     # None where not measured (n-gram settings only).
     extra_per_call_s: float | None = None
+    # A checkpoint of the model's recurrent state (llama.cpp's common_prompt_checkpoint): seconds to save one and to
+    # restore one, as the timing measured them; 0 for a model with a KV cache, which needs none.
+    checkpoint_save: float = 0.0
+    checkpoint_restore: float = 0.0
 
     def token(self) -> float:
         """Plain decoding's cost per token: a batch of one and its sampling."""
@@ -150,6 +155,7 @@ def timing_argv(exe: Path | str, model: Path | str, options: list[str], out: Pat
 
 def _cost_model(model: Path | str, data: dict[str, Any]) -> CostModel:
     """The tool's timing JSON (fresh or cached) as a CostModel."""
+    ckpt = data.get("checkpoint") or {}
     return CostModel(
         str(model),
         int(data["depth"]),
@@ -157,6 +163,8 @@ def _cost_model(model: Path | str, data: dict[str, Any]) -> CostModel:
         float(data.get("sample_s", 0.0)),
         float(data.get("draft_sample_s", 0.0)),
         tuple(float(s) for s in data.get("seconds_last", ())),
+        checkpoint_save=float(ckpt.get("save_s", 0.0)),
+        checkpoint_restore=float(ckpt.get("restore_s", 0.0)),
     )
 
 
@@ -192,6 +200,27 @@ def modelled_step(setting: Setting, drafted: int, target: CostModel, draft: Cost
         full = 1 if setting.k and drafted >= setting.k else 0
         t += draft.batch(1) * (1 + drafted - full) + draft.batch_last(drafted + 1)
         t += draft.draft_sample * (drafted + 1 - full)
+    return t
+
+
+def checkpoint_seconds(
+    setting: Setting, drafted: int, replayed: int, r: replay.Replay, target: CostModel, draft: CostModel | None
+) -> float:
+    """What checkpoints add to one verification (examples/speculative-simple's checkpoint branch, which the replay
+    followed): a checkpointed target saves its state before verifying a draft and, when the draft is only partly
+    accepted, restores it and decodes ``replayed`` tokens after id_last again (with every token's logits, sampled as
+    a verification is), which the draft model takes in too; a checkpointed draft saves its state before drafting and
+    restores it before the verification, and once more after a partial acceptance."""
+    ckpt_target, ckpt_draft = r.checkpoints
+    t = 0.0
+    if ckpt_target and drafted:
+        t += target.checkpoint_save
+    if ckpt_target and replayed:
+        t += target.checkpoint_restore + target.batch(replayed + 1) + target.sample * (replayed + 1)
+        if uses_draft_file(setting.method) and draft is not None:
+            t += draft.batch_last(replayed + 1)
+    if ckpt_draft and draft is not None and uses_draft_file(setting.method):
+        t += draft.checkpoint_save + draft.checkpoint_restore * (2 if replayed else 1)
     return t
 
 
@@ -371,6 +400,12 @@ class _Tally:
         costs = plan.costs
         weighted = r.steps if isinstance(r, forced.Expected) else [(1.0, d) for d, _ in r.steps]
         row.spec_seconds += sum(w * step_seconds(s, d, costs["target"], costs.get("draft")) for w, d in weighted)
+        if isinstance(r, replay.Replay) and any(r.checkpoints):
+            replayed = r.replays or (0,) * len(r.steps)
+            row.spec_seconds += sum(
+                checkpoint_seconds(s, d, n, r, costs["target"], costs.get("draft"))
+                for (d, _), n in zip(r.steps, replayed, strict=False)
+            )
         row.extra_seconds += sum(w * step_extra(s, d, costs["target"], costs.get("draft")) for w, d in weighted)
         row.plain_seconds += r.n_predict * costs["target"].token()
 
@@ -412,7 +447,10 @@ def predict(
     gen = generation_params(where, n_predict, threads, temperature)
     template = read_chat_template(target)
     tally = _Tally()
-    fast = [] if exact or draft is None else [s for s in settings if s.method == "draft-simple"]
+    # The forced pass walks a KV cache's rounds; with checkpoints a partly accepted draft is followed by a second
+    # pass of its tokens, which shifts every later round: such pairs are replayed through llama.cpp's own loop.
+    stateful = checkpointed(str(target), "target") or (draft is not None and checkpointed(str(draft), "draft"))
+    fast = [] if exact or stateful or draft is None else [s for s in settings if s.method == "draft-simple"]
     p_cont = min((s.p_min for s in fast if s.p_min), default=0.0)  # continuations matter only above p-min 0
 
     started = time.monotonic()
@@ -455,6 +493,10 @@ def _cost_models(
     if draft is not None and any(uses_draft_file(s.method) for s in settings):
         t = costs["target"]
         d = costs["draft"] = measure_cost(draft, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)
+        if checkpointed(str(target), "target") or checkpointed(str(draft), "draft"):
+            # The residual is what a KV cache's rounds leave beyond their parts (round_cost): a checkpointed pair's
+            # rounds also save, restore and pass tokens again, which checkpoint_seconds prices from their own timings.
+            return costs
         _, extra = round_cost.measure_rounds(
             target, draft, gen, lambda r: round_residual(r, t, d), should_cancel=should_cancel, timeout_s=timeout_s
         )

@@ -67,6 +67,10 @@ class Replay:
     n_drafted: int
     n_accept: int
     steps: list[tuple[int, int]]  # (drafted, accepted) per verification
+    # Per step, the tokens a checkpointed target passed through again after restoring its checkpoint (0: none), and
+    # which contexts llama.cpp checkpoints ({"target": bool, "draft": bool}), as the tool's loop found them.
+    replays: tuple[int, ...] = ()
+    checkpoints: tuple[bool, bool] = (False, False)
 
     @property
     def acceptance(self) -> float | None:
@@ -163,4 +167,12 @@ def replay(
         argv = replay_argv(tool(), caps, target, draft, prompt, gen, setting, path)
         out = run_tool(argv, timeout_s, None, should_cancel)
     data = json.loads(out.strip().splitlines()[-1])
-    return Replay(data["n_predict"], data["n_drafted"], data["n_accept"], [tuple(s) for s in data["steps"]])
+    ckpt = data.get("checkpoints") or {}
+    return Replay(
+        data["n_predict"],
+        data["n_drafted"],
+        data["n_accept"],
+        [tuple(s) for s in data["steps"]],
+        tuple(int(n) for n in data.get("replays", ())),
+        (bool(ckpt.get("target")), bool(ckpt.get("draft"))),
+    )

@@ -196,6 +196,10 @@ static int timing(common_params & params, const std::string & out_path) {
         return fail("DEPTH + MAX_BATCH must fit the context (-c) and DEPTH the batch (-b)");
     }
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+    // A context with recurrent state cannot drop the timed batch's tokens: speculation checkpoints it instead
+    // (common/common.cpp's common_context_can_seq_rm, as speculative-simple asks it [ss:69-70]), and so does
+    // this timing, which measures what a checkpoint costs on the way.
+    const bool use_ckpt = common_context_can_seq_rm(ctx) == COMMON_CONTEXT_SEQ_RM_TYPE_FULL;
     common_batch batch(ctx);
     for (int i = 0; i < depth; ++i) {  // the context's contents do not change the cost, only their number
         batch.add((llama_token) ((i * 7919) % n_vocab), i, 0, false);
@@ -203,6 +207,28 @@ static int timing(common_params & params, const std::string & out_path) {
     if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch.get()) != 0) {
         return fail("decoding the context failed");
     }
+    common_prompt_checkpoint ckpt;
+    std::vector<double> save_t, restore_t;
+    if (use_ckpt) {
+        ckpt.update_pos(depth, 0, depth - 1);
+        ckpt.update_tgt(ctx, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+    }
+    // Back to DEPTH tokens after a timed batch: remove its tokens, or restore the checkpoint [ss:274-276] (timed:
+    // a round that is only partly accepted pays it), after saving one as each round does before verifying [ss:208].
+    auto back_to_depth = [&]() {
+        if (!use_ckpt) {
+            llama_memory_seq_rm(llama_get_memory(ctx), 0, depth, -1);
+            return;
+        }
+        const int64_t t0 = ggml_time_us();
+        ckpt.load_tgt(ctx, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+        llama_memory_seq_rm(llama_get_memory(ctx), 0, ckpt.pos_max + 1, -1);
+        const int64_t t1 = ggml_time_us();
+        ckpt.update_tgt(ctx, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+        const int64_t t2 = ggml_time_us();
+        restore_t.push_back((t1 - t0) / 1e6);
+        save_t.push_back((t2 - t1) / 1e6);
+    };
     // every_output: a verify batch [ss:223-228] computes every token's logits; a draft model fed the target's
     // batch (draft-simple's process() [sp:304-312]) computes only the last token's, which skips the output layer
     // for the others (a quarter of a small model's work with a 152k vocabulary).
@@ -217,7 +243,7 @@ static int timing(common_params & params, const std::string & out_path) {
         }
         llama_get_logits_ith(ctx, -1);  // the logits are ready: the decode is complete
         const int64_t t1 = ggml_time_us();
-        llama_memory_seq_rm(llama_get_memory(ctx), 0, depth, -1);
+        back_to_depth();
         out = (t1 - t0) / 1e6;
         return true;
     };
@@ -289,6 +315,12 @@ static int timing(common_params & params, const std::string & out_path) {
     const double draft_sample_s = sample_seconds(draft_params);
     std::ofstream os(out_path);
     os << "{\"sample_s\": " << sample_s << ", \"draft_sample_s\": " << draft_sample_s;
+    if (use_ckpt) {  // the first few are the warm-up passes': the median of the rest
+        save_t.erase(save_t.begin(), save_t.begin() + std::min<size_t>(save_t.size() / 4, save_t.size()));
+        restore_t.erase(restore_t.begin(), restore_t.begin() + std::min<size_t>(restore_t.size() / 4, restore_t.size()));
+        os << ", \"checkpoint\": {\"save_s\": " << median(save_t) << ", \"restore_s\": " << median(restore_t)
+           << ", \"bytes\": " << ckpt.data_tgt.size() << "}";
+    }
     os << ", \"depth\": " << depth << ", \"batch\": [";
     for (int b = 1; b <= max_b; ++b) {
         os << (b > 1 ? "," : "") << b;
@@ -342,6 +374,11 @@ static int replay(common_params & params, const std::string & transcript_path) {
     }
     llama_context * ctx_dft = params.speculative.draft.ctx_dft;
 
+    // [ss:69-70] a context that cannot remove part of a sequence (recurrent or hybrid state) speculates with
+    // checkpoints. Asked before the prompt, as there: each answer decodes two tokens and clears the context (the only
+    // decode this tool makes with the target).
+    const bool use_ckpt_tgt = common_context_can_seq_rm(ctx_tgt) == COMMON_CONTEXT_SEQ_RM_TYPE_FULL;
+    const bool use_ckpt_dft = common_context_can_seq_rm(ctx_dft) == COMMON_CONTEXT_SEQ_RM_TYPE_FULL;
     const llama_seq_id seq_id = 0;
     struct common_speculative * spec = common_speculative_init(params.speculative, 1);  // [ss:122]
     if (spec == nullptr) {
@@ -367,29 +404,44 @@ static int replay(common_params & params, const std::string & transcript_path) {
     int n_predict = 0, n_drafted = 0, n_accept = 0;
     size_t at = 0;  // the next transcript token: what the target emits after id_last
     std::vector<std::pair<int, int>> steps;
+    std::vector<int> replays;  // per step: the tokens passed through the target again after a checkpoint restore
+
+    common_prompt_checkpoint ckpt;
 
     while (true) {
-        // [ss:186-202] the largest draft the context and the generation budget allow, then the draft
-        int n_draft_max = (int) llama_n_ctx(ctx_tgt) - n_past - 2;
-        if (params.n_predict >= 0) {
-            n_draft_max = std::min(n_draft_max, params.n_predict - n_predict - 1);
-        }
-        n_draft_max = std::max(n_draft_max, 0);
-        common_speculative_get_draft_params(spec, seq_id) = {
-            /* .drafting   = */ true,
-            /* .n_max      = */ n_draft_max,
-            /* .pos0       = */ n_past,
-            /* .id_last    = */ id_last,
-            /* .prompt     = */ &prompt_tgt,
-            /* .result     = */ &draft,
-        };
-        common_speculative_draft(spec);
+        if (draft.empty()) {
+            // [ss:176-183] the checkpoint's position (the real run reads it from the target's memory, which stays
+            // empty here: the last position is n_past - 1) and the draft context's state
+            ckpt.update_pos((int64_t) prompt_tgt.size(), 0, n_past - 1);
+            if (use_ckpt_dft) {
+                ckpt.update_dft(ctx_dft, seq_id, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+            }
+            // [ss:186-202] the largest draft the context and the generation budget allow, then the draft
+            int n_draft_max = (int) llama_n_ctx(ctx_tgt) - n_past - 2;
+            if (params.n_predict >= 0) {
+                n_draft_max = std::min(n_draft_max, params.n_predict - n_predict - 1);
+            }
+            n_draft_max = std::max(n_draft_max, 0);
+            common_speculative_get_draft_params(spec, seq_id) = {
+                /* .drafting   = */ true,
+                /* .n_max      = */ n_draft_max,
+                /* .pos0       = */ n_past,
+                /* .id_last    = */ id_last,
+                /* .prompt     = */ &prompt_tgt,
+                /* .result     = */ &draft,
+            };
+            common_speculative_draft(spec);
 
-        // [ss:212-219] the draft context goes back to the target's last position before verification. The
-        // real run reads that position from the target's memory, which stays empty here: it is n_past - 1.
-        if (ctx_dft) {
-            llama_memory_seq_rm(llama_get_memory(ctx_dft), seq_id, n_past, -1);
+            // [ss:212-219] the draft context goes back to the target's last position before verification
+            if (ctx_dft) {
+                if (use_ckpt_dft) {
+                    ckpt.load_dft(ctx_dft, seq_id, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+                }
+                llama_memory_seq_rm(llama_get_memory(ctx_dft), seq_id, ckpt.pos_max + 1, -1);
+            }
         }
+        // else [ss:220-225]: the accepted tokens of a partly accepted draft, passed through the target again
+        const bool is_replay = use_ckpt_tgt && !replays.empty() && replays.back() < 0;
 
         // [ss:227-238] the verify batch [id_last, draft...], fed to the speculative implementation(s) only
         batch_tgt.clear();
@@ -424,12 +476,33 @@ static int replay(common_params & params, const std::string & transcript_path) {
         at += ids.size();
 
         const size_t n_draft = draft.size();
-        common_speculative_accept(spec, seq_id, (uint16_t) n_acc);  // [ss:292]
-        n_past += (int) n_acc;                                        // [ss:295-298]
-        n_drafted += (int) n_draft;
-        n_accept += (int) n_acc;
+        if (is_replay) {
+            replays.back() = (int) n_draft;  // the replayed tokens: what the target decodes again, besides id_last
+        } else {
+            // the real counts (llama-server's, and the runner's per-round count): each fresh draft once
+            n_drafted += (int) n_draft;
+            n_accept += (int) n_acc;
+            steps.emplace_back((int) n_draft, (int) n_acc);
+            replays.push_back(0);
+        }
+        // [ss:266-289] partial acceptance on a checkpointed target: restore the checkpoint and make the accepted
+        // tokens (and the target's own) the next round's draft. Nothing is emitted yet, so the transcript position
+        // stays where it was.
+        if (use_ckpt_tgt && !is_replay && n_acc < n_draft) {
+            at -= ids.size();
+            draft = std::move(ids);
+            if (ctx_dft) {
+                ckpt.load_dft(ctx_dft, seq_id, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+                llama_memory_seq_rm(llama_get_memory(ctx_dft), seq_id, ckpt.pos_max + 1, -1);
+            }
+            prompt_tgt.resize((size_t) ckpt.n_tokens);
+            n_past = (int) prompt_tgt.size();
+            replays.back() = -1;  // the next round replays
+            continue;
+        }
+        common_speculative_accept(spec, seq_id, (uint16_t) (is_replay ? n_draft : n_acc));  // [ss:292]
+        n_past += (int) (is_replay ? n_draft : n_acc);                                       // [ss:295-298]
         n_predict += (int) ids.size();
-        steps.emplace_back((int) n_draft, (int) n_acc);
 
         bool has_eos = false;
         for (size_t i = 0; i < ids.size(); ++i) {  // [ss:305-312]
@@ -450,9 +523,15 @@ static int replay(common_params & params, const std::string & transcript_path) {
     }
     common_speculative_free(spec);
 
-    printf("{\"n_predict\": %d, \"n_drafted\": %d, \"n_accept\": %d, \"steps\": [", n_predict, n_drafted, n_accept);
+    printf("{\"n_predict\": %d, \"n_drafted\": %d, \"n_accept\": %d, \"checkpoints\": {\"target\": %s, "
+           "\"draft\": %s}, \"steps\": [",
+           n_predict, n_drafted, n_accept, use_ckpt_tgt ? "true" : "false", use_ckpt_dft ? "true" : "false");
     for (size_t i = 0; i < steps.size(); ++i) {
         printf("%s[%d,%d]", i ? "," : "", steps[i].first, steps[i].second);
+    }
+    printf("], \"replays\": [");
+    for (size_t i = 0; i < replays.size(); ++i) {
+        printf("%s%d", i ? "," : "", std::max(replays[i], 0));
     }
     printf("]}\n");
     return 0;
