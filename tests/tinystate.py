@@ -1,8 +1,10 @@
 """Tiny models with recurrent state that the pinned llama.cpp really loads and runs, for the state-kind tests.
 
-A Mamba-2 (recurrent: llama.cpp speculates with checkpoints) of random weights, 2 layers 64 wide, with Qwen2.5's real
-tokenizer read from the Qwen2.5-Coder-0.5B header the suite already fetches: it shares that vocabulary with the Qwen
-test models. Random weights: whatever such a model measures says nothing of a real model's speed or acceptance.
+A Mamba-2 (recurrent) and an LFM2 (hybrid: short convolutions and attention layers), 2 layers 64 wide, of random
+weights, with Qwen2.5's real tokenizer read from the Qwen2.5-Coder-0.5B header the suite already fetches: they share
+that vocabulary with the Qwen test models. llama.cpp speculates with both through checkpoints when drafting with a
+separate model or an n-gram method. Random weights: whatever such a model measures says nothing of a real model's
+speed or acceptance.
 """
 
 from __future__ import annotations
@@ -75,6 +77,13 @@ def write_mamba2(path: Path, seed: int = 0, noise: float = 0.0, base_seed: int |
     w.add_ssm_time_step_rank(N_HEAD)
     w.add_ssm_group_count(N_GROUP)
     w.add_file_type(1)
+    _tokenizer(w, tok)
+    _write(tmp, w, tensors)
+    tmp.replace(path)
+    return path
+
+
+def _tokenizer(w: GGUFWriter, tok: dict[str, Any]) -> None:
     w.add_tokenizer_model(str(tok["tokenizer.ggml.model"]))
     w.add_tokenizer_pre(str(tok.get("tokenizer.ggml.pre", "qwen2")))
     w.add_token_list(tok["tokenizer.ggml.tokens"])
@@ -88,14 +97,84 @@ def write_mamba2(path: Path, seed: int = 0, noise: float = 0.0, base_seed: int |
         if key in tok:
             add(int(tok[key]))
     w.add_add_bos_token(bool(tok.get("tokenizer.ggml.add_bos_token", False)))
+
+
+def _write(path: Path, w: GGUFWriter, tensors: dict[str, np.ndarray]) -> Path:
     for name, data in tensors.items():
         w.add_tensor(name, data)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    return path
+
+
+def write_lfm2(path: Path, seed: int = 0, noise: float = 0.0, base_seed: int | None = None) -> Path:
+    """An LFM2 of random weights: layer 0 a short convolution (recurrent state), layer 1 attention (a KV cache); with
+    ``noise``, the model of ``base_seed`` with noise on every weight, as ``write_mamba2``."""
+    tok = qwen_tokenizer()
+    n_vocab = len(tok["tokenizer.ggml.tokens"])
+    rng = np.random.default_rng(seed if base_seed is None else base_seed)
+    jitter = np.random.default_rng(seed + 1_000_003)
+    n_head, n_head_kv, n_ff, l_cache = 4, 2, 128, 3
+    head = N_EMBD // n_head
+
+    def normal(*shape: int, scale: float) -> np.ndarray:
+        w = rng.standard_normal(shape).astype(np.float32) * scale
+        if noise:
+            w += jitter.standard_normal(shape).astype(np.float32) * scale * noise
+        return w
+
+    tensors: dict[str, np.ndarray] = {"token_embd.weight": normal(n_vocab, N_EMBD, scale=1.0).astype(np.float16)}
+    for i in range(N_LAYER):
+        tensors |= {
+            f"blk.{i}.attn_norm.weight": np.ones(N_EMBD, dtype=np.float32),
+            f"blk.{i}.ffn_norm.weight": np.ones(N_EMBD, dtype=np.float32),
+            f"blk.{i}.ffn_gate.weight": normal(n_ff, N_EMBD, scale=N_EMBD**-0.5),
+            f"blk.{i}.ffn_up.weight": normal(n_ff, N_EMBD, scale=N_EMBD**-0.5),
+            f"blk.{i}.ffn_down.weight": normal(N_EMBD, n_ff, scale=n_ff**-0.5),
+        }
+        if i == 0:  # a short convolution: recurrent state
+            tensors |= {
+                f"blk.{i}.shortconv.conv.weight": normal(N_EMBD, l_cache, scale=0.5),
+                f"blk.{i}.shortconv.in_proj.weight": normal(3 * N_EMBD, N_EMBD, scale=N_EMBD**-0.5),
+                f"blk.{i}.shortconv.out_proj.weight": normal(N_EMBD, N_EMBD, scale=N_EMBD**-0.5),
+            }
+        else:
+            tensors |= {
+                f"blk.{i}.attn_q_norm.weight": np.ones(head, dtype=np.float32),
+                f"blk.{i}.attn_k_norm.weight": np.ones(head, dtype=np.float32),
+                f"blk.{i}.attn_q.weight": normal(N_EMBD, N_EMBD, scale=N_EMBD**-0.5),
+                f"blk.{i}.attn_k.weight": normal(n_head_kv * head, N_EMBD, scale=N_EMBD**-0.5),
+                f"blk.{i}.attn_v.weight": normal(n_head_kv * head, N_EMBD, scale=N_EMBD**-0.5),
+                f"blk.{i}.attn_output.weight": normal(N_EMBD, N_EMBD, scale=N_EMBD**-0.5),
+            }
+    tensors["token_embd_norm.weight"] = np.ones(N_EMBD, dtype=np.float32)
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    w = GGUFWriter(str(tmp), "lfm2")
+    w.add_name(f"specreg tiny lfm2 (random weights, seed {seed}, noise {noise})")
+    w.add_context_length(4096)
+    w.add_embedding_length(N_EMBD)
+    w.add_block_count(N_LAYER)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv([0] + [n_head_kv] * (N_LAYER - 1))
+    w.add_rope_freq_base(1e6)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_shortconv_l_cache(l_cache)
+    w.add_file_type(1)
+    _tokenizer(w, tok)
+    _write(tmp, w, tensors)
     tmp.replace(path)
     return path
+
+
+def lfm2(name: str = "lfm2-tiny", **kw: Any) -> Path:
+    """The tiny LFM2, made once per machine beside the test models."""
+    path = CACHE / "state" / f"{name}.gguf"
+    return path if path.is_file() else write_lfm2(path, **kw)
 
 
 def mamba2(name: str = "mamba2-tiny", **kw: Any) -> Path:

@@ -37,6 +37,7 @@ class SpecFigures:
     # True when n_drafted/n_accept were counted round by round from the debug log (-lv 5): a checkpointed target,
     # whose printed totals count the tokens passed again after a restore and leave out partly accepted drafts
     counted_rounds: bool = False
+    rounds: tuple[tuple[int, int, int], ...] = ()  # (drafted, accepted, replayed) per round, when counted
     n_draft_calls: int | None = None  # drafts generated
     draft_gen_ms: float | None = None  # time spent drafting
     accept_rate_per_pos: tuple[float, ...] = ()
@@ -173,20 +174,30 @@ def speculative_text(stdout: str, prompt: str) -> str:
     return body
 
 
+def round_steps(stderr: str) -> list[tuple[int, int, int]]:
+    """Each round of the debug log as (drafted, accepted, replayed): a partly accepted draft on a checkpointed target
+    is followed by a round that passes ``replayed`` tokens (its accepted ones and the target's own) through the target
+    again and drafts nothing, folded into it here; [] when the log has no round lines (run without -lv 5)."""
+    steps: list[tuple[int, int, int]] = []
+    replay = False
+    for m in _ROUND.finditer(stderr):
+        if m.group(1) is not None:  # a partly accepted draft: the target restores its checkpoint
+            steps.append((int(m.group(2)), int(m.group(1)), 0))
+            replay = True
+        elif replay:  # the accepted tokens passed again: no draft of its own
+            d, a, _ = steps[-1]
+            steps[-1] = (d, a, int(m.group(4)))
+            replay = False
+        else:
+            steps.append((int(m.group(4)), int(m.group(3)), 0))
+    return steps
+
+
 def counted_rounds(stderr: str) -> tuple[int, int] | None:
     """(drafted, accepted) over the rounds of the debug log, the replays after a checkpoint restore left out; None
     when the log has no round lines (run without -lv 5)."""
-    drafted = accepted = 0
-    replay = seen = False
-    for m in _ROUND.finditer(stderr):
-        seen = True
-        if m.group(1) is not None:  # a partly accepted draft: the target restores its checkpoint
-            accepted, drafted, replay = accepted + int(m.group(1)), drafted + int(m.group(2)), True
-        elif replay:  # the accepted tokens passed again: no draft of its own
-            replay = False
-        else:
-            accepted, drafted = accepted + int(m.group(3)), drafted + int(m.group(4))
-    return (drafted, accepted) if seen else None
+    steps = round_steps(stderr)
+    return (sum(d for d, _, _ in steps), sum(a for _, a, _ in steps)) if steps else None
 
 
 def parse_speculative(rc: int | None, stdout: str, stderr: str, prompt: str) -> SpecFigures | RunFailure:
@@ -203,10 +214,10 @@ def parse_speculative(rc: int | None, stdout: str, stderr: str, prompt: str) -> 
     n_drafted, n_accept = int(ints["n_drafted"].group(1)), int(ints["n_accept"].group(1))
     accept_pct = _float(accept.group(1)) if accept and n_drafted > 0 else None
     extra: dict[str, Any] = {}
-    if (rounds := counted_rounds(stderr)) is not None:
-        n_drafted, n_accept = rounds
+    if steps := round_steps(stderr):
+        n_drafted, n_accept = sum(d for d, _, _ in steps), sum(a for _, a, _ in steps)
         accept_pct = 100.0 * n_accept / n_drafted if n_drafted else None
-        extra["counted_rounds"] = True
+        extra["counted_rounds"], extra["rounds"] = True, tuple(steps)
     stats = _STATS.search(stderr)
     if stats:
         extra["n_draft_calls"] = int(stats.group(1))

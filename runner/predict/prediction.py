@@ -204,14 +204,19 @@ def modelled_step(setting: Setting, drafted: int, target: CostModel, draft: Cost
 
 
 def checkpoint_seconds(
-    setting: Setting, drafted: int, replayed: int, r: replay.Replay, target: CostModel, draft: CostModel | None
+    setting: Setting,
+    drafted: int,
+    replayed: int,
+    checkpoints: tuple[bool, bool],
+    target: CostModel,
+    draft: CostModel | None,
 ) -> float:
     """What checkpoints add to one verification (examples/speculative-simple's checkpoint branch, which the replay
     followed): a checkpointed target saves its state before verifying a draft and, when the draft is only partly
     accepted, restores it and decodes ``replayed`` tokens after id_last again (with every token's logits, sampled as
     a verification is), which the draft model takes in too; a checkpointed draft saves its state before drafting and
     restores it before the verification, and once more after a partial acceptance."""
-    ckpt_target, ckpt_draft = r.checkpoints
+    ckpt_target, ckpt_draft = checkpoints
     t = 0.0
     if ckpt_target and drafted:
         t += target.checkpoint_save
@@ -224,9 +229,20 @@ def checkpoint_seconds(
     return t
 
 
-def round_residual(run: round_cost.RoundRun, target: CostModel, draft: CostModel) -> float:
-    """Seconds per decode call that the pair's timed rounds took beyond their modelled parts."""
+def round_residual(
+    run: round_cost.RoundRun, target: CostModel, draft: CostModel, checkpoints: tuple[bool, bool] = (False, False)
+) -> float:
+    """Seconds per decode call that the pair's timed rounds took beyond their modelled parts; a checkpointed pair's
+    rounds (``run.steps``) include their checkpoints and second passes, each priced as checkpoint_seconds prices it,
+    and a second pass's two decode calls (the target's and the draft's intake)."""
     setting = Setting("draft-simple", run.k, 0.0)
+    if run.steps:
+        modelled = sum(
+            modelled_step(setting, d, target, draft) + checkpoint_seconds(setting, d, n, checkpoints, target, draft)
+            for d, _, n in run.steps
+        )
+        calls = sum(decode_calls(setting, d) + (2 if n else 0) for d, _, n in run.steps)
+        return (run.decode_s - modelled) / calls
     steps = run.drafted_per_round()
     modelled = sum(modelled_step(setting, d, target, draft) for d in steps)
     return (run.decode_s - modelled) / sum(decode_calls(setting, d) for d in steps)
@@ -403,9 +419,14 @@ class _Tally:
         if isinstance(r, replay.Replay) and any(r.checkpoints):
             replayed = r.replays or (0,) * len(r.steps)
             row.spec_seconds += sum(
-                checkpoint_seconds(s, d, n, r, costs["target"], costs.get("draft"))
+                checkpoint_seconds(s, d, n, r.checkpoints, costs["target"], costs.get("draft"))
                 for (d, _), n in zip(r.steps, replayed, strict=False)
             )
+            # a second pass is two more decode calls (the target's, the draft's intake), each with the residual
+            passes = sum(1 for n in replayed if n)
+            second = passes * 2 * max(0.0, costs["target"].extra_per_call_s or 0.0) if uses_draft_file(s.method) else 0
+            row.spec_seconds += second
+            row.extra_seconds += second
         row.extra_seconds += sum(w * step_extra(s, d, costs["target"], costs.get("draft")) for w, d in weighted)
         row.plain_seconds += r.n_predict * costs["target"].token()
 
@@ -493,12 +514,14 @@ def _cost_models(
     if draft is not None and any(uses_draft_file(s.method) for s in settings):
         t = costs["target"]
         d = costs["draft"] = measure_cost(draft, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)
-        if checkpointed(str(target), "target") or checkpointed(str(draft), "draft"):
-            # The residual is what a KV cache's rounds leave beyond their parts (round_cost): a checkpointed pair's
-            # rounds also save, restore and pass tokens again, which checkpoint_seconds prices from their own timings.
-            return costs
+        ckpt = (checkpointed(str(target), "target"), checkpointed(str(draft), "draft"))
         _, extra = round_cost.measure_rounds(
-            target, draft, gen, lambda r: round_residual(r, t, d), should_cancel=should_cancel, timeout_s=timeout_s
+            target,
+            draft,
+            gen,
+            lambda r: round_residual(r, t, d, ckpt),
+            should_cancel=should_cancel,
+            timeout_s=timeout_s,
         )
         costs["target"] = replace(t, extra_per_call_s=extra)
     return costs

@@ -27,6 +27,7 @@ from inspector.spec_flags import Setting
 from runner.llama import binaries, output, procs
 from runner.predict import kept
 from runner.predict.tool import ReplayCancelled, ReplayError
+from runner.state import checkpointed
 
 ROUND_K = 4  # a short draft: most rounds of a real pair, and cheap to time
 ROUND_TOKENS = 48  # about ten rounds per run
@@ -49,20 +50,25 @@ class RoundRun:
     n_drafted: int
     n_accept: int
     n_encoded: int  # prompt tokens: the context depth the rounds start at
+    # A checkpointed target's rounds, counted from the debug log (runner.llama.output.round_steps): (drafted,
+    # accepted, replayed) each; empty for a KV cache's, whose rounds follow from the totals.
+    steps: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def rounds(self) -> int:
-        return self.n_decoded - self.n_accept
+        return len(self.steps) if self.steps else self.n_decoded - self.n_accept
 
     def drafted_per_round(self) -> list[int]:
         """Each round's drafted count: full drafts of K (p-min 0 never stops a draft early), one remainder, and
         rounds that drafted nothing (the generation budget's last token)."""
+        if self.steps:
+            return [d for d, _, _ in self.steps]
         full, rest = divmod(self.n_drafted, self.k)
         steps = [self.k] * full + ([rest] if rest else [])
         return steps + [0] * max(0, self.rounds - len(steps))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self) | {"steps": [list(step) for step in self.steps]}  # as JSON keeps them
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RoundRun:
@@ -73,6 +79,7 @@ class RoundRun:
             int(data["n_drafted"]),
             int(data["n_accept"]),
             int(data.get("n_encoded", 0)),
+            tuple(tuple(int(x) for x in step) for step in data.get("steps", ())),  # type: ignore[misc]
         )
 
 
@@ -82,7 +89,9 @@ def round_argv(
     """``llama-speculative-simple -m T -md D``: draft-simple at K = ROUND_K and p-min 0, with the prediction's GPU
     layers for both (``-ngl`` and the build's draft option, as a benchmark passes them)."""
     setting = Setting("draft-simple", ROUND_K, 0.0)
-    return binaries.method_argv(caps, target, draft, ROUND_PROMPT, gen, setting)
+    # a checkpointed target's rounds are read from the debug log: its printed totals count replayed tokens
+    round_log = checkpointed(str(target), "target")
+    return binaries.method_argv(caps, target, draft, ROUND_PROMPT, gen, setting, round_log=round_log)
 
 
 def measure_rounds(
@@ -151,4 +160,4 @@ def _run_once(
         raise ReplayError(f"timing the pair's rounds failed: {fig.message}")
     if fig.n_decoded - fig.n_accept <= 0:
         raise ReplayError("timing the pair's rounds: llama-speculative-simple reported no round")
-    return RoundRun(ROUND_K, fig.decode_s, fig.n_decoded, fig.n_drafted, fig.n_accept, fig.n_encoded)
+    return RoundRun(ROUND_K, fig.decode_s, fig.n_decoded, fig.n_drafted, fig.n_accept, fig.n_encoded, fig.rounds)
