@@ -194,12 +194,13 @@ def speculates(kind: str) -> bool:
 
 def state_kind(arch: str, kind: str, role: str, method: str = "draft-simple") -> str:
     """What common_context_can_seq_rm answers for the ``role`` ("target" or "draft") context of a model of this
-    architecture (``kind`` is its ``arch_kind``) when speculating with ``method``."""
+    architecture (``kind`` is its ``arch_kind``) when speculating with ``method`` (one --spec-type or a chain of them,
+    comma-separated: the target gets snapshots when any of them asks, as need_n_rs_seq does)."""
     if not speculates(kind):
         return STATE_NONE
     if kind not in ("recurrent", "hybrid"):
         return STATE_KV
-    if role == "target" and method in RS_METHODS and arch in RS_ROLLBACK_ARCHS:
+    if role == "target" and RS_METHODS.intersection(method.split(",")) and arch in RS_ROLLBACK_ARCHS:
         return STATE_ROLLBACK
     return STATE_CHECKPOINTS
 

@@ -23,7 +23,6 @@ from typing import Any, Protocol
 
 from .llama_rules import (
     LLAMA_CPP_BUILD,
-    RS_METHODS,
     STATE_CHECKPOINTS,
     STATE_KV,
     STATE_LABELS,
@@ -53,9 +52,9 @@ class PairState:
 
 
 def _draft_state(draft: _Model, method: str) -> str:
-    # The methods that ask for snapshots are the ones whose draft is not a separate model: MTP heads run in a
-    # context of their own layers' KV cache, EAGLE-3/DFlash/DSpark sidecars are attention models.
-    if method in RS_METHODS or method.startswith("ngram-"):  # an n-gram table has no context to roll back
+    # Only a separate draft model (draft-simple, alone or in a chain) brings its own architecture's state: MTP heads
+    # run in a context of their own layers' KV cache, EAGLE-3/DFlash/DSpark sidecars are attention models.
+    if "draft-simple" not in method.split(","):  # n-gram tables have no context to roll back
         return STATE_KV
     return state_kind(draft.architecture, draft.arch_kind, "draft", method)
 

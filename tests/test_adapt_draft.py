@@ -87,6 +87,21 @@ def nbytes(shape: tuple[int, ...], ggml_type: int) -> int:
     return int(np.prod(shape)) // block * size
 
 
+NUMPY_TYPES = {
+    V.UINT8: "<u1",
+    V.INT8: "<i1",
+    V.UINT16: "<u2",
+    V.INT16: "<i2",
+    V.UINT32: "<u4",
+    V.INT32: "<i4",
+    V.FLOAT32: "<f4",
+    V.BOOL: "<u1",
+    V.UINT64: "<u8",
+    V.INT64: "<i8",
+    V.FLOAT64: "<f8",
+}
+
+
 def rewrite(
     src: Path,
     out: Path,
@@ -100,10 +115,13 @@ def rewrite(
     alignment: int | None = None,
     arch: str | None = None,
     big_endian: bool = False,
+    tensors: bool = True,
 ) -> Path:
     """A copy of a real GGUF written by gguf-py: other token texts or types, keys set or dropped, the vocabulary cut
     or padded (as Qwen pads it: "[PADi]", UNUSED). With ``data`` every tensor's bytes follow; without, the file is a
-    first part of a big one (the header, its padding and the start of the data), as a TARGET may be."""
+    first part of a big one (the header, its padding and the start of the data), as a TARGET may be. Without
+    ``tensors`` the file lists none: its metadata alone, which llama.cpp loads vocabulary-only (a first part's tensors
+    lie past its end, which even a vocabulary-only load refuses)."""
     h = header_of(src)
     kv = kv or {}
     tokens = _strings(h, h.kv[TOKENS])
@@ -128,14 +146,16 @@ def rewrite(
             w.add_key_value(key, tokens, V.ARRAY, V.STRING)
         elif key == TYPES:
             w.add_key_value(key, token_types, V.ARRAY, V.INT32)
-        elif isinstance(value, ArrayRef):
-            assert value.type == V.STRING  # the merges
+        elif isinstance(value, ArrayRef) and value.type == V.STRING:  # the merges
             w.add_key_value(key, _strings(h, value), V.ARRAY, V.STRING)
+        elif isinstance(value, ArrayRef):  # numbers (Gemma's token scores)
+            numbers = np.frombuffer(h.buf, NUMPY_TYPES[V(value.type)], value.count, value.start).tolist()
+            w.add_key_value(key, numbers, V.ARRAY, V(value.type))
         else:
             w.add_key_value(key, value, V(h.kv_types[key]))
     for key, (value, vtype, *sub) in kv.items():
         w.add_key_value(key, value, vtype, sub[0] if sub else None)
-    for t in h.tensors:
+    for t in h.tensors if tensors else ():
         size = nbytes(t.shape, t.type)
         w.add_tensor_info(t.name, tuple(reversed(t.shape)), np.dtype(np.float32), size, GGMLQuantizationType(t.type))
     w.write_header_to_file()

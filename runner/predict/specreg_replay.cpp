@@ -37,6 +37,11 @@
 //       smaller batches may break the other way).
 //       runner/forced.py turns that into the replay's steps; tests/test_replay.py checks both agree.
 //
+//   specreg-replay probe OUT.json [llama.cpp options: -m TARGET [-md DRAFT] --spec-type LIST ...]
+//       llama.cpp's own decisions about a pair, for specreg's rules to be tested against: each context's
+//       common_context_can_seq_rm kind and n_rs_seq, llama_model_is_recurrent/hybrid/diffusion,
+//       common_speculative_are_compatible, and whether common_speculative_init builds a speculator.
+//
 // The options are parsed by llama.cpp's own common_params_parse(LLAMA_EXAMPLE_SPECULATIVE), so every
 // speculative option means what it means to llama-speculative-simple. Lines mirrored from
 // speculative-simple.cpp are marked "[ss:LINE]", from common/speculative.cpp "[sp:LINE]" (line numbers of the
@@ -684,12 +689,108 @@ static int forced(common_params & params, const std::string & transcript_path, c
     return os.good() ? 0 : fail("the forced pass could not be written");
 }
 
+static const char * seq_rm_kind(llama_context * ctx) {
+    switch (common_context_can_seq_rm(ctx)) {
+        case COMMON_CONTEXT_SEQ_RM_TYPE_NO:   return "no";
+        case COMMON_CONTEXT_SEQ_RM_TYPE_PART: return "part";
+        case COMMON_CONTEXT_SEQ_RM_TYPE_FULL: return "full";
+        case COMMON_CONTEXT_SEQ_RM_TYPE_RS:   return "rs";
+    }
+    return "unknown";
+}
+
+static void json_model(std::ostream & os, const llama_model * model, llama_context * ctx) {
+    os << "{\"kind\": \"" << seq_rm_kind(ctx) << "\", \"n_rs_seq\": " << llama_n_rs_seq(ctx)
+       << ", \"recurrent\": " << (llama_model_is_recurrent(model) ? "true" : "false")
+       << ", \"hybrid\": " << (llama_model_is_hybrid(model) ? "true" : "false")
+       << ", \"diffusion\": " << (llama_model_is_diffusion(model) ? "true" : "false") << "}";
+}
+
+// llama.cpp's own decisions about a pair, for specreg's rules to be checked against: each context's
+// common_context_can_seq_rm kind (the target's created with the method list's n_rs_seq, the draft's as
+// common_speculative_init_from_params creates it), common_speculative_are_compatible, and whether
+// common_speculative_init builds a speculator for the --spec-type list (and which error it throws if not).
+static void json_arch(std::ostream & os, const llama_model * model) {
+    os << "{\"recurrent\": " << (llama_model_is_recurrent(model) ? "true" : "false")
+       << ", \"hybrid\": " << (llama_model_is_hybrid(model) ? "true" : "false")
+       << ", \"diffusion\": " << (llama_model_is_diffusion(model) ? "true" : "false") << "}";
+}
+
+// SPECREG_PROBE=vocab: headers alone (a file without its weights): both models loaded vocabulary-only, and only
+// what that decides: the architecture's kind and common_speculative_are_compatible.
+static int probe_vocab(common_params & params, const std::string & out_path) {
+    llama_model_params mp = llama_model_default_params();
+    mp.vocab_only = true;
+    llama_model_ptr tgt(llama_model_load_from_file(params.model.path.c_str(), mp));
+    llama_model_ptr dft(llama_model_load_from_file(params.speculative.draft.mparams.path.c_str(), mp));
+    if (!tgt || !dft) {
+        return fail("a model's header could not be loaded");
+    }
+    std::ofstream os(out_path);
+    os << "{\"target\": ";
+    json_arch(os, tgt.get());
+    os << ", \"draft\": ";
+    json_arch(os, dft.get());
+    os << ", \"are_compatible\": " << (common_speculative_are_compatible(tgt.get(), dft.get()) ? "true" : "false")
+       << "}\n";
+    return os.good() ? 0 : fail("the probe could not be written");
+}
+
+static int probe(common_params & params, const std::string & out_path) {
+    if (const char * how = getenv("SPECREG_PROBE"); how != nullptr && strcmp(how, "vocab") == 0) {
+        return probe_vocab(params, out_path);
+    }
+    auto init = common_init_from_params(params);
+    llama_model * model_tgt = init->model();
+    llama_context * ctx_tgt = init->context();
+    if (model_tgt == nullptr || ctx_tgt == nullptr) {
+        return fail("the target model could not be loaded");
+    }
+    std::ofstream os(out_path);
+    os << "{\"target\": ";
+    json_model(os, model_tgt, ctx_tgt);
+    common_params params_dft = common_base_params_to_speculative(params);
+    auto spec_init = common_speculative_init_from_params(params_dft, model_tgt, ctx_tgt);
+    llama_context * ctx_dft = spec_init->context();
+    os << ", \"draft\": ";
+    if (ctx_dft != nullptr) {
+        json_model(os, llama_get_model(ctx_dft), ctx_dft);
+    } else {
+        os << "null";
+    }
+    const llama_model * model_dft = spec_init->model();
+    os << ", \"are_compatible\": "
+       << (model_dft == nullptr ? "null" : common_speculative_are_compatible(model_tgt, model_dft) ? "true" : "false");
+    params.speculative.draft.ctx_tgt = ctx_tgt;
+    params.speculative.draft.ctx_dft = ctx_dft;
+    std::string error;
+    common_speculative * spec = nullptr;
+    try {
+        spec = common_speculative_init(params.speculative, 1);
+    } catch (const std::exception & e) {
+        error = e.what();
+    }
+    os << ", \"speculator\": " << (spec != nullptr ? "true" : "false") << ", \"error\": \"";
+    for (const char c : error) {
+        if (c == '"' || c == '\\') {
+            os << '\\';
+        }
+        if (static_cast<unsigned char>(c) >= 0x20) {
+            os << c;
+        }
+    }
+    os << "\"}\n";
+    common_speculative_free(spec);
+    return os.good() ? 0 : fail("the probe could not be written");
+}
+
 int main(int argc, char ** argv) {
     std::setlocale(LC_NUMERIC, "C");
     if (argc < 3 || (strcmp(argv[1], "transcript") != 0 && strcmp(argv[1], "replay") != 0 &&
-                     strcmp(argv[1], "timing") != 0 && strcmp(argv[1], "forced") != 0)) {
+                     strcmp(argv[1], "timing") != 0 && strcmp(argv[1], "forced") != 0 &&
+                     strcmp(argv[1], "probe") != 0)) {
         fprintf(stderr, "usage: specreg-replay transcript OUT.json|replay TRANSCRIPT.json|timing OUT.json|"
-                        "forced TRANSCRIPT.json OUT.json [llama.cpp options]\n");
+                        "forced TRANSCRIPT.json OUT.json|probe OUT.json [llama.cpp options]\n");
         return 2;
     }
     const std::string mode = argv[1], path = argv[2];
@@ -715,6 +816,7 @@ int main(int argc, char ** argv) {
         rc = mode == "transcript" ? transcript(params, path)
            : mode == "timing"     ? timing(params, path)
            : mode == "forced"     ? forced(params, path, out_path)
+           : mode == "probe"      ? probe(params, path)
                                   : replay(params, path);
     } catch (const std::exception & e) {  // llama.cpp's own refusals (an incompatible draft) are exceptions
         rc = fail(e.what());
