@@ -89,12 +89,48 @@ class Setting:
         )
 
 
+# A chain of methods, as llama.cpp's --spec-type takes a comma list: common_speculative_init orders them by a fixed
+# priority (the n-gram types first, then draft-simple, eagle3, mtp, dflash, dspark) and each round the first that
+# returns a non-empty draft is used, while every one of them still processes the round. specreg names a chain with
+# "+" (a comma separates methods in its own lists: --methods, CSV) in that priority order: "ngram-mod+draft-simple".
+CHAIN = "+"
+PRIORITY = (*NGRAM_METHODS, "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark")
+
+
+def chain_parts(method: str) -> list[str]:
+    """The methods of a chain (one method is a chain of one)."""
+    return method.split(CHAIN)
+
+
+def is_chain(method: str) -> bool:
+    return CHAIN in method
+
+
+def chain_of(methods: list[str]) -> str:
+    """A chain's name: its methods in llama.cpp's priority order (the order it runs them whatever the order given)."""
+    return CHAIN.join(sorted(dict.fromkeys(methods), key=lambda m: PRIORITY.index(m) if m in PRIORITY else 99))
+
+
+def known_method(method: str) -> bool:
+    """A --spec-type of the pinned build, or a chain specreg measures: one n-gram method and one model method (a
+    draft model or the target's own heads), in llama.cpp's order."""
+    if not is_chain(method):
+        return method in PRIORITY or method == "none"
+    parts = chain_parts(method)
+    return (
+        len(parts) == 2
+        and parts[0] in NGRAM_METHODS
+        and parts[1] in ("draft-simple", OWN_HEADS)
+        and chain_of(parts) == method
+    )
+
+
 def uses_draft_file(method: str) -> bool:
-    return method in DRAFT_MODEL_METHODS
+    return any(m in DRAFT_MODEL_METHODS for m in chain_parts(method))
 
 
 def is_draftless(method: str) -> bool:
-    return method in NGRAM_METHODS or method == OWN_HEADS
+    return all(m in NGRAM_METHODS or m == OWN_HEADS for m in chain_parts(method))
 
 
 def draft_label(method: str) -> str:
@@ -107,10 +143,13 @@ def spec_flags(caps: Capabilities, setting: Setting) -> list[str]:
     m = setting.method
     if not all(is_option(o) for o in setting.options):  # a malformed stored row never reaches an argv
         raise LlamaCppError(f"{m}: a stored option is not a (flag, value) pair of strings")
-    if caps.spec_types and m not in caps.spec_types:
-        raise LlamaCppError(
-            f"{caps.binary.name} does not offer --spec-type {m} (it offers {', '.join(caps.spec_types)})"
-        )
+    for part in chain_parts(m):
+        if caps.spec_types and part not in caps.spec_types:
+            raise LlamaCppError(
+                f"{caps.binary.name} does not offer --spec-type {part} (it offers {', '.join(caps.spec_types)})"
+            )
+    if is_chain(m):
+        return _chain_flags(caps, setting)
     if m in NGRAM_SWEEP or m == "ngram-cache":
         if not caps.has("--spec-type"):
             raise LlamaCppError(f"{caps.binary.name} has no --spec-type: it cannot run {m}")
@@ -134,4 +173,19 @@ def spec_flags(caps: Capabilities, setting: Setting) -> list[str]:
         argv += ["--spec-type", m]
     elif m != "draft-simple":
         raise LlamaCppError(f"{caps.binary.name} has no --spec-type: it cannot run {m}")
+    return argv + [f for flag, value in setting.options for f in (flag, value)]
+
+
+def _chain_flags(caps: Capabilities, setting: Setting) -> list[str]:
+    """A chain: its model method's K and p-min (the n-gram method keeps llama.cpp's own lengths, and its options when
+    a setting carries them), and the comma list llama.cpp takes."""
+    if not known_method(setting.method):
+        raise LlamaCppError(f"{setting.method}: specreg runs a chain of one n-gram method and one model method")
+    if not caps.has("--spec-type"):
+        raise LlamaCppError(f"{caps.binary.name} has no --spec-type: it cannot run a chain")
+    argv = k_flags(caps, setting.k, 0, setting.p_min)
+    if "--spec-type" in argv:
+        i = argv.index("--spec-type")
+        argv = argv[:i] + argv[i + 2 :]
+    argv += ["--spec-type", ",".join(chain_parts(setting.method))]
     return argv + [f for flag, value in setting.options for f in (flag, value)]

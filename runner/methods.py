@@ -8,7 +8,17 @@ option to sweep. The options themselves are inspector.spec_flags'.
 
 from __future__ import annotations
 
-from inspector.spec_flags import NGRAM_CACHE_DRAFT, NGRAM_SWEEP, OWN_HEADS, Setting, uses_draft_file
+from inspector.spec_flags import (
+    NGRAM_CACHE_DRAFT,
+    NGRAM_SWEEP,
+    OWN_HEADS,
+    Setting,
+    chain_of,
+    chain_parts,
+    is_chain,
+    known_method,
+    uses_draft_file,
+)
 from inspector.speculative import NGRAM_METHODS, SPEC_TYPES
 
 MAX_SETTINGS = 6
@@ -35,9 +45,17 @@ def default_methods(draft_method: str | None, target_has_heads: bool) -> list[st
 def check_methods(methods: list[str], *, has_draft: bool) -> list[str]:
     out: list[str] = []
     for m in methods:
-        if m not in SPEC_TYPES or m == "none":
+        if is_chain(m):
+            m = chain_of(chain_parts(m))  # llama.cpp runs a chain in its own priority order, whatever the order given
+            if not known_method(m):
+                raise MethodError(
+                    f"chain {m!r}: specreg measures one n-gram method and one model method together, such as "
+                    "ngram-mod+draft-simple"
+                )
+        elif m not in SPEC_TYPES or m == "none":
             raise MethodError(
                 f"unknown speculation method {m!r}; llama.cpp's are: {', '.join(t for t in SPEC_TYPES if t != 'none')}"
+                " (a chain: ngram-mod+draft-simple)"
             )
         if uses_draft_file(m) and not has_draft:
             raise MethodError(

@@ -41,7 +41,7 @@ from pydantic import (
 )
 
 from inspector.info import ModelInfo
-from inspector.spec_flags import MAX_OPTION_DIGITS, option_flags, own_option
+from inspector.spec_flags import MAX_OPTION_DIGITS, known_method, option_flags, own_option
 from inspector.speculative import SPEC_TYPES
 
 FORMAT = "specreg-knowledge-base"
@@ -74,8 +74,8 @@ Text32 = Annotated[str, StringConstraints(max_length=32)]
 
 def _spec_type(v: str) -> str:
     # Pages and recommendations build llama.cpp options from it: only llama.cpp's own --spec-type names.
-    if v not in SPEC_TYPES:
-        raise ValueError(f"method must be one of {', '.join(SPEC_TYPES)}")
+    if not known_method(v):
+        raise ValueError(f"method must be one of {', '.join(SPEC_TYPES)}, or a chain such as ngram-mod+draft-simple")
     return v
 
 
@@ -221,8 +221,10 @@ class ResultIn(Figures):
     @classmethod
     def _known_method(cls, v: str) -> str:
         # Pages and recommendations build llama.cpp options from it: only llama.cpp's own --spec-type names.
-        if v and v not in SPEC_TYPES:
-            raise ValueError(f"method must be one of {', '.join(SPEC_TYPES)}")
+        if v and not known_method(v):
+            raise ValueError(
+                f"method must be one of {', '.join(SPEC_TYPES)}, or a chain such as ngram-mod+draft-simple"
+            )
         return v
 
 

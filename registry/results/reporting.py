@@ -8,6 +8,7 @@ from typing import Any
 
 from django import forms
 
+from inspector.spec_flags import known_method
 from inspector.speculative import SPEC_TYPES
 from registry.models import Pair, ReportedResult
 from registry.results.figures import refresh_best
@@ -72,8 +73,10 @@ class FullReportedResultForm(ReportedResultForm):
 
     def clean_method(self) -> str:
         method = (self.cleaned_data.get("method") or "draft-simple").strip()
-        if method not in SPEC_TYPES:
-            raise forms.ValidationError(f"expected one of {', '.join(SPEC_TYPES)}")
+        if not known_method(method):
+            raise forms.ValidationError(
+                f"expected one of {', '.join(SPEC_TYPES)}, or a chain such as ngram-mod+draft-simple"
+            )
         return method
 
     def _positive(self, name: str) -> float | None:

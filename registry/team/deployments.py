@@ -9,7 +9,14 @@ from datetime import datetime
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from inspector.spec_flags import NGRAM_CACHE_DRAFT, NGRAM_SWEEP, own_option, uses_draft_file
+from inspector.spec_flags import (
+    NGRAM_CACHE_DRAFT,
+    NGRAM_SWEEP,
+    chain_of,
+    known_method,
+    own_option,
+    uses_draft_file,
+)
 from inspector.speculative import NGRAM_METHODS, SPEC_TYPES
 from registry.catalog.pairing import as_draft, as_target, pair_for
 from registry.hub import sources
@@ -66,9 +73,10 @@ class DeploymentSpec:
 
 
 def check_spec(spec: DeploymentSpec) -> None:
-    if spec.method not in SPEC_TYPES:
-        raise DeploymentError(f"method {spec.method!r}: expected one of {', '.join(SPEC_TYPES)}")
-    if spec.draft is None and spec.method not in (*DRAFTLESS, "draft-mtp"):
+    if not known_method(spec.method):
+        chains = "or a chain such as ngram-mod+draft-simple"
+        raise DeploymentError(f"method {spec.method!r}: expected one of {', '.join(SPEC_TYPES)}, {chains}")
+    if spec.draft is None and uses_draft_file(spec.method):
         raise DeploymentError(
             f"method {spec.method} needs a draft (--draft); without one use none, draft-mtp "
             f"or an n-gram method ({', '.join(NGRAM_METHODS)})"
@@ -176,6 +184,8 @@ def _setting_from_command(command: str) -> tuple[str, int | None, float | None]:
     method = _flag_value(words, "--spec-type")
     if method == "none":
         return "none", None, None
+    if method and "," in method:  # llama.cpp's comma list: specreg's chain name
+        method = chain_of(method.split(","))
     if method in NGRAM_SWEEP:  # n-gram methods size their drafts with their own option, not K's
         return method, _int_or_none(_flag_value(words, NGRAM_SWEEP[method][0])), None
     if method == "ngram-cache":
@@ -185,8 +195,8 @@ def _setting_from_command(command: str) -> tuple[str, int | None, float | None]:
         p_min = float(_flag_value(words, *P_MIN_FLAGS) or "")
     except ValueError:
         p_min = None
-    if method in SPEC_TYPES:
-        return method, k, p_min
+    if method in SPEC_TYPES or known_method(method or ""):
+        return method or "none", k, p_min
     # Builds before --spec-type speculate with a draft model whenever K is given.
     return ("draft-simple", k, p_min) if k is not None else ("none", None, None)
 

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from inspector.spec_flags import Setting, uses_draft_file
+from inspector.spec_flags import Setting, chain_parts, is_chain, uses_draft_file
 from inspector.speculative import NGRAM_METHODS
 from runner.hardware import gpu_layers, hardware_class, measurement_class, ram_bytes
 from runner.llama import binaries
@@ -54,6 +54,14 @@ MAX_TIMED_BATCH = 17  # larger verify batches (n-gram methods draft up to 64) fo
 MIN_GAIN = 1.01  # a predicted speedup below this is "no gain": the cost model is not finer than that
 # What the replay tool can replay: the draft model's own loop and the n-gram methods, which need no model.
 PREDICTABLE = ("draft-simple", *NGRAM_METHODS)
+
+
+def predictable(method: str) -> bool:
+    """Whether the replay predicts ``method``: draft-simple, the n-gram methods, and chains of them (the replay runs
+    llama.cpp's own chain)."""
+    return all(m in PREDICTABLE for m in chain_parts(method))
+
+
 TEMPERATURE_0_ONLY = (
     "temperature 0 only: the n-gram methods' drafts are replayed by exact match, which a sampled target does not make"
 )
@@ -197,10 +205,16 @@ def modelled_step(setting: Setting, drafted: int, target: CostModel, draft: Cost
     """A verification's decodes and sampling, each as the cost model timed it alone."""
     t = target.batch(drafted + 1) + target.sample * (drafted + 1)
     if uses_draft_file(setting.method) and draft is not None:
-        full = 1 if setting.k and drafted >= setting.k else 0
-        t += draft.batch(1) * (1 + drafted - full) + draft.batch_last(drafted + 1)
-        t += draft.draft_sample * (drafted + 1 - full)
+        t += draft_generation(setting, drafted, draft) + draft.batch_last(drafted + 1)
     return t
+
+
+def draft_generation(setting: Setting, drafted: int, draft: CostModel) -> float:
+    """What the draft model pays to draft ``drafted`` tokens: its single-token decodes and their sampling (a full draft
+    of K leaves its last proposal undecoded). In a chain's rounds that an n-gram drafted, it pays none of this, only
+    its intake of the target's batch."""
+    full = 1 if setting.k and drafted >= setting.k else 0
+    return draft.batch(1) * (1 + drafted - full) + draft.draft_sample * (drafted + 1 - full)
 
 
 def checkpoint_seconds(
@@ -416,6 +430,13 @@ class _Tally:
         costs = plan.costs
         weighted = r.steps if isinstance(r, forced.Expected) else [(1.0, d) for d, _ in r.steps]
         row.spec_seconds += sum(w * step_seconds(s, d, costs["target"], costs.get("draft")) for w, d in weighted)
+        if isinstance(r, replay.Replay) and is_chain(s.method) and costs.get("draft") is not None:
+            # the rounds an n-gram drafted: the draft model did not generate (it still took in the batch)
+            row.spec_seconds -= sum(
+                draft_generation(s, d, costs["draft"])
+                for (d, _), by_model in zip(r.steps, r.drafters, strict=False)
+                if not by_model
+            )
         if isinstance(r, replay.Replay) and any(r.checkpoints):
             replayed = r.replays or (0,) * len(r.steps)
             row.spec_seconds += sum(

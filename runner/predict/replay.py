@@ -71,6 +71,9 @@ class Replay:
     # which contexts llama.cpp checkpoints ({"target": bool, "draft": bool}), as the tool's loop found them.
     replays: tuple[int, ...] = ()
     checkpoints: tuple[bool, bool] = (False, False)
+    # Per step, whether the draft model drafted it (1) or another speculator of a chain did (0): in a chain the first
+    # speculator with a draft is used, and only the draft model's rounds pay its decodes.
+    drafters: tuple[int, ...] = ()
 
     @property
     def acceptance(self) -> float | None:
@@ -175,4 +178,5 @@ def replay(
         [tuple(s) for s in data["steps"]],
         tuple(int(n) for n in data.get("replays", ())),
         (bool(ckpt.get("target")), bool(ckpt.get("draft"))),
+        tuple(int(n) for n in data.get("drafters", ())),
     )

@@ -19,7 +19,7 @@ from registry.results.figures import refresh_predicted
 from runner.hardware import figure_label, measurement_class
 from runner.llama import binaries
 from runner.methods import GRID, settings_for
-from runner.predict.prediction import NOT_YET, PREDICTABLE, Prediction, PredictionRun, predict
+from runner.predict.prediction import NOT_YET, Prediction, PredictionRun, predict, predictable
 from runner.prompts import TaskSet
 
 MEASURE_BEST = 2  # a predicted sweep measures this many settings per content type (the baseline beside each)
@@ -41,10 +41,10 @@ def predictable_settings(p: dict[str, Any]) -> tuple[list[Setting], list[str]]:
     out = [
         s
         for m in methods
-        if m in PREDICTABLE
+        if predictable(m)
         for s in settings_for(m, planned_ks(p), p_mins if uses_draft_file(m) else [None])
     ]
-    return out, [m for m in methods if m not in PREDICTABLE]
+    return out, [m for m in methods if not predictable(m)]
 
 
 def run_p_mins(p: dict[str, Any]) -> list[float | None]:

@@ -410,6 +410,8 @@ static int replay(common_params & params, const std::string & transcript_path) {
     size_t at = 0;  // the next transcript token: what the target emits after id_last
     std::vector<std::pair<int, int>> steps;
     std::vector<int> replays;  // per step: the tokens passed through the target again after a checkpoint restore
+    std::vector<int> drafters;  // per step: 1 when the draft model drafted it, 0 when another speculator (an n-gram)
+    bool model_drafted = false;
 
     common_prompt_checkpoint ckpt;
 
@@ -435,7 +437,15 @@ static int replay(common_params & params, const std::string & transcript_path) {
                 /* .prompt     = */ &prompt_tgt,
                 /* .result     = */ &draft,
             };
+            // In a chain the first speculator with a draft is used [sp:2891-2915]: whether the draft model decoded
+            // (its context's decode counts moved) says which one drafted this round, for the cost model.
+            const auto evals = [&]() {
+                const auto d = llama_perf_context(ctx_dft);
+                return ctx_dft ? (int64_t) d.n_eval + d.n_p_eval : 0;
+            };
+            const int64_t evals_before = evals();
             common_speculative_draft(spec);
+            model_drafted = evals() != evals_before;
 
             // [ss:212-219] the draft context goes back to the target's last position before verification
             if (ctx_dft) {
@@ -489,6 +499,7 @@ static int replay(common_params & params, const std::string & transcript_path) {
             n_accept += (int) n_acc;
             steps.emplace_back((int) n_draft, (int) n_acc);
             replays.push_back(0);
+            drafters.push_back(model_drafted ? 1 : 0);
         }
         // [ss:266-289] partial acceptance on a checkpointed target: restore the checkpoint and make the accepted
         // tokens (and the target's own) the next round's draft. Nothing is emitted yet, so the transcript position
@@ -537,6 +548,10 @@ static int replay(common_params & params, const std::string & transcript_path) {
     printf("], \"replays\": [");
     for (size_t i = 0; i < replays.size(); ++i) {
         printf("%s%d", i ? "," : "", std::max(replays[i], 0));
+    }
+    printf("], \"drafters\": [");
+    for (size_t i = 0; i < drafters.size(); ++i) {
+        printf("%s%d", i ? "," : "", drafters[i]);
     }
     printf("]}\n");
     return 0;

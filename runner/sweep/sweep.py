@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from inspector.llama_flags import Capabilities
-from inspector.spec_flags import NGRAM_SWEEP, Setting, uses_draft_file
+from inspector.spec_flags import NGRAM_SWEEP, Setting, chain_parts, uses_draft_file
 from runner.llama import binaries
 from runner.measure.cli import BUSY_SHARE, Cancel, Cell, CellResult, Progress, measure_cell
 from runner.methods import DEFAULT_KS, GRID, settings_for
@@ -133,6 +133,25 @@ def spread_text(c: CellResult) -> str:
     return f"{p.n} interleaved pair{'s' if p.n != 1 else ''} from {p.min:.2f}x to {p.max:.2f}x"
 
 
+def _chains_that_win(gains: list[CellResult], usable: list[CellResult]) -> tuple[list[CellResult], str | None]:
+    """``gains`` without the chains that do not measurably beat their best part: a chain is recommended only when its
+    slowest interleaved pair is faster than the fastest setting of one of its methods alone (its median), since a
+    chain's cost (the draft model takes in every round) is easy to mistake for noise."""
+    kept, dropped = [], []
+    for c in gains:
+        parts = chain_parts(c.cell.method)
+        if len(parts) < 2:
+            kept.append(c)
+            continue
+        alone = [u.speedup or 0.0 for u in usable if u.cell.method in parts]
+        if alone and c.pair_speedups is not None and c.pair_speedups.min <= max(alone):
+            dropped.append(f"{c.cell.setting.label} ({c.speedup:.2f}x) did not measurably beat its parts alone "
+                           f"(best {max(alone):.2f}x)")  # fmt: skip
+            continue
+        kept.append(c)
+    return kept, ("; ".join(dropped) if dropped else None)
+
+
 def recommend(
     content_type: str, temperature: float, cells: Sequence[CellResult], clients: int = 1, parallel: int | None = None
 ) -> Recommendation:
@@ -159,9 +178,12 @@ def recommend(
             f"{', '.join(c.cell.setting.label for c in busy)}; re-run on a quiet machine before relying on it"
         )
     gains = [c for c in usable if (c.speedup or 0.0) > 1.0 and measurable_gain(c)]
+    gains, chain_note = _chains_that_win(gains, usable)
     if gains:
         best = max(gains, key=lambda c: c.speedup or 0.0)
     s = best.cell.setting
+    if chain_note:
+        caveat = f"{caveat}; {chain_note}" if caveat else chain_note
     if gains:
         return Recommendation(
             content_type,

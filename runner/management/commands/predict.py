@@ -21,7 +21,7 @@ from runner.predict import prediction as predict_mod
 from runner.predict.replay import ReplayError
 from runner.prompts import TaskSet, TaskSetError, load_task_set, parse_task_set
 
-PREDICTABLE, NOT_YET, TEMPERATURE_0_ONLY = predict_mod.PREDICTABLE, predict_mod.NOT_YET, predict_mod.TEMPERATURE_0_ONLY
+NOT_YET, TEMPERATURE_0_ONLY = predict_mod.NOT_YET, predict_mod.TEMPERATURE_0_ONLY
 
 
 def _local(source: str) -> Path:
@@ -188,11 +188,11 @@ def _settings(
     settings = [
         s
         for m in chosen
-        if m in PREDICTABLE
+        if predict_mod.predictable(m)
         for s in methods_mod.settings_for(m, ks, p_mins if uses_draft_file(m) else [None])
     ]
-    why = {m: NOT_YET for m in chosen if m not in PREDICTABLE}
+    why = {m: NOT_YET for m in chosen if not predict_mod.predictable(m)}
     if temp > 0:  # only a draft model's acceptance has a distribution to be read above 0
-        why |= {m: TEMPERATURE_0_ONLY for m in chosen if m in PREDICTABLE and m != "draft-simple"}
+        why |= {m: TEMPERATURE_0_ONLY for m in chosen if predict_mod.predictable(m) and m != "draft-simple"}
         settings = [s for s in settings if s.method == "draft-simple"]
     return settings, why
