@@ -9,19 +9,23 @@ an acceptance a real model would reach.
 
 from __future__ import annotations
 
+import io
 import subprocess
 
 import pytest
+from django.core.management import call_command
 
 from inspector.compat import check_pair
 from inspector.info import inspect_source
 from inspector.spec_flags import Setting
+from registry.models import BenchmarkResult, BenchmarkRun
 from runner.llama import binaries as llamacpp
 from runner.llama import output
 from runner.measure.cli import Cell, measure_cell
 from runner.predict import replay
 from runner.predict.prediction import predict
 from runner.prompts import Task, TaskSet
+from runner.soak.loop import SoakConfig, run_soak
 from tests.models import model_path
 from tests.needs import missing
 from tests.tinystate import lfm2, mamba2
@@ -149,3 +153,33 @@ def test_a_recurrent_pairs_prediction_prices_its_checkpoints(tools, pair):
         assert cost.checkpoint_save > 0 and cost.checkpoint_restore > 0
     # the residual is taken from the pair's real rounds, counted one by one with their checkpoints and second passes
     assert run.costs["target"].extra_per_call_s is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_run_benchmark_here_measures_a_checkpointed_pair_with_real_acceptance(tools, pair, tmp_path, settings):
+    settings.SPECREG_DATA_DIR = tmp_path
+    target, draft = pair
+    out = io.StringIO()
+    call_command(
+        "run_benchmark", target, draft, "--here", "--methods", "draft-simple", "--k", "4", "--p-min", "0",
+        "--no-extend", "--full-sweep", "--repeats", "1", "--n-predict", "32", "--prompts-per-type", "1",
+        "--tasks", "code",
+        stdout=out,
+    )  # fmt: skip
+    run = BenchmarkRun.objects.get()
+    assert run.status == "done", run.error
+    [r] = BenchmarkResult.objects.filter(run=run)
+    assert r.speculation_ran and r.identical is True and r.speedup and 0 < r.acceptance < 1
+    assert 0 < r.accepted < r.drafted  # counted per round, not as the tool prints it (every replayed token)
+
+
+def test_a_checkpointed_pair_soaks_stable(tools, pair):
+    target, draft = pair
+    caps = llamacpp.capabilities(tools[llamacpp.SERVER])
+    config = SoakConfig(
+        target, draft, Setting("draft-simple", 4), PROMPTS, duration_s=10, interval_s=5, n_predict=32,
+        request_timeout_s=30,
+    )  # fmt: skip
+    record = run_soak(config, caps)
+    assert record.status == "stable", record.verdict
+    assert record.total("requests") > 0 and record.total("errors") == 0
