@@ -150,7 +150,10 @@ class ModelAdmin(admin.ModelAdmin):
     search_fields = ("name", "repo")
     actions = ["move_to_own_base"]
 
-    @admin.action(description="Move out of its base model (misgrouped): a base model of its own")
+    # Moving re-pairs models and rewrites pairs: staff who may only view models must not run it.
+    @admin.action(
+        description="Move out of its base model (misgrouped): a base model of its own", permissions=["change"]
+    )
     def move_to_own_base(self, request, queryset) -> None:
         moved = move_out(queryset.values_list("pk", flat=True))
         self.message_user(request, f"{len(moved)} model(s) moved to a base model of their own and paired again.")

@@ -36,6 +36,7 @@ def bulk_set(model: type[models.Model], objs: Sequence[models.Model], fields: Se
     9,000 files; a base model whose shown file changes moves thousands of pairs in one registration)."""
     if not objs:
         return
+    _refuse_too_long(model, objs, fields)
     if connection.vendor != "postgresql":
         model._default_manager.bulk_update(objs, fields, batch_size=batch)
         return
@@ -60,6 +61,22 @@ def bulk_set(model: type[models.Model], objs: Sequence[models.Model], fields: Se
         sql = head + f'WHERE "{meta.db_table}"."{pk.column}" = v."_pk"::{pk.db_type(connection)}'
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
+
+
+def _refuse_too_long(model: type[models.Model], objs: Sequence[models.Model], fields: Sequence[str]) -> None:
+    """A value longer than its column allows is refused on every backend: PostgreSQL's ``::varchar(n)`` cast above
+    would cut it silently, and SQLite would store it whole (it ignores varchar lengths)."""
+    for name in fields:
+        field = _column(model, name)
+        limit = getattr(field, "max_length", None)
+        if not isinstance(field, models.CharField) or not limit:
+            continue
+        for obj in objs:
+            value = getattr(obj, field.attname)
+            if isinstance(value, str) and len(value) > limit:
+                raise ValueError(
+                    f"{model._meta.label}.{name} of row {obj.pk}: {len(value)} characters, more than its {limit}"
+                )
 
 
 def _column(model: type[models.Model], name: str) -> models.Field:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from urllib.parse import urlencode
 
 from django import template
@@ -14,6 +15,13 @@ register = template.Library()
 
 for _f in (params, nbytes, pct, times, ratio, duration):
     register.filter(_f.__name__, _f)
+
+
+@register.filter
+def shell(v: object) -> str:
+    """One shell word: a source (a file or Hub name anyone may choose) in a command a user pastes into a shell, so
+    that ``t$(touch x).gguf`` stays a name (autoescaped by the template like any other string)."""
+    return shlex.quote(str(v))
 
 
 @register.filter
