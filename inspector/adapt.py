@@ -913,3 +913,19 @@ def _verify(
     if not check.compatible:
         raise AdaptError(f"{shown}: the written copy is still {check.verdict}; nothing was kept")
     return check
+
+
+# The rules adapt_draft can reconcile by rewriting the draft's tokenizer metadata (inspector.adapt.plan decides).
+ADAPTABLE_RULES = ("bos", "eos", "token_text")
+
+
+def adaptability(t: ModelInfo, d: ModelInfo, result: PairCheck) -> dict[str, Any] | None:
+    """What adapt_draft would change to make the draft acceptable (``plan``'s own decision), or None: a compatible
+    pair, another failing rule, or a plan that refuses."""
+    if result.compatible or result.failed_rule not in ADAPTABLE_RULES:
+        return None
+    try:
+        the_plan = plan(Side.from_info(t), Side.from_info(d))
+    except NotAdaptable:
+        return None
+    return {"summary": the_plan.summary(), "changed_tokens": len(the_plan.changed_ids)}

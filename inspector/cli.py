@@ -13,9 +13,11 @@ import argparse
 import json
 import os
 import re
+import shlex
 import sys
 from typing import NoReturn, Protocol
 
+from .adapt import adaptability
 from .compat import PairCheck, check_pair, token_label
 from .info import InspectError, ModelInfo, inspect_source, shared_deadline
 from .llama_rules import LLAMA_CPP_BUILD, STATE_LABELS
@@ -85,7 +87,17 @@ def check(target: str, draft: str | None, *, as_json: bool = False, out: Writer)
     except InspectError as exc:
         raise UserError(str(exc)) from None
     result = check_pair(t, d)
-    out.write((json_text(result.to_dict()) if as_json else format_check(result)) + "\n")
+    adaptable = adaptability(t, d, result)
+    if as_json:
+        out.write(json_text(result.to_dict() | {"adaptable": adaptable}) + "\n")
+    else:
+        out.write(format_check(result) + "\n")
+        if adaptable is not None:
+            line = (
+                f"  adaptable: {adaptable['summary']}: adapt_draft writes a copy of the draft that llama.cpp accepts "
+                f"(python manage.py adapt_draft {shlex.quote(target)} {shlex.quote(draft)} --output OUT.gguf)"
+            )
+            out.write(terminal_safe(line) + "\n")
     return 0 if result.compatible else 1
 
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -22,9 +25,11 @@ from django.db.migrations.executor import MigrationExecutor
 from inspector.info import inspect_source
 from registry.catalog.recheck import STALE
 from registry.catalog.registration import register
+from registry.hub.sources import register_source
 from registry.kb.export import export_kb
 from registry.models import GGUFFile, Pair, VerdictChange
 from tests.ggufgen import vocab, write_gguf
+from tests.models import model_path
 
 pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
 
@@ -119,3 +124,27 @@ def test_an_upgrade_marks_moved_pairs_stale_and_recheck_settles_them_with_reason
     assert now.compatible and now.verdict == "all" and now.rules_from == "b11434"
     v = VerdictChange.objects.get(pair=now)
     assert v.new_state == "checkpoints" and v.reason.startswith("The target (qwen35) is hybrid")
+
+
+def test_check_pair_the_check_page_and_the_api_say_when_a_draft_is_adaptable(client, settings, tmp_path):
+    settings.SPECREG_DATA_DIR = tmp_path
+    r1, q05 = model_path("r1_7b_header"), model_path("qwen05", headers_only=True)
+    cli = subprocess.run(
+        [sys.executable, "manage.py", "check_pair", str(r1), str(q05)], capture_output=True, text=True, timeout=120
+    )
+    assert cli.returncode == 1 and "  adaptable: 7 special tokens, BOS: adapt_draft writes a copy" in cli.stdout
+    as_json = subprocess.run(
+        [sys.executable, "manage.py", "check_pair", str(r1), str(q05), "--json"], capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert json.loads(as_json.stdout)["adaptable"] == {"summary": "7 special tokens, BOS", "changed_tokens": 7}
+    staff = User.objects.create_user("staff", password="pw", is_staff=True)  # may name server paths
+    client.force_login(staff)
+    for f in (r1, q05):
+        register_source(str(f))  # the web check reads registered files (and the Hub)
+    api = client.get("/api/check", {"target": str(r1), "draft": str(q05)}).json()
+    assert api["failed_rule"] == "bos" and api["adaptable"]["summary"] == "7 special tokens, BOS"
+    page = client.get("/check/", {"target": str(r1), "draft": str(q05)}).content.decode()
+    assert 'id="check-adaptable"' in page and "Adaptable: 7 special tokens, BOS." in page
+    compatible = client.get("/api/check", {"target": str(q05), "draft": str(q05)}).json()
+    assert compatible["adaptable"] is None

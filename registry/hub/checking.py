@@ -10,7 +10,7 @@ from inspector.compat import PairCheck, check_pair
 from inspector.info import InspectError, InspectTimeout, ModelInfo, inspect_source, shared_deadline
 from registry.access.policy import header_cap, hub_reads_for, may_see_paths
 from registry.catalog.pairing import candidate_files, info_is_target
-from registry.catalog.stored import load_info
+from registry.catalog.stored import load_info, types_for
 from registry.models import GGUFFile
 
 if TYPE_CHECKING:
@@ -31,7 +31,9 @@ def info_for(source: str, cap: int | None = None, deadline: Deadline | None = No
         raise CheckError("name two files: a registered source or hf://OWNER/REPO[@REVISION]/PATH")
     f = GGUFFile.objects.select_related("token_table").filter(source=source).first()
     if f is not None:
-        return load_info(f)
+        info = load_info(f)
+        info.token_types = types_for(f)  # whether adapt_draft could reconcile a near-miss depends on them
+        return info
     if not source.startswith("hf://"):
         # The server never opens paths or URLs given on a web form: that would read its own disk or network.
         raise CheckError(

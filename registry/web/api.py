@@ -17,6 +17,7 @@ from django.http import (
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
+from inspector.adapt import adaptability
 from registry.access.job_limits import JobLimit
 from registry.access.policy import may_see_paths
 from registry.access.rate_limits import RateLimited, check_rate
@@ -227,7 +228,7 @@ def check(request: HttpRequest) -> JsonResponse:
                 },
                 status=202,
             )
-        result, _, _ = check_sources(target, draft, request.user)
+        result, t, d = check_sources(target, draft, request.user)
     except RateLimited as exc:
         return _json({"error": str(exc)}, status=429)
     except JobLimit as exc:
@@ -236,7 +237,8 @@ def check(request: HttpRequest) -> JsonResponse:
         return _json({"error": str(exc)}, status=504)
     except CheckError as exc:
         return _json({"error": str(exc)}, status=400)
-    return _json(result.to_dict())
+    # null, or what adapt_draft would change to make the draft acceptable
+    return _json(result.to_dict() | {"adaptable": adaptability(t, d, result)})
 
 
 def examples(request: HttpRequest) -> JsonResponse:

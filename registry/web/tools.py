@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from urllib.parse import unquote
 
@@ -11,6 +12,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_POST
 
+from inspector.adapt import adaptability
 from registry.access.job_limits import JobLimit
 from registry.access.policy import may_see_paths
 from registry.access.rate_limits import RateLimited, check_rate, check_upload
@@ -34,7 +36,7 @@ def check(request: HttpRequest) -> HttpResponse:
             job = queue_if_remote(target, draft, request.user)
             if job is not None:
                 return redirect(job)
-            result, _, _ = check_sources(target, draft, request.user)
+            result, t, d = check_sources(target, draft, request.user)
         except RateLimited as exc:
             return render(request, "registry/check.html", {**context, "error": str(exc)}, status=429)
         except JobLimit as exc:
@@ -49,7 +51,11 @@ def check(request: HttpRequest) -> HttpResponse:
                 context["form"] = CheckForm(initial=keep)
         else:
             context.update(
-                result=result.to_dict(), checks=explained_checks(result.to_dict()), seconds=time.monotonic() - started
+                result=result.to_dict(),
+                checks=explained_checks(result.to_dict()),
+                adaptable=adaptability(t, d, result),
+                adapt_command=shlex.join(["python", "manage.py", "adapt_draft", target, draft, "--output", "OUT.gguf"]),
+                seconds=time.monotonic() - started,
             )
     return render(request, "registry/check.html", context, status=400 if "error" in context else 200)
 
