@@ -97,6 +97,21 @@ def test_full_sweep_measures_every_setting_and_predicts_nothing(smollm2_path):
     assert "prediction" not in run.summary
 
 
+@pytest.mark.llama
+@pytest.mark.django_db(transaction=True)
+def test_a_pinned_setting_is_measured_without_predicting_first(smollm2_path):
+    # a predicted sweep measures its best two settings anyway: with one or two, predicting would only cost its time
+    m = str(smollm2_path)
+    call_command(
+        "run_benchmark", m, m, "--methods", "draft-simple", "--k", "4", "--no-extend", "--p-min", "0",
+        "--tasks", "json", "--here", "--repeats", "1", "--n-predict", "24", "--prompts-per-type", "1",
+        stdout=StringIO(),
+    )  # fmt: skip
+    run = BenchmarkRun.objects.get()
+    assert [r.k for r in run.results.all()] == [4] and not run.predictions.exists()
+    assert "prediction" not in run.summary
+
+
 def test_a_model_too_big_for_this_machine_is_refused_in_one_line(tmp_path):
     big = write_gguf(tmp_path / "big.gguf", tokens=vocab(300))
     with open("/proc/meminfo") as f:

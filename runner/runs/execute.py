@@ -21,7 +21,7 @@ from runner.llama import binaries, procs
 from runner.methods import settings_for
 from runner.predict.prediction import PredictionCancelled, PredictionRun
 from runner.predict.replay import ReplayError
-from runner.predict.runs import best_to_measure, predictable_settings, run_p_mins, run_prediction
+from runner.predict.runs import MEASURE_BEST, best_to_measure, predictable_settings, run_p_mins, run_prediction
 from runner.predict.runs import summary as prediction_summary
 from runner.prompts import TaskSetError, load_task_set, parse_task_set
 from runner.runs.downloads import DownloadError, local_paths
@@ -104,7 +104,9 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
     first: dict[str, Any] | None = None
     by_type = None
     share = 0.1
-    if not p.get("full_sweep") and 0.0 in p["temperatures"] and predictable_settings(p)[0]:
+    # Predicting first pays only when it spares measurements: with no more settings than a predicted sweep measures
+    # anyway (MEASURE_BEST per content type), every one is measured and the prediction would only cost its time.
+    if not p.get("full_sweep") and 0.0 in p["temperatures"] and len(predictable_settings(p)[0]) > MEASURE_BEST:
         first, by_type = _predict_first(run, str(target_path), draft_path or None, task_set, hw, build, reporter)
         share = 0.3
         if reporter.should_cancel():
