@@ -1,5 +1,6 @@
 """Hardening, fourth round (the parts done so far): commands a page shows quote every source, admin actions declare
-their permission, and bulk updates refuse a value longer than its column. Each test reproduces the attack; runs on
+their permission, bulk updates refuse a value longer than its column, and a deployment's typed command and a run's
+binary folder are hidden from anonymous visitors. Each test reproduces the attack; runs on
 SQLite and (db_service) again on PostgreSQL."""
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from registry.bulk_sql import bulk_set
-from registry.models import Model, Pair
+from registry.models import BenchmarkRun, Model, Pair
+from registry.team.deployments import DeploymentSpec, record
 from tests.test_registry_adaptable import headers, pair_of, reg  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
@@ -65,3 +67,28 @@ def test_a_bulk_update_refuses_a_value_longer_than_its_column(headers):  # noqa:
     with pytest.raises(ValueError, match="registry.Pair.target_name of row .*: 301 characters, more than its 300"):
         bulk_set(Pair, [pair], ["target_name"])
     assert Pair.objects.get(pk=pair.pk).target_name == before
+
+
+def test_a_deployments_typed_command_and_a_runs_bin_dir_are_hidden_from_anonymous_visitors(headers):  # noqa: F811
+    q05 = reg(headers["q05"], "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", "q05-Q4_K_M.gguf")
+    secret = "llama-server -m /srv/private/q05.gguf --host gpu-secret-7.corp.internal --spec-type ngram-mod"
+    d = record(DeploymentSpec(q05, None, "ngram-mod", secret, host="gpu-secret-7.corp.internal"), author_name="ops")
+    r1 = reg(headers["r1"], "deepseek/R1-Distill-Qwen-7B-GGUF", "r1-7b-Q4_K_M.gguf")
+    run = BenchmarkRun.objects.create(
+        pair=pair_of(r1, q05),
+        queue="bench.x",
+        status=BenchmarkRun.DONE,
+        build={"label": "b11434", "bin_dir": "/opt/ops-secret/llama/bin"},
+    )
+    anonymous = Client()
+    for text in (
+        anonymous.get(f"/deployments/{d.pk}/").content.decode(),
+        anonymous.get(f"/api/deployments/{d.pk}").content.decode(),
+        anonymous.get(f"/api/runs/{run.pk}").content.decode(),
+    ):
+        assert "gpu-secret-7" not in text and "/srv/private" not in text and "ops-secret" not in text
+    assert anonymous.get(f"/api/runs/{run.pk}").json()["build"] == {"label": "b11434"}
+    member = Client()
+    member.force_login(User.objects.create_user("member", password="pw"))
+    assert member.get(f"/api/deployments/{d.pk}").json()["command"] == secret
+    assert member.get(f"/api/runs/{run.pk}").json()["build"]["bin_dir"] == "/opt/ops-secret/llama/bin"

@@ -261,7 +261,8 @@ def deployment_json(d: Deployment, user, figures: dict | None = None) -> dict:
         "method": d.method,
         "k": d.k,
         "flags": d.flags,
-        "command": d.command,
+        # typed by its author, so it may name hosts and folders: hidden like the host field
+        "command": d.command if private else None,
         "host": d.host if private else None,
         "url": d.url if private else None,
         "has_url": bool(d.url),

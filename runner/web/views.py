@@ -28,7 +28,15 @@ from runner.soak.targets import parse_duration
 from runner.web.forms import BenchmarkForm, SoakForm
 
 
-def run_state(run: BenchmarkRun) -> dict:
+def shown_build(build: dict | None, user: Any) -> dict | None:
+    """The run's llama.cpp build; where its binaries lie only for those who may see server paths (an operator's
+    LLAMA_CPP_BIN_DIR may sit outside the folders the response's own redaction knows)."""
+    if not isinstance(build, dict) or may_see_paths(user):
+        return build
+    return {k: v for k, v in build.items() if k != "bin_dir"}
+
+
+def run_state(run: BenchmarkRun, user: Any = None) -> dict:
     return {
         "id": run.pk,
         "status": run.status,
@@ -43,7 +51,7 @@ def run_state(run: BenchmarkRun) -> dict:
         "finished_at": run.finished_at and run.finished_at.isoformat(),
         "params": run.params,
         "hardware": run.hardware,
-        "build": run.build,
+        "build": shown_build(run.build, user),
         "summary": run.summary,
         "server_command": shown_command(run)[0],
         "pair": run.pair_id,
@@ -116,7 +124,7 @@ def run(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def run_json(request: HttpRequest, pk: int) -> JsonResponse:
-    return JsonResponse(run_state(get_object_or_404(BenchmarkRun, pk=pk)))
+    return JsonResponse(run_state(get_object_or_404(BenchmarkRun, pk=pk), request.user))
 
 
 @login_required
