@@ -304,7 +304,7 @@ def method_argv(
     """``llama-speculative-simple -m T [-md D] ... --spec-type METHOD ...``: the target speculating as
     ``setting`` says; n-gram methods and MTP heads take no draft file. ``round_log`` asks for the debug level, whose
     per-round lines give a checkpointed target's real acceptance (output.counted_rounds); it is not the default
-    because the debug level also logs every graph input, thousands of lines per hundred tokens."""
+    because the debug level also logs every graph input of every decode."""
     argv = [str(caps.binary), "-m", str(target)]
     if uses_draft_file(setting.method):
         if not draft:
