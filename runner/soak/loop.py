@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -202,10 +203,22 @@ class _Clients:
                 self.events.append((c, i))
                 if c.state == "ok":
                     self.last_answer = time.monotonic()
-            if c.state != "ok" and not self.server.alive:
+            if c.state != "ok" and self._gone():
                 # The server is gone (the loop reports how): one failed request per client says so, where asking
                 # again until the loop's next poll recorded thousands a second.
                 return
+
+    def _gone(self, settle_s: float = 0.5) -> bool:
+        """Whether the server died: a killed server refuses connections a moment before its process has exited,
+        so a failed request waits up to ``settle_s`` for the exit (and a server that is only slow costs a pause)."""
+        proc = self.server.proc
+        if proc is None:
+            return True
+        try:
+            proc.wait(timeout=settle_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def drain(self) -> list[tuple[Completion, int]]:
         with self.lock:
