@@ -9,6 +9,7 @@ speed or acceptance.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,21 +31,55 @@ def qwen_tokenizer() -> dict[str, Any]:
     return out
 
 
+class _Weights:
+    """Normal weights of the model of ``base_seed`` (``seed`` without one), with ``noise`` times their scale added
+    from a generator of ``seed``'s own: a "perturbed copy" whose agreement with the original falls as noise grows."""
+
+    def __init__(self, seed: int, noise: float, base_seed: int | None) -> None:
+        self.rng = np.random.default_rng(seed if base_seed is None else base_seed)
+        self.jitter = np.random.default_rng(seed + 1_000_003)
+        self.noise = noise
+
+    def normal(self, *shape: int, scale: float) -> np.ndarray:
+        w = self.rng.standard_normal(shape).astype(np.float32) * scale
+        if self.noise:
+            w += self.jitter.standard_normal(shape).astype(np.float32) * scale * self.noise
+        return w
+
+
+def _writer(path: Path, arch: str, seed: int, noise: float) -> GGUFWriter:
+    """A writer into ``path``'s temporary name with the keys every tiny model carries first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w = GGUFWriter(str(path.with_suffix(".tmp")), arch)
+    w.add_name(f"specreg tiny {arch} (random weights, seed {seed}, noise {noise})")
+    w.add_context_length(4096)
+    w.add_embedding_length(N_EMBD)
+    w.add_block_count(N_LAYER)
+    return w
+
+
+def _finish(path: Path, w: GGUFWriter, tok: dict[str, Any], tensors: dict[str, np.ndarray]) -> Path:
+    """The file type, the tokenizer and the tensors, written; the file moved to ``path`` whole."""
+    w.add_file_type(1)
+    _tokenizer(w, tok)
+    for name, data in tensors.items():
+        w.add_tensor(name, data)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    path.with_suffix(".tmp").replace(path)
+    return path
+
+
 def write_mamba2(path: Path, seed: int = 0, noise: float = 0.0, base_seed: int | None = None) -> Path:
     """A Mamba-2 of random weights; with ``noise`` > 0, the model of ``base_seed`` with that much noise added to every
     weight (a "perturbed copy" whose agreement with the original falls as the noise grows)."""
     tok = qwen_tokenizer()
     n_vocab = len(tok["tokenizer.ggml.tokens"])
-    rng = np.random.default_rng(seed if base_seed is None else base_seed)
-    jitter = np.random.default_rng(seed + 1_000_003)
+    normal = _Weights(seed, noise, base_seed).normal
     conv_dim = D_INNER + 2 * N_GROUP * D_STATE
     d_in_proj = D_INNER + conv_dim + N_HEAD
-
-    def normal(*shape: int, scale: float) -> np.ndarray:
-        w = rng.standard_normal(shape).astype(np.float32) * scale
-        if noise:
-            w += jitter.standard_normal(shape).astype(np.float32) * scale * noise
-        return w
 
     tensors: dict[str, np.ndarray] = {"token_embd.weight": normal(n_vocab, N_EMBD, scale=1.0).astype(np.float16)}
     for i in range(N_LAYER):
@@ -61,13 +96,7 @@ def write_mamba2(path: Path, seed: int = 0, noise: float = 0.0, base_seed: int |
         }
     tensors["output_norm.weight"] = np.ones(N_EMBD, dtype=np.float32)
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    w = GGUFWriter(str(tmp), "mamba2")
-    w.add_name(f"specreg tiny mamba2 (random weights, seed {seed}, noise {noise})")
-    w.add_context_length(4096)
-    w.add_embedding_length(N_EMBD)
-    w.add_block_count(N_LAYER)
+    w = _writer(path, "mamba2", seed, noise)
     w.add_feed_forward_length(0)
     w.add_head_count(0)
     w.add_layer_norm_rms_eps(1e-5)
@@ -76,11 +105,7 @@ def write_mamba2(path: Path, seed: int = 0, noise: float = 0.0, base_seed: int |
     w.add_ssm_state_size(D_STATE)
     w.add_ssm_time_step_rank(N_HEAD)
     w.add_ssm_group_count(N_GROUP)
-    w.add_file_type(1)
-    _tokenizer(w, tok)
-    _write(tmp, w, tensors)
-    tmp.replace(path)
-    return path
+    return _finish(path, w, tok, tensors)
 
 
 def _tokenizer(w: GGUFWriter, tok: dict[str, Any]) -> None:
@@ -99,31 +124,14 @@ def _tokenizer(w: GGUFWriter, tok: dict[str, Any]) -> None:
     w.add_add_bos_token(bool(tok.get("tokenizer.ggml.add_bos_token", False)))
 
 
-def _write(path: Path, w: GGUFWriter, tensors: dict[str, np.ndarray]) -> Path:
-    for name, data in tensors.items():
-        w.add_tensor(name, data)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
-
-
 def write_lfm2(path: Path, seed: int = 0, noise: float = 0.0, base_seed: int | None = None) -> Path:
     """An LFM2 of random weights: layer 0 a short convolution (recurrent state), layer 1 attention (a KV cache); with
     ``noise``, the model of ``base_seed`` with noise on every weight, as ``write_mamba2``."""
     tok = qwen_tokenizer()
     n_vocab = len(tok["tokenizer.ggml.tokens"])
-    rng = np.random.default_rng(seed if base_seed is None else base_seed)
-    jitter = np.random.default_rng(seed + 1_000_003)
+    normal = _Weights(seed, noise, base_seed).normal
     n_head, n_head_kv, n_ff, l_cache = 4, 2, 128, 3
     head = N_EMBD // n_head
-
-    def normal(*shape: int, scale: float) -> np.ndarray:
-        w = rng.standard_normal(shape).astype(np.float32) * scale
-        if noise:
-            w += jitter.standard_normal(shape).astype(np.float32) * scale * noise
-        return w
 
     tensors: dict[str, np.ndarray] = {"token_embd.weight": normal(n_vocab, N_EMBD, scale=1.0).astype(np.float16)}
     for i in range(N_LAYER):
@@ -151,33 +159,25 @@ def write_lfm2(path: Path, seed: int = 0, noise: float = 0.0, base_seed: int | N
             }
     tensors["token_embd_norm.weight"] = np.ones(N_EMBD, dtype=np.float32)
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    w = GGUFWriter(str(tmp), "lfm2")
-    w.add_name(f"specreg tiny lfm2 (random weights, seed {seed}, noise {noise})")
-    w.add_context_length(4096)
-    w.add_embedding_length(N_EMBD)
-    w.add_block_count(N_LAYER)
+    w = _writer(path, "lfm2", seed, noise)
     w.add_feed_forward_length(n_ff)
     w.add_head_count(n_head)
     w.add_head_count_kv([0] + [n_head_kv] * (N_LAYER - 1))
     w.add_rope_freq_base(1e6)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_shortconv_l_cache(l_cache)
-    w.add_file_type(1)
-    _tokenizer(w, tok)
-    _write(tmp, w, tensors)
-    tmp.replace(path)
-    return path
+    return _finish(path, w, tok, tensors)
+
+
+def _made(name: str, write: Callable[..., Path], **kw: Any) -> Path:
+    """A tiny model made once per machine beside the test models."""
+    path = CACHE / "state" / f"{name}.gguf"
+    return path if path.is_file() else write(path, **kw)
 
 
 def lfm2(name: str = "lfm2-tiny", **kw: Any) -> Path:
-    """The tiny LFM2, made once per machine beside the test models."""
-    path = CACHE / "state" / f"{name}.gguf"
-    return path if path.is_file() else write_lfm2(path, **kw)
+    return _made(name, write_lfm2, **kw)
 
 
 def mamba2(name: str = "mamba2-tiny", **kw: Any) -> Path:
-    """The tiny Mamba-2, made once per machine beside the test models."""
-    path = CACHE / "state" / f"{name}.gguf"
-    return path if path.is_file() else write_mamba2(path, **kw)
+    return _made(name, write_mamba2, **kw)
