@@ -125,6 +125,16 @@ def known_method(method: str) -> bool:
     )
 
 
+def chain_beats_parts(method: str, slowest: float | None, alone: list[float]) -> bool:
+    """Whether ``method``, if a chain, measurably beat its methods alone: its slowest interleaved pair (``slowest``)
+    faster than the fastest of ``alone`` (its methods' own speed-ups). A chain's cost (the draft model takes in every
+    round) is easy to mistake for noise, so a run's recommendation and a pair page's both ask this. A single method,
+    a chain none of whose methods was measured alone, or one with no pair to judge by passes."""
+    if not is_chain(method) or slowest is None or not alone:
+        return True
+    return slowest > max(alone)
+
+
 def uses_draft_file(method: str) -> bool:
     return any(m in DRAFT_MODEL_METHODS for m in chain_parts(method))
 
@@ -148,8 +158,8 @@ def spec_flags(caps: Capabilities, setting: Setting) -> list[str]:
             raise LlamaCppError(
                 f"{caps.binary.name} does not offer --spec-type {part} (it offers {', '.join(caps.spec_types)})"
             )
-    if is_chain(m):
-        return _chain_flags(caps, setting)
+    if is_chain(m) and not known_method(m):
+        raise LlamaCppError(f"{m}: specreg runs a chain of one n-gram method and one model method")
     if m in NGRAM_SWEEP or m == "ngram-cache":
         if not caps.has("--spec-type"):
             raise LlamaCppError(f"{caps.binary.name} has no --spec-type: it cannot run {m}")
@@ -163,29 +173,15 @@ def spec_flags(caps: Capabilities, setting: Setting) -> list[str]:
         for flag, value in setting.options:
             argv += [flag, value]
         return argv
-    # draft models, sidecars and MTP heads share K and p-min; the type is named explicitly (a plain draft
-    # and EAGLE-3 are never auto-detected, and naming the others costs nothing)
+    # draft models, sidecars and MTP heads share K and p-min, and so does a chain, whose n-gram method keeps
+    # llama.cpp's own lengths; the type is named explicitly (a plain draft and EAGLE-3 are never auto-detected,
+    # and naming the others costs nothing), a chain as the comma list llama.cpp takes
     argv = k_flags(caps, setting.k, 0, setting.p_min)
     if "--spec-type" in argv:
         i = argv.index("--spec-type")
         argv = argv[:i] + argv[i + 2 :]
     if caps.has("--spec-type"):
-        argv += ["--spec-type", m]
+        argv += ["--spec-type", ",".join(chain_parts(m))]
     elif m != "draft-simple":
         raise LlamaCppError(f"{caps.binary.name} has no --spec-type: it cannot run {m}")
-    return argv + [f for flag, value in setting.options for f in (flag, value)]
-
-
-def _chain_flags(caps: Capabilities, setting: Setting) -> list[str]:
-    """A chain: its model method's K and p-min (the n-gram method keeps llama.cpp's own lengths, and its options when
-    a setting carries them), and the comma list llama.cpp takes."""
-    if not known_method(setting.method):
-        raise LlamaCppError(f"{setting.method}: specreg runs a chain of one n-gram method and one model method")
-    if not caps.has("--spec-type"):
-        raise LlamaCppError(f"{caps.binary.name} has no --spec-type: it cannot run a chain")
-    argv = k_flags(caps, setting.k, 0, setting.p_min)
-    if "--spec-type" in argv:
-        i = argv.index("--spec-type")
-        argv = argv[:i] + argv[i + 2 :]
-    argv += ["--spec-type", ",".join(chain_parts(setting.method))]
     return argv + [f for flag, value in setting.options for f in (flag, value)]

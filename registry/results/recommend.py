@@ -8,7 +8,15 @@ from django.conf import settings
 
 from inspector.llama_flags import LlamaCppError, pinned_server_capabilities
 from inspector.llama_rules import LLAMA_CPP_BUILD
-from inspector.spec_flags import DRAFT_MODEL_METHODS, MAX_K, Setting, chain_parts, own_option, uses_draft_file
+from inspector.spec_flags import (
+    DRAFT_MODEL_METHODS,
+    MAX_K,
+    Setting,
+    chain_beats_parts,
+    chain_parts,
+    own_option,
+    uses_draft_file,
+)
 from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, speculation_setting
 from registry.results.deploy import Deployment, deployment, download_command, model_path
 from registry.results.figures import Figure
@@ -58,11 +66,9 @@ def chain_wins(f: Figure, figures: list[Figure]) -> bool:
     """Whether ``f``, if a chain (ngram-mod+draft-simple), was faster in its slowest interleaved pair than the fastest
     figure of one of its methods alone (as runner.sweep.sweep decides it for a run); a single method always passes."""
     parts = chain_parts(f.method or "")
-    if len(parts) < 2:
-        return True
     alone = [g.speedup for g in figures if g.method in parts and g.speedup is not None]
     low = getattr(f.obj, "speedup_min", None) if f.kind == "measured" else None
-    return not alone or (low if low is not None else f.speedup or 0.0) > max(alone)
+    return chain_beats_parts(f.method or "", low if low is not None else f.speedup, alone)
 
 
 def recommend(

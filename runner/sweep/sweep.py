@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from inspector.llama_flags import Capabilities
-from inspector.spec_flags import NGRAM_SWEEP, Setting, chain_parts, uses_draft_file
+from inspector.spec_flags import NGRAM_SWEEP, Setting, chain_beats_parts, chain_parts, uses_draft_file
 from runner.llama import binaries
 from runner.measure.cli import BUSY_SHARE, Cancel, Cell, CellResult, Progress, measure_cell
 from runner.methods import DEFAULT_KS, GRID, settings_for
@@ -139,16 +139,13 @@ def _chains_that_win(gains: list[CellResult], usable: list[CellResult]) -> tuple
     chain's cost (the draft model takes in every round) is easy to mistake for noise."""
     kept, dropped = [], []
     for c in gains:
-        parts = chain_parts(c.cell.method)
-        if len(parts) < 2:
+        alone = [u.speedup or 0.0 for u in usable if u.cell.method in chain_parts(c.cell.method)]
+        slowest = c.pair_speedups.min if c.pair_speedups is not None else None
+        if chain_beats_parts(c.cell.method, slowest, alone):
             kept.append(c)
-            continue
-        alone = [u.speedup or 0.0 for u in usable if u.cell.method in parts]
-        if alone and c.pair_speedups is not None and c.pair_speedups.min <= max(alone):
+        else:
             dropped.append(f"{c.cell.setting.label} ({c.speedup:.2f}x) did not measurably beat its parts alone "
                            f"(best {max(alone):.2f}x)")  # fmt: skip
-            continue
-        kept.append(c)
     return kept, ("; ".join(dropped) if dropped else None)
 
 
