@@ -714,21 +714,17 @@ static const char * seq_rm_kind(llama_context * ctx) {
     return "unknown";
 }
 
-static void json_model(std::ostream & os, const llama_model * model, llama_context * ctx) {
-    os << "{\"kind\": \"" << seq_rm_kind(ctx) << "\", \"n_rs_seq\": " << llama_n_rs_seq(ctx)
-       << ", \"recurrent\": " << (llama_model_is_recurrent(model) ? "true" : "false")
+// The architecture's kind as libllama reports it: JSON fields, without braces.
+static void arch_fields(std::ostream & os, const llama_model * model) {
+    os << "\"recurrent\": " << (llama_model_is_recurrent(model) ? "true" : "false")
        << ", \"hybrid\": " << (llama_model_is_hybrid(model) ? "true" : "false")
-       << ", \"diffusion\": " << (llama_model_is_diffusion(model) ? "true" : "false") << "}";
+       << ", \"diffusion\": " << (llama_model_is_diffusion(model) ? "true" : "false");
 }
 
-// llama.cpp's own decisions about a pair, for specreg's rules to be checked against: each context's
-// common_context_can_seq_rm kind (the target's created with the method list's n_rs_seq, the draft's as
-// common_speculative_init_from_params creates it), common_speculative_are_compatible, and whether
-// common_speculative_init builds a speculator for the --spec-type list (and which error it throws if not).
-static void json_arch(std::ostream & os, const llama_model * model) {
-    os << "{\"recurrent\": " << (llama_model_is_recurrent(model) ? "true" : "false")
-       << ", \"hybrid\": " << (llama_model_is_hybrid(model) ? "true" : "false")
-       << ", \"diffusion\": " << (llama_model_is_diffusion(model) ? "true" : "false") << "}";
+static void json_model(std::ostream & os, const llama_model * model, llama_context * ctx) {
+    os << "{\"kind\": \"" << seq_rm_kind(ctx) << "\", \"n_rs_seq\": " << llama_n_rs_seq(ctx) << ", ";
+    arch_fields(os, model);
+    os << "}";
 }
 
 // SPECREG_PROBE=vocab: headers alone (a file without its weights): both models loaded vocabulary-only, and only
@@ -742,15 +738,19 @@ static int probe_vocab(common_params & params, const std::string & out_path) {
         return fail("a model's header could not be loaded");
     }
     std::ofstream os(out_path);
-    os << "{\"target\": ";
-    json_arch(os, tgt.get());
-    os << ", \"draft\": ";
-    json_arch(os, dft.get());
-    os << ", \"are_compatible\": " << (common_speculative_are_compatible(tgt.get(), dft.get()) ? "true" : "false")
+    os << "{\"target\": {";
+    arch_fields(os, tgt.get());
+    os << "}, \"draft\": {";
+    arch_fields(os, dft.get());
+    os << "}, \"are_compatible\": " << (common_speculative_are_compatible(tgt.get(), dft.get()) ? "true" : "false")
        << "}\n";
     return os.good() ? 0 : fail("the probe could not be written");
 }
 
+// llama.cpp's own decisions about a pair, for specreg's rules to be checked against: each context's
+// common_context_can_seq_rm kind (the target's created with the method list's n_rs_seq, the draft's as
+// common_speculative_init_from_params creates it), common_speculative_are_compatible, and whether
+// common_speculative_init builds a speculator for the --spec-type list (and which error it throws if not).
 static int probe(common_params & params, const std::string & out_path) {
     if (const char * how = getenv("SPECREG_PROBE"); how != nullptr && strcmp(how, "vocab") == 0) {
         return probe_vocab(params, out_path);
