@@ -202,6 +202,17 @@ class Server:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def exited_within(self, seconds: float) -> bool:
+        """Whether the process has exited or does within ``seconds``: a killed server refuses connections a moment
+        before its process has exited, so a failed request asks this rather than ``alive``."""
+        if self.proc is None:
+            return True
+        try:
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def complete(
         self, prompt: str, *, n_predict: int, temperature: float, seed: int, timeout_s: float, stream: bool = False
     ) -> Completion:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -171,6 +170,10 @@ def servers(caps: Capabilities, config: SoakConfig) -> tuple[Server, Server]:
     return plain, spec
 
 
+# How long a failed request waits for a dying server's exit before its client asks again.
+SETTLE_S = 0.5
+
+
 class _Clients:
     """``clients`` threads sending prompts in turn until stopped; every answer is kept as an event."""
 
@@ -203,22 +206,11 @@ class _Clients:
                 self.events.append((c, i))
                 if c.state == "ok":
                     self.last_answer = time.monotonic()
-            if c.state != "ok" and self._gone():
+            if c.state != "ok" and self.server.exited_within(SETTLE_S):
                 # The server is gone (the loop reports how): one failed request per client says so, where asking
-                # again until the loop's next poll recorded thousands a second.
+                # again until the loop's next poll recorded thousands a second; a server that is only slow costs
+                # the settling pause before the next try.
                 return
-
-    def _gone(self, settle_s: float = 0.5) -> bool:
-        """Whether the server died: a killed server refuses connections a moment before its process has exited,
-        so a failed request waits up to ``settle_s`` for the exit (and a server that is only slow costs a pause)."""
-        proc = self.server.proc
-        if proc is None:
-            return True
-        try:
-            proc.wait(timeout=settle_s)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
 
     def drain(self) -> list[tuple[Completion, int]]:
         with self.lock:
