@@ -56,7 +56,7 @@ lint: $(BIN)/python
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The GPU check's dry run (tests/bench/bench_gpu.py --dry-run): every step of the check a lent GPU machine runs, here on
+# The GPU check's dry run (tests/bench/bench_gpu.py --dry-run): every step of the check a GPU machine without network runs, here on
 # the CPU build with tiny random models (2-3 minutes). Its first run gathers build/gpu-carry (the pinned source, the
 # Python 3.12 wheels and the token table that machine needs; the network is needed once).
 gpu-check: llama

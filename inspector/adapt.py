@@ -1,5 +1,5 @@
 """Adapt a near-miss draft to a target: a copy of DRAFT whose tokenizer metadata agrees with TARGET where llama.cpp
-compares them, its tensor data byte for byte the draft's (issue 34).
+compares them, its tensor data byte for byte the draft's.
 
 A near-miss draft shares the target's vocabulary but for a few special tokens (DeepSeek-R1-Distill-Qwen against a
 Qwen2.5 draft: 7 texts in the added-token range, and the target adds a BOS). The draft sees token ids, never texts,
@@ -83,7 +83,7 @@ OTHER_SPECIALS = ("eot", "eom", "pad", "unk", "sep", "mask")
 PREFIX = "specreg.adapted."
 FORMAT_VERSION = 1
 
-# The choice issue 34 asks for, recorded in each file as specreg.adapted.suppress_tokens. llama.cpp turns a model's
+# Which ids each model suppresses, recorded in each file as specreg.adapted.suppress_tokens. llama.cpp turns a model's
 # suppress_tokens into -inf logit biases of that model's sampler (common/sampling.cpp), so the draft's list decides
 # which ids it can never propose, and the target's which ids it never samples.
 SUPPRESS_CHOICE = (

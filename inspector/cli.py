@@ -18,11 +18,9 @@ import sys
 from typing import NoReturn, Protocol
 
 from .adapt import adaptability
+from .alone import alone_lines, target_alone
 from .compat import PairCheck, check_pair, token_label
 from .info import InspectError, ModelInfo, inspect_source, shared_deadline
-from .llama_rules import LLAMA_CPP_BUILD, STATE_LABELS
-from .speculative import draftless_methods
-from .state import pair_state
 from .tokens import escape_controls, quoted
 
 DEFAULT_MAX_HEADER_BYTES = 256 * 1024 * 1024
@@ -102,41 +100,19 @@ def check(target: str, draft: str | None, *, as_json: bool = False, out: Writer)
 
 
 def draftless(target: str, *, as_json: bool = False, out: Writer) -> int:
-    """The methods TARGET can use with no second model; exit 1 when there are none."""
+    """The methods TARGET can use with no second model (inspector.alone, as the check page answers); exit 1 when
+    there are none."""
     try:
         t = inspect_source(target, max_header_bytes())
     except InspectError as exc:
         raise UserError(str(exc)) from None
-    methods = draftless_methods(t)
-    states = {m: pair_state(t, t, m) for m in methods}
+    answer = target_alone(t)
     if as_json:
-        out.write(
-            json_text(
-                {
-                    "target": t.source,
-                    "method": None,
-                    "draftless_methods": methods,
-                    "states": {m: states[m].to_dict() for m in methods},
-                    "speculative": t.speculative,
-                }
-            )
-            + "\n"
-        )
-        return 0 if methods else 1
-    lines = [f"Methods for {t.source} with no second model (rules of llama.cpp {LLAMA_CPP_BUILD}):"]
-    for m in methods:
-        why = "its own multi-token-prediction heads" if m == "draft-mtp" else "n-grams of the text so far"
-        kind = states[m].kind
-        lines.append(f"  {m:<14} {'--spec-type ' + m:<26} {why}" + ("" if kind == "kv" else f" ({STATE_LABELS[kind]})"))
-    if any(m.startswith("ngram-") for m in methods):
-        lines.append("The n-gram methods pay where the output repeats the prompt (edits, quoting, code changes).")
-    costs = dict.fromkeys(s.cost for s in states.values() if s.kind != "kv")
-    lines += [f"State: {c}" for c in costs]
-    if not methods:
-        lines.append(f"  none: {pair_state(t, t).cost}")
-    lines.append("Name a DRAFT as well to check a draft model or an EAGLE-3/DFlash sidecar.")
-    out.write("\n".join(terminal_safe(line) for line in lines) + "\n")
-    return 0 if methods else 1
+        out.write(json_text(answer) + "\n")
+    else:
+        lines = [*alone_lines(answer), "Name a DRAFT as well to check a draft model or an EAGLE-3/DFlash sidecar."]
+        out.write("\n".join(terminal_safe(line) for line in lines) + "\n")
+    return 0 if answer["draftless_methods"] else 1
 
 
 def _yn(v: bool | None) -> str:
@@ -238,7 +214,7 @@ def add_inspect_arguments(p: argparse.ArgumentParser) -> None:
     """inspect_gguf's arguments, for this plain command and the management command alike."""
     p.add_argument("source")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--tokens", type=int, default=0, metavar="N", help="also print the first N tokens")
+    p.add_argument("--tokens", type=int, default=0, metavar="N", help="also print the first N tokens (default 0: none)")
 
 
 def add_check_pair_arguments(p: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .info import ModelInfo, TokenizerInfo
+from .info import ModelInfo, TokenizerInfo, size_label_count
 from .llama_rules import LLAMA_CPP_BUILD, VOCAB_TYPE_LABELS
 from .speculative import check_method
 from .state import PairState, architecture_detail, pair_state
@@ -202,6 +202,15 @@ def _token_text(target: ModelInfo, draft: ModelInfo) -> tuple[Check, Any]:
     ), mm
 
 
+def _size(info: ModelInfo) -> tuple[int, str]:
+    """A model's parameter count and where it comes from when not from its tensors: their elements, else, for a header
+    that lists no tensors (an upload of the header alone), what its ``general.size_label`` claims ("0.5B"); 0 when
+    neither says."""
+    if info.parameter_count:
+        return info.parameter_count, ""
+    return size_label_count(info.size_label), f" (by its size label {info.size_label})"
+
+
 def _warnings(target: ModelInfo, draft: ModelInfo) -> list[PairWarning]:
     out = []
     for role, info in (("target", target), ("draft", draft)):
@@ -226,12 +235,13 @@ def _warnings(target: ModelInfo, draft: ModelInfo) -> list[PairWarning]:
             )
         if t and t.load_error:
             out.append(PairWarning("llama_cpp_load_error", f"The {role}: {t.load_error}."))
-    if draft.parameter_count and target.parameter_count and draft.parameter_count >= target.parameter_count:
+    (t_count, t_how), (d_count, d_how) = _size(target), _size(draft)
+    if d_count and t_count and d_count >= t_count:
         out.append(
             PairWarning(
                 "draft_not_smaller",
-                f"The draft has {draft.parameter_count:,} parameters, not fewer than the "
-                f"target's {target.parameter_count:,}: drafting cannot save time.",
+                f"The draft has {d_count:,} parameters{d_how}, not fewer than the target's {t_count:,}{t_how}: "
+                "drafting cannot save time.",
             )
         )
     ct, cd = (

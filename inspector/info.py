@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import struct
 from collections import Counter
 from collections.abc import Iterator
@@ -94,7 +95,7 @@ class ModelInfo:
     tokens: TokenTable | None = field(default=None, repr=False, compare=False)
     # tokenizer.ggml.token_type as little-endian int32s (TYPES_KEY), None when the file has no such int32
     # array. Kept beside ``tokens`` and out of to_dict() for the same reason: a registry stores the array apart,
-    # once per content (issue 34: whether a near-miss draft can be adapted depends on the types).
+    # once per content (whether a near-miss draft can be adapted depends on the types).
     token_types: bytes | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,6 +142,35 @@ def refreshed(d: dict[str, Any]) -> dict[str, Any]:
             fresh = speculative.detect(arch, kind, {}, set(), set(), has_tokens)
             d["speculative"], d["speculative_type"] = fresh.to_dict(), fresh.type
     return d
+
+
+_SIZE_LABEL = re.compile(r"^\s*(?:(\d{1,4})\s*x\s*)?(\d{1,6}(?:\.\d{1,4})?)\s*([KMBT])\b", re.IGNORECASE)
+_SIZE_UNIT = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+
+def size_label_count(label: object) -> int:
+    """The parameters a ``general.size_label`` claims, as convert_hf_to_gguf.py writes it from the original model
+    ("0.5B" → 500,000,000; "8x7B" → 56,000,000,000; "30B-A3B" → 30,000,000,000), 0 for anything else. A claim of one
+    string: for a header that lists no tensors, where nothing else says a size."""
+    m = _SIZE_LABEL.match(label[:40]) if isinstance(label, str) else None
+    if not m:
+        return 0
+    n = float(m.group(2)) * _SIZE_UNIT[m.group(3).upper()] * int(m.group(1) or 1)
+    return int(n) if 0 < n <= 10**15 else 0
+
+
+def load_refusal(info: dict[str, Any]) -> str | None:
+    """Why llama.cpp cannot load the model an inspection describes (``to_dict()``, as a registry stores it), in a few
+    words; None where the header gives no such reason.
+
+    Only what no build of llama.cpp gets past: a file with no tensors (a header alone: loading stops at the first
+    tensor it looks for, "tensor 'token_embd.weight' not found") or one that ends before its tensors' data does. A
+    tokenizer the pinned build refuses is left out: another build may know it."""
+    if info.get("n_tensors") == 0:
+        return "it has no tensors, a header alone without the model's weights"
+    if info.get("data_complete") is False:
+        return "it ends before its tensor data does, a header alone or an unfinished download"
+    return None
 
 
 def token_text(table: TokenTable | None, token_id: int) -> str | None:

@@ -143,6 +143,22 @@ def is_draftless(method: str) -> bool:
     return all(m in NGRAM_METHODS or m == OWN_HEADS for m in chain_parts(method))
 
 
+def uses_k(method: str) -> bool:
+    """Whether a run's K (``--spec-draft-n-max``) sizes ``method``'s drafts: a draft model, a sidecar, the target's
+    own MTP heads, or a chain with one of them. The n-gram methods ignore it: their setting carries their own draft
+    length, so a page lists the run's K values only beside methods that take them."""
+    return not all(m in NGRAM_METHODS for m in chain_parts(method))
+
+
+def alone_label(methods: list[str]) -> str:
+    """What a run of draftless ``methods`` measures, named after what drafts: "n-gram", "own MTP heads", or both."""
+    parts = [m for ms in methods for m in chain_parts(ms)]
+    kinds = (["own MTP heads"] if OWN_HEADS in parts else []) + (
+        ["n-gram"] if any(m in NGRAM_METHODS for m in parts) else []
+    )
+    return " and ".join(kinds) or "no draft"
+
+
 def draft_label(method: str) -> str:
     """What the table shows in the draft column for a draftless method."""
     return "own MTP heads" if method == OWN_HEADS else "none (n-gram)"

@@ -38,7 +38,7 @@ class TokenTable(models.Model):
 
 class TokenTypeTable(models.Model):
     """A ``tokenizer.ggml.token_type`` array as little-endian int32s, kept once per distinct content like
-    ``TokenTable``. Whether a near-miss draft can be adapted to a target reads it (issue 34: only a CONTROL,
+    ``TokenTable``. Whether a near-miss draft can be adapted to a target reads it (only a CONTROL,
     USER_DEFINED, UNUSED or UNKNOWN token may take another text).
 
     Files registered before it existed have none (``GGUFFile.token_types`` null while their stored metadata
@@ -90,6 +90,8 @@ class BaseModel(models.Model):
     rule = models.CharField(max_length=8, choices=RULES)
     architecture = models.CharField(max_length=64, blank=True)
     parameter_count = models.BigIntegerField(default=0)
+    # What the size rests on (registry.catalog.sizes): "tensor data", "tensor list", "size label" (a claim) or "none".
+    size_evidence = models.CharField(max_length=16, blank=True, default="")
     quants = models.PositiveIntegerField(default=0)  # its registered files, kept by registration for the table
     # The owner the Hub card's base_model names ("Qwen" for Qwen/Qwen2.5-Coder-0.5B-Instruct): files uploaded by
     # that owner are the ones a pair shows first (registry.catalog.combinations), whoever else claims the model.
@@ -295,10 +297,13 @@ class Pair(models.Model):
     failed_rule = models.CharField(max_length=32, blank=True)
     rules_from = models.CharField(max_length=32)  # llama.cpp build the rules follow
     checked_at = models.DateTimeField()
-    # Over every combination of the two base models' tokenizer classes: all compatible, some, or none
-    # (registry.catalog.combinations). It changes only when a side gains a class, never with a new quant.
-    VERDICT_ALL, VERDICT_PARTIAL, VERDICT_NONE = "all", "partial", "none"
-    verdict = models.CharField(max_length=8, default=VERDICT_ALL)  # indexed below (equality only: no pattern index)
+    # Over every combination of the two base models' tokenizer classes: all compatible ("compatible"), some
+    # ("partial"), or none ("incompatible") (registry.catalog.combinations): the one vocabulary of the table's filter,
+    # the API, the CSV, the knowledge base and the pages. It changes only when a side gains a class, never with a
+    # new quant. (Before migration 0028 these were "all", "partial" and "none".)
+    VERDICT_ALL, VERDICT_PARTIAL, VERDICT_NONE = "compatible", "partial", "incompatible"
+    VERDICTS = (VERDICT_ALL, VERDICT_PARTIAL, VERDICT_NONE)
+    verdict = models.CharField(max_length=12, default=VERDICT_ALL)  # indexed below (equality only: no pattern index)
     # Staff chose the two files in the admin: registration keeps them (the verdict still follows every class).
     files_pinned = models.BooleanField(default=False)
     size_ratio = models.FloatField(null=True, blank=True)  # target parameters / draft parameters
@@ -306,7 +311,9 @@ class Pair(models.Model):
     target_name = models.CharField(max_length=300, blank=True)
     draft_name = models.CharField(max_length=300, blank=True)
     best_kind = models.CharField(max_length=16, blank=True)
-    best_speedup = models.FloatField(null=True, blank=True)
+    best_speedup = models.FloatField(null=True, blank=True)  # only a figure that may be headlined (best_note empty)
+    # Why the best measured figure is not headlined, in words ("no measurable gain: 2.13× in 1 repeat"), else "".
+    best_note = models.CharField(max_length=80, blank=True, default="")
     best_k = models.PositiveIntegerField(null=True, blank=True)
     best_acceptance = models.FloatField(null=True, blank=True)
     best_content_type = models.CharField(max_length=32, blank=True)

@@ -233,7 +233,7 @@ REST_FRAMEWORK = {
     # JSON with a nesting limit (registry.access.json_limits): a deeply nested body is a 400, not a RecursionError.
     "DEFAULT_PARSER_CLASSES": ["registry.access.json_limits.BoundedJSONParser", "rest_framework.parsers.FormParser"],
     "EXCEPTION_HANDLER": "registry.access.json_limits.api_exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "registry.web.api_schema.OpenReadsSchema",  # no padlock on anonymous reads
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 KNOX_TOKEN_MODEL = "knox.AuthToken"  # noqa: S105 - a model name, not a secret; knox's own model (its migrations read this setting)

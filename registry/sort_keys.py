@@ -65,7 +65,7 @@ def sort_key(sort: str) -> SortKey:
 def sort_key_indexes() -> list[models.Index]:
     """One index per distinct key: a non-null column serves both directions (scanned backwards).
 
-    Each key is indexed twice: over all pairs (the "all" and "compatible" verdicts, where walking
+    Each key is indexed twice: over all pairs (the "any", "usable" and "compatible" filters, where walking
     the index and skipping the few incompatible pairs is cheap) and over the incompatible pairs
     alone (usually a small share: walking all pairs for them would skip most of the table).
     """

@@ -79,3 +79,14 @@ def settings_for(method: str, ks: list[int], p_mins: list[float | None]) -> list
     if method == "ngram-cache":
         return [Setting(method, NGRAM_CACHE_DRAFT)]
     return [Setting(method, k, p) for p in p_mins for k in ks]
+
+
+def nothing_drafted(method: str, p_min: float | None = None) -> str:
+    """Why a measured setting drafted no token, in the words of its method: the run then decoded the target alone,
+    so its speed is the target's and it has no speed-up to show."""
+    if all(m in NGRAM_METHODS for m in chain_parts(method)):
+        return "nothing drafted: the n-gram table found no match in these prompts"
+    if p_min:
+        return f"nothing drafted: no proposal reached p-min {p_min:g}"
+    what = "the MTP heads" if OWN_HEADS in chain_parts(method) else "the draft"
+    return f"nothing drafted: {what} proposed no token in these prompts"

@@ -50,7 +50,7 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
     pg = context.new_page()
     pg.set_default_timeout(30_000)
     yield pg

@@ -1,4 +1,4 @@
-"""Hostile GGUF headers of issue 8 (cost attacks), shared by tests/test_hostile_headers.py and the benchmark."""
+"""Hostile GGUF headers (cost attacks), shared by tests/test_hostile_headers.py and the benchmark."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def tiny_tokens_header(
     size: int = TINY_TOKENS_SIZE, big_endian: bool = False, texts: tuple[bytes, ...] = (b"", b"a", b"", b"b\0c")
 ) -> bytes:
     """A ``size``-byte header that is one vocabulary of tiny tokens (``texts`` repeated): about two
-    million tokens in 16 MiB, each 8-12 bytes, so per-token work dominates (issue 23 B)."""
+    million tokens in 16 MiB, each 8-12 bytes, so per-token work dominates."""
     bo = ">" if big_endian else "<"
 
     def s(b: bytes) -> bytes:

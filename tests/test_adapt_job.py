@@ -1,4 +1,4 @@
-"""The pair page's "Adapt the draft" job (issue 34): a signed-in user's click, a worker's download of the whole
+"""The pair page's "Adapt the draft" job: a signed-in user's click, a worker's download of the whole
 draft from the Hub, the adapted copy in the model folder within its budget, registered as a model of its own whose
 pair with the target is compatible. Real files through the local test Hub; the worker's task is called in place."""
 
@@ -99,3 +99,23 @@ def test_only_an_adaptable_pair_is_adapted_and_only_by_the_runners_worker(client
     assert execute_job(job.pk) == "failed"
     job.refresh_from_db()
     assert "runs in a runner worker" in job.error and not GGUFFile.objects.filter(model__repo="").exists()
+
+
+def test_an_adapted_draft_never_pairs_with_its_own_original_and_says_where_it_came_from(client, near_miss):
+    signed_in(client)
+    client.post(f"/pairs/{near_miss.pk}/adapt")
+    job = HubJob.objects.get()
+    assert adapt_job(job.pk) == "done"
+    job.refresh_from_db()
+    made_ = GGUFFile.objects.get(pk=job.result["file"])
+    original = near_miss.draft
+    # no pair of the adapted file with the file it was made from, in either direction (nothing to adapt back)
+    assert not Pair.objects.filter(target_base=made_.model.base, draft_base=original.model.base).exists()
+    assert not Pair.objects.filter(target_base=original.model.base, draft_base=made_.model.base).exists()
+    # the job's verdict is the two files' own, as check_pair gives it
+    assert any(m["text"].endswith(", compatible.") for m in job.messages)
+    # an original without a sha256 etag (a local file) is still known: this installation adapted it
+    GGUFFile.objects.filter(pk=original.pk).update(etag="491400032-1764000000")
+    page = client.get(made_.get_absolute_url()).content.decode()
+    assert "not registered here" not in page and "this installation adapted it into this file" in page
+    assert f'href="{original.get_absolute_url()}"' in page

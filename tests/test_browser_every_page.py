@@ -62,7 +62,7 @@ def site(qwen05_header_path, qwen15_header_path) -> dict[str, int]:
         CrawlRepo.objects.create(
             crawl=crawl, repo_id=repo, status=status, message=message, added=1 if status == "done" else 0
         )
-    # under load and a soak (issue 22): the pair page's load cells and plot, the soak's run page and records
+    # under load and a soak: the pair page's load cells and plot, the soak's run page and records
     BenchmarkResult.objects.create(
         run=run, pair=pair, k=4, content_type="code", speedup=0.9, acceptance=0.7, tokens_per_second=40.0,
         baseline_tokens_per_second=44.0, n_predict=64, repeats=1, n_prompts=2, status="ok", clients=2, parallel=2,

@@ -1,4 +1,4 @@
-"""In headless Chromium: a row "compatible for N of M quants" and its pair page, each side's files by class."""
+"""In headless Chromium: a row "partial: N of M draft quants" and its pair page, each side's files by class."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_a_partial_row_and_its_pair_page(page, live_server, tmp_path):
     page.wait_for_selector("#pairs")
     rows = page.locator("#pairs tbody tr")
     assert rows.count() == 1
-    assert "compatible for 1 of 3 quants" in rows.first.inner_text()
+    assert "partial: 1 of 3 draft quants" in rows.first.inner_text()
     assert page.locator("select[name=verdict]").input_value() == "partial"
     shot(page, "30-table-partial")
     page.click("#pairs a.pair-link")

@@ -77,7 +77,7 @@ def test_import_search_and_open_a_pair(page, live_server, hub):
     page.click("#filters button")
     page.wait_for_selector("#pairs")
     assert page.locator("#pairs tbody tr").count() == 1
-    assert "qwen2.5-coder-1.5b-instruct" in page.inner_text("#pairs")
+    assert "Qwen2.5-Coder-1.5B-Instruct" in page.inner_text("#pairs")  # the base model, not the file's name
     shot(page, "04-table-search")
     # No published figure exists for this pair (the shipped ones are for larger targets): a team's own,
     # added as the pair page's form or the API would.
@@ -100,7 +100,7 @@ def test_import_search_and_open_a_pair(page, live_server, hub):
     assert "5. Token texts from id 5" in text and "llama-server -m models/qwen2.5-coder-1.5b" in text
     assert "Reported results" in text and page.locator("#reported svg.plot").count() == 1
     shot(page, "05-pair-page")
-    page.click("text=qwen2.5-coder-1.5b-instruct >> nth=0")
+    page.click("h1 a >> nth=1")  # the target, by its base model's name
     page.wait_for_selector("#inspection")
     assert "Effective in llama.cpp" in page.inner_text("#bos-eos")
     shot(page, "06-model-page")
@@ -171,7 +171,7 @@ def test_staff_crawl_an_author_and_follow_it_to_the_end(page, live_server, hub):
 
 
 def test_adapt_a_near_miss_draft_from_its_pair_page(page, live_server, fake_hub, tmp_path, settings):
-    """Issue 34 as a user meets it: the near-miss pair's page says what adapting changes; a click has a worker
+    """Adapting a draft as a user meets it: the near-miss pair's page says what adapting changes; a click has a worker
     adapt the draft; the job page leads to the new, compatible pair, whose draft says where it came from."""
     settings.SPECREG_MODEL_DIR = tmp_path / "models"
     r1 = r1_like(model_path("qwen15", headers_only=True), tmp_path / "r1-like-1.5b.part1.gguf")

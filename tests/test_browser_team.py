@@ -202,7 +202,7 @@ def test_a_token_a_notes_history_and_hiding_and_a_deployment_retired(page, live_
     assert "hidden" in page.inner_text(".messages")
     shot(page, "28-note-hidden-seen-by-staff")
 
-    anon_context = page.context.browser.new_context(viewport={"width": 1280, "height": 900})
+    anon_context = page.context.browser.new_context(viewport={"width": 1366, "height": 900})
     try:
         anon = anon_context.new_page()
         anon.set_default_timeout(30_000)

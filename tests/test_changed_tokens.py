@@ -1,4 +1,4 @@
-"""An adapted draft's acceptance where the target writes a token whose meaning changed (issue 34): the ids come from
+"""An adapted draft's acceptance where the target writes a token whose meaning changed: the ids come from
 the adapted file's own provenance, the rate from the draft's teacher-forced pass."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""GPU builds and GPU machines without a GPU here (issue 33, item 4): the build plan for a CUDA backend and its cache
+"""GPU builds and GPU machines without a GPU here: the build plan for a CUDA backend and its cache
 key, which class a machine is in when its build can or cannot offload, how many layers a process offloads, and how
 a CUDA build's smoke check reads llama.cpp's load log. A stand-in ``nvidia-smi`` answers as an H100's does; the
-build itself, and the offload, are checked on a lent GPU (tests/bench/bench_gpu.py)."""
+build itself, and the offload, are checked on a GPU machine (tests/bench/bench_gpu.py)."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_a_later_install_keeps_the_backend_once_asked_for(h100, monkeypatch):
 
 def test_an_offline_build_uses_this_environments_build_tools(tmp_path, monkeypatch):
     """SPECREG_LLAMA_OFFLINE=1: pip builds without isolation (nothing fetched). pip is stood in for: what it is
-    asked is the point here; the real build runs in `make test` and on a lent GPU."""
+    asked is the point here; the real build runs in `make test` and on a GPU machine."""
     monkeypatch.setenv("SPECREG_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(build, "pinned_sdist", lambda log=print: tmp_path / "sdist.tar.gz")
     asked: list[list[str]] = []

@@ -28,14 +28,16 @@ def pasted(command: str, where) -> None:
     subprocess.run(["bash", "-c", f"echo {command}"], cwd=where, capture_output=True, timeout=30, check=True)
 
 
-def test_shown_commands_quote_a_hostile_source(client, headers, tmp_path):  # noqa: F811
+def test_shown_commands_quote_a_hostile_source(client, headers, smollm2_path, tmp_path):  # noqa: F811
     r1 = reg(headers["r1"], "attacker/R1-GGUF", HOSTILE)
     q05 = reg(headers["q05"], "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", "q05-Q4_K_M.gguf")
     page = client.get(f"/pairs/{pair_of(r1, q05).pk}/").content.decode()
     adapt = html.unescape(re.search(r'<pre class="cmd" id="adapt-command">(.*?)</pre>', page, re.S).group(1))
     assert "adapt_draft 'hf://attacker/R1-GGUF/t$(touch${IFS}PWNED).gguf'" in adapt
-    model = client.get(r1.get_absolute_url()).content.decode()
-    bench = html.unescape(re.search(r"<code>(manage.py run_benchmark .*?)</code>", model).group(1))
+    # A model page suggests run_benchmark for a file llama.cpp can load (R1's header alone it cannot).
+    smol = reg(smollm2_path, "attacker/Smol-GGUF", HOSTILE)
+    model = client.get(smol.get_absolute_url()).content.decode()
+    bench = html.unescape(re.search(r'<code class="cmd">(manage.py run_benchmark .*?)</code>', model).group(1))
     for command in (adapt, bench):
         pasted(command, tmp_path)
     assert not (tmp_path / "PWNED").exists()

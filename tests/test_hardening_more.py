@@ -1,8 +1,8 @@
-"""Hardening, second round (issue 23), continued: attacks the tests of 965175c did not reproduce (no llama.cpp).
+"""Hardening, second round, continued: attacks the tests of 965175c did not reproduce (no llama.cpp).
 
 H: the per-address throttle answered only on /accounts/login/, while /admin/login/ is a second login form
    whose failures counted but which was never throttled; and nothing showed that failures against one
-   username from one address leave that user free to sign in from another (the attack of issue 23 H).
+   username from one address leave that user free to sign in from another.
 J: a newline inside a note link's target survived sanitising; browsers drop ASCII tab and newline from
    URLs (WHATWG URL parser), so "/\\n/evil.example" was followed as the protocol-relative //evil.example.
 A: the deployment page's "scrape running" state (scrape_started_at set) was never looked at.

@@ -1,4 +1,4 @@
-"""Hardening, third round (issue 31): what reaches a command line, a CSV cell or an anonymous visitor.
+"""Hardening, third round: what reaches a command line, a CSV cell or an anonymous visitor.
 
 Each test reproduces an attack of the review, scaled to stay fast, and shows it held.
 """

@@ -1,4 +1,4 @@
-"""Issue 8's cost attacks on the header reader: refused or read in time and memory that follow the bytes."""
+"""Cost attacks on the header reader: refused or read in time and memory that follow the bytes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hardening (issue 23) B: one anonymous upload cost seconds and hundreds of MB.
+"""Hardening: one anonymous upload cost seconds and hundreds of MB.
 
 A 16 MB big-endian header of two million tiny tokens posted to /local/inspect took 3.7 s and +290 MB
 (a Python object per token to byte-swap the table); comparing two tables that differ after a NUL in

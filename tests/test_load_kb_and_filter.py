@@ -210,7 +210,7 @@ def test_load_figures_and_soaks_survive_an_export_and_import(pairs, tmp_path, se
     counts = export_kb(tmp_path / "kb.json")
     assert counts["results"] == 4 and counts["stability"] == 1
     doc = json.loads((tmp_path / "kb.json").read_text())
-    assert doc["schema_version"] == "1.5"
+    assert doc["schema_version"] == "1.6"
     (soak,) = [s for r in doc["runs"] for s in r["stability"]]
     assert soak["intervals"] == INTERVALS and "deployment_ref" not in soak  # a local id names nothing elsewhere
 

@@ -1,4 +1,4 @@
-"""A gain counts only beyond its measured spread (issue 20): each interleaved pair's speedup is kept with a result,
+"""A gain counts only beyond its measured spread: each interleaved pair's speedup is kept with a result,
 and a recommendation (the sweep's, the pair page's) needs every pair faster; no llama.cpp needed."""
 
 from __future__ import annotations

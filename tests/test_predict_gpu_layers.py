@@ -1,9 +1,9 @@
-"""Predictions offload as benchmarks do (issue 33, item 1): every llama.cpp process a prediction starts (the target's
+"""Predictions offload as benchmarks do: every llama.cpp process a prediction starts (the target's
 transcript, the draft's teacher-forced pass, each replay, each cost model's timing) gets runner.hardware.gpu_layers of
 the machine, the figure a benchmark of the pair passes: ``-ngl`` for the model it loads as ``-m``, the build's draft
 GPU-layers option (``-ngld``) for a second one. ``predict --json`` names the hardware class and the layers, and the
 kept records go to the class whose timings they are. A stand-in ``nvidia-smi`` answers as an H100's does; the
-offload itself is checked on a lent GPU (tests/bench/bench_gpu.py). The argument lists are built here, not run."""
+offload itself is checked on a GPU machine (tests/bench/bench_gpu.py). The argument lists are built here, not run."""
 
 from __future__ import annotations
 

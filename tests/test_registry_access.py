@@ -1,4 +1,4 @@
-"""Issue 8's attacks on the web: the server's token, anonymous cost, server paths, non-finite numbers.
+"""Attacks on the web: the server's token, anonymous cost, server paths, non-finite numbers.
 
 Each test reproduces what an outside review did to the running site and failed before the fix.
 """

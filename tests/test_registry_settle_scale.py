@@ -1,4 +1,4 @@
-"""A class new to a popular base model is settled from what its pairs hold (issue 30, item 7: scale).
+"""A class new to a popular base model is settled from what its pairs hold (at scale).
 
 A small draft is listed by nearly every target of its family, so a tokenizer class it gains (a hostile near-miss,
 a re-conversion) touches thousands of pairs. Registration settles them from each pair's own columns and its
@@ -84,7 +84,7 @@ def test_a_class_new_to_a_popular_draft_costs_the_same_statements_whatever_its_p
         assert set(Pair.objects.filter(draft_base=base).values_list("verdict", flat=True)) == {Pair.VERDICT_PARTIAL}
     assert len(runs["a"]) == len(runs["b"]), "\n".join(q["sql"][:150] for q in runs["b"])
     assert len(statements(runs["b"])) <= 35, "\n".join(statements(runs["b"]))
-    # Thirty verdicts "all" -> "partial": one UPDATE, not a CASE per row and column.
+    # Thirty verdicts "compatible" -> "partial": one UPDATE, not a CASE per row and column.
     updates = pair_updates(runs["b"])
     assert len(updates) == 1 and "CASE" not in updates[0]
     assert Pair.objects.get(draft_base=many, target_base__name="b-Big7-7B").draft.repo == "Org/b-Small-0.5B-GGUF"
@@ -106,8 +106,8 @@ def test_the_publishers_own_class_arriving_later_becomes_the_shown_one_on_every_
     org = reg(synth(tmp_path, "org", tokens("p", t2="low")), "Org/Small-0.5B-GGUF", "org", ["Org/Small-0.5B"])
     assert org.tokenizer_class_id != alice.tokenizer_class_id and org.model.base_id == alice.model.base_id
     assert {(p.target_id, p.draft_id, p.verdict) for p in Pair.objects.all()} == {
-        (t.pk, org.pk, "all"),
-        (t2.pk, org.pk, "all"),
+        (t.pk, org.pk, "compatible"),
+        (t2.pk, org.pk, "compatible"),
     }
     # A target's publisher class arriving later moves the target side the same way.
     bob = reg(synth(tmp_path, "bob", tokens("p", t3="x"), tensors=BIG), "bob/Huge-GGUF", "bob", ["Org/Huge-14B"])
@@ -123,7 +123,7 @@ def test_an_incompatible_pair_becomes_partial_on_the_first_compatible_class(tmp_
     t = reg(synth(tmp_path, "big", tokens("n"), tensors=BIG, add_bos=True, bos=1), "Org/Big-7B-GGUF", "b", ["Org/Big"])
     plain = reg(synth(tmp_path, "s", tokens("n")), "alice/Small-GGUF", "s", ["Org/Small-0.5B"])
     pair = Pair.objects.get()
-    assert (pair.verdict, pair.compatible, pair.failed_rule) == ("none", False, "bos")
+    assert (pair.verdict, pair.compatible, pair.failed_rule) == ("incompatible", False, "bos")
     bos = reg(synth(tmp_path, "sb", tokens("n"), add_bos=True, bos=1), "bob/Small-GGUF", "sb", ["Org/Small-0.5B"])
     pair.refresh_from_db()
     assert (pair.verdict, pair.compatible, pair.target_id, pair.draft_id) == ("partial", True, t.pk, bos.pk)

@@ -103,7 +103,7 @@ def test_an_upgrade_marks_moved_pairs_stale_and_recheck_settles_them_with_reason
     plain_target = reg(tmp_path, "mid", "llama", BIG, "Other/Mid-3B-GGUF")
     hybrid, plain = pair_of(hybrid_target), pair_of(plain_target)
     # The older rules' verdict, as such a registry stored it: refused by the architecture rule.
-    Pair.objects.filter(pk=hybrid.pk).update(compatible=False, failed_rule="architecture", verdict="none")
+    Pair.objects.filter(pk=hybrid.pk).update(compatible=False, failed_rule="architecture", verdict="incompatible")
     executor = MigrationExecutor(connection)
     latest = executor.loader.graph.leaf_nodes()
     executor.migrate(BEFORE)
@@ -121,7 +121,7 @@ def test_an_upgrade_marks_moved_pairs_stale_and_recheck_settles_them_with_reason
     assert change["new"]["compatible"] and change["new"]["state"] == "checkpoints"
     assert "runs the pair with checkpoints" in change["reason"]
     now = Pair.objects.get(pk=hybrid.pk)
-    assert now.compatible and now.verdict == "all" and now.rules_from == "b11434"
+    assert now.compatible and now.verdict == "compatible" and now.rules_from == "b11434"
     v = VerdictChange.objects.get(pair=now)
     assert v.new_state == "checkpoints" and v.reason.startswith("The target (qwen35) is hybrid")
 

@@ -1,4 +1,4 @@
-"""Token types for files registered before the registry stored them (issue 34): ``reread_headers`` reads their
+"""Token types for files registered before the registry stored them: ``reread_headers`` reads their
 headers again (a local file from its path, a Hub file through the local test Hub by Range requests) and stores the
 types, so their near-miss pairs go from "cannot tell" to adaptable or refused; the knowledge base carries the types
 (schema 1.4), and an older knowledge base without them still imports.
@@ -313,7 +313,7 @@ def write(tmp_path: Path, doc: dict, name: str = "in.json") -> Path:
 
 def test_the_knowledge_base_carries_token_types_and_restores_them(client, exported, settings, tmp_path):
     shas = exported["_shas"]
-    assert exported["schema_version"] == "1.5"
+    assert exported["schema_version"] == "1.6"
     assert sorted(t["sha256"] for t in exported["token_types"]) == sorted(shas.values())
     by_source = {f["source"]: f for f in exported["files"]}
     assert by_source["hf://org/r1/r1.gguf"]["token_types"] == shas["r1"]

@@ -1,4 +1,4 @@
-"""Issue 30: the Predicted column keeps the best measure of a pair, an anonymous search finds only what anonymous
+"""The Predicted column keeps the best measure of a pair, an anonymous search finds only what anonymous
 visitors are shown, and cached table pages and counts are kept apart per viewer.
 
 1. Per (pair, hardware class) the column takes the prediction run of the newest llama.cpp build, the largest

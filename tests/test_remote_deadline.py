@@ -1,4 +1,4 @@
-"""Hardening (issue 23) F: remote reads overshot their deadline.
+"""Hardening: remote reads overshot their deadline.
 
 A server sending one byte every 29 s kept one file's read going 87 s against a 60 s deadline (each
 socket read ended well within its 30 s timeout, and the deadline was looked at only between them); a

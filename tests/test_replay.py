@@ -170,7 +170,7 @@ def test_the_forced_pass_gives_the_replays_counts_for_every_k_and_p_min(prompt):
 
 def test_the_target_not_the_draft_says_where_the_transcript_ended():
     """The forced pass drafts on past the transcript's last token only when the caller says the target stopped there
-    (issue 34: an adapted draft may not count the target's end token as its own). The same transcript, ending at
+    (an adapted draft may not count the target's end token as its own). The same transcript, ending at
     the target's end of generation, with and without that word."""
     target, draft = model_path("qwen15"), model_path("qwen05")
     gen = llamacpp.GenParams(n_predict=48, threads=2, ctx_size=1024)
@@ -192,7 +192,7 @@ def test_above_temperature_0_the_expected_acceptance_is_what_sampled_runs_averag
     One sampled transcript is one text: on an avx2 build the default seed's answer drafted at 0.87 while the four
     runs averaged 0.60, so each seed's transcript is expected and the four are set against the four runs. Four runs
     of 64 tokens spread widely (their texts part early): on that build the expectation was 0.78 against 0.60
-    measured (2026-11-26, 2-core avx2 VM), within 0.1 on the avx512 machine of issue 20: the bound is 0.2 until
+    measured (2026-11-26, 2-core avx2 VM), within 0.1 on an avx512 machine: the bound is 0.2 until
     more seeds (minutes each) can narrow it."""
     target, draft = model_path("qwen15"), model_path("qwen05")
     setting, n = Setting("draft-simple", 4, None, ()), 64

@@ -1,4 +1,4 @@
-"""A speculative round's cost beyond its modelled parts (issue 33, item 3): measured with real rounds of llama.cpp,
+"""A speculative round's cost beyond its modelled parts: measured with real rounds of llama.cpp,
 kept per model file and machine, added to draft-model rounds and shown on the hardware page."""
 
 from __future__ import annotations

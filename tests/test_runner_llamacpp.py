@@ -138,6 +138,8 @@ def test_plain_argv_on_real_build():
         missing(str(exc))
     argv = llamacpp.plain_argv(caps, "/m/t.gguf", "x", GenParams(8, temperature=0.0, gpu_layers=99))
     assert "-no-cnv" in argv and "--no-display-prompt" in argv and "--no-escape" in argv
+    # special tokens printed as llama-speculative-simple prints them, and the load lines that name the end tokens
+    assert "-sp" in argv and argv[argv.index("-lv") + 1] == "4"
     assert argv[argv.index("--fit") + 1] == "off"
     assert argv[argv.index("--temp") + 1] == "0" and argv[argv.index("-ngl") + 1] == "99"
     # llama-completion of this build cannot speculate at all (no --spec-type); a build whose baseline

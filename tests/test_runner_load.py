@@ -1,4 +1,4 @@
-"""Under load (issue 22): several clients at once against a plain and a speculative llama-server of -np slots, with
+"""Under load: several clients at once against a plain and a speculative llama-server of -np slots, with
 real llama.cpp and SmolLM2-135M drafting for itself; the figures on the pair page, in the API and in the deployed
 command (-np as measured)."""
 

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
+from gguf import GGUFValueType
 
+from inspector.info import inspect_source
 from runner.llama import binaries as llamacpp
 from runner.measure.cli import Cell, Run, compare_texts, context_size, measure_cell, other_cpu_share, summarize
+from runner.prompts import read_chat_template, render_prompt
+from tests.models import model_path
 from tests.needs import missing
+from tests.test_adapt_draft import rewrite
 
 # Counting leaves no near-ties between tokens, so batched verification cannot flip an argmax here.
 # On open-ended prompts it can: with a code prompt this build's SmolLM2 output already differs between
@@ -45,6 +51,48 @@ def test_self_draft_accepts_everything_and_matches_plain_output(smollm2):
     assert "6, 7, 8" in plain.text and spec.text.startswith(plain.text)
     assert spec.n_tokens >= 32  # speculation may overshoot -n
     assert 0 < res.llama_s < res.process_s <= res.elapsed_s
+
+
+# SmolLM2 given a DeepSeek-R1-Distill-style header (tensor data unchanged): R1's chat template read from the real 7B
+# header, R1's texts on SmolLM2's own control tokens and R1's add-BOS flag, so every prompt starts with BOS.
+R1_STYLE_TEXTS = {0: "<｜end▁of▁sentence｜>", 1: "<｜User｜>", 2: "<｜Assistant｜>", 3: "<｜begin▁of▁sentence｜>"}
+
+
+@pytest.fixture(scope="module")
+def r1_style(smollm2, tmp_path_factory) -> str:
+    template = inspect_source(str(model_path("r1_7b_header"))).tokenizer.chat_template
+    kv = {
+        "tokenizer.chat_template": (template, GGUFValueType.STRING),
+        "tokenizer.ggml.add_bos_token": (True, GGUFValueType.BOOL),
+        "tokenizer.ggml.bos_token_id": (3, GGUFValueType.UINT32),
+        "tokenizer.ggml.eos_token_id": (0, GGUFValueType.UINT32),
+        "tokenizer.ggml.padding_token_id": (0, GGUFValueType.UINT32),
+    }
+    out = tmp_path_factory.mktemp("r1-style") / "smollm2-r1-style.gguf"
+    return str(rewrite(Path(smollm2), out, texts=R1_STYLE_TEXTS, kv=kv, data=True))
+
+
+@pytest.mark.llama
+def test_an_add_bos_target_with_a_deepseek_style_template_reads_alike_on_both_sides(r1_style, smollm2):
+    # The prompt as a benchmark renders it: R1's template, its BOS text left for llama.cpp to add.
+    question = "Write a Python function that returns the n-th Fibonacci number."
+    rendered = render_prompt(question, read_chat_template(r1_style))
+    assert rendered.templated and rendered.text == f"<｜User｜>{question}<｜Assistant｜>"
+    res = measure_cell(Cell(r1_style, r1_style, 4, (rendered.text,), n_predict=12, repeats=1))
+    assert res.status == "ok", res.error
+    assert res.identical is True and res.first_difference is None, res.divergences
+    plain, spec = res.runs
+    # This model answers with SmolLM2's <|im_start|>, here the control token "<｜User｜>": llama-speculative-simple
+    # prints it, so the plain run must too (the same tokens were generated; llama-completion hid them by default).
+    assert plain.text.startswith("\n<｜User｜>") and spec.text.startswith(plain.text), (plain.text, spec.text)
+
+    # A reply its model ends: llama-completion then prints the end token ("<|im_end|>"), llama-speculative-simple
+    # does not; the plain text leaves it out.
+    rendered = render_prompt("Reply with only the word yes.", read_chat_template(smollm2))
+    res = measure_cell(Cell(smollm2, smollm2, 4, (rendered.text,), n_predict=16, repeats=1))
+    assert res.status == "ok", res.error
+    plain, spec = res.runs
+    assert (plain.text, spec.text) == ("Yes.", "Yes.") and res.identical is True
 
 
 @pytest.mark.llama

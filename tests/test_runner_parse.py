@@ -126,6 +126,29 @@ def test_completion_end_of_text_marker_removed():
     assert fig.text == "Hello there."
 
 
+# llama-completion -no-cnv --no-display-prompt -sp -lv 4, SmolLM2 ending its reply: -sp prints the end token's text
+# before " [end of text]" (llama-speculative-simple never prints it); the trace level's load lines name that token.
+EOG_STDERR = (
+    """\
+0.00.303.598 I load: printing all EOG tokens:
+0.00.361.505 I print_info: EOG token             = 0 '<|endoftext|>'
+0.00.361.506 I print_info: EOG token             = 2 '<|im_end|>'
+0.00.361.507 I print_info: EOG token             = 4 '<reponame>'
+"""
+    + PLAIN_STDERR
+)
+
+
+def test_completion_text_leaves_out_the_end_of_generation_token():
+    assert parse.eog_texts(EOG_STDERR) == ("<|endoftext|>", "<|im_end|>", "<reponame>")
+    assert parse.parse_completion(0, "Yes.<|im_end|> [end of text]\n\n\n", EOG_STDERR).text == "Yes."
+    # a special token within the reply stays, as llama-speculative-simple prints it too; only the last one goes
+    fig = parse.parse_completion(0, "<|im_end|>\n<|im_start|>Yes.<|im_end|> [end of text]\n\n\n", EOG_STDERR)
+    assert fig.text == "<|im_end|>\n<|im_start|>Yes."
+    # stopped at -n: the last token was not an end token, whatever its text
+    assert parse.parse_completion(0, "Yes.<|im_end|>\n\n", EOG_STDERR).text == "Yes.<|im_end|>"
+
+
 def test_crash_is_a_clear_message():
     fail = parse.parse_completion(1, "", LOAD_FAILURE)
     assert isinstance(fail, RunFailure) and fail.detailed and fail.rc == 1

@@ -1,4 +1,4 @@
-"""Soaks (issue 22): the recommended llama-server setting under a loop of requests, recorded every interval, with
+"""Soaks: the recommended llama-server setting under a loop of requests, recorded every interval, with
 real llama.cpp and SmolLM2-135M drafting for itself; a crash, a server that stops answering and a stopped worker
 each end it with their verdict and the record kept."""
 

@@ -122,7 +122,7 @@ def scans_of_pairs(plan: list) -> list[str]:
 def check_plans() -> None:
     fill()
     failures = []
-    for verdict in ("compatible", "all", "incompatible"):
+    for verdict in ("usable", "compatible", "any", "incompatible"):
         for sort in SORTS:
             first = f"verdict={verdict}&sort={sort}"
             for params in (first, None, f"{first}&page=200"):

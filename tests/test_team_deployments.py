@@ -270,7 +270,7 @@ def test_record_as_deployed_takes_an_ngram_recommendation_from_the_run(pair):
     assert r.status_code == 302, r.content
     d = Deployment.objects.get()
     assert (d.method, d.k, d.draft, d.run) == ("ngram-mod", 16, None, run)
-    # A draftless deployment sits on the target's own pair, where its soaks are recorded (issue 31).
+    # A draftless deployment sits on the target's own pair, where its soaks are recorded.
     assert d.pair.target_base_id == d.pair.draft_base_id == pair.target_base_id
     # Another run deploying the code recommendation: the pair's draft, the recommended p-min.
     run.summary["deploy_for"] = "code"

@@ -516,7 +516,7 @@ def test_observed_sums_in_one_query_and_answers_as_before(smollm2_path, django_a
     assert o.gaps == 5 and o.resets == 1 and o.since == t0 + timedelta(minutes=1)
 
 
-# --- Issue 23: a slow /metrics must not stall anything; failures must not leak what answered ---------------------
+# --- A slow /metrics must not stall anything; failures must not leak what answered ------------------------------
 
 
 def test_a_server_dripping_its_headers_is_cut_at_the_deadline_and_recorded_as_a_gap(settings, smollm2_path):

@@ -1,4 +1,4 @@
-"""Adaptable near-miss pairs (issue 34): an incompatible pair whose shown draft ``adapt_draft`` could give the target's
+"""Adaptable near-miss pairs: an incompatible pair whose shown draft ``adapt_draft`` could give the target's
 special tokens says so on its row, its page, in the API and in ``find_drafts``.
 
 The rules are ``inspector.adapt.plan``'s, run on the two files' stored inspections (``Side.from_info``: the stored
@@ -208,19 +208,32 @@ def label(row: AdaptCheck | None) -> str:
     return f"adaptable: {value['summary']}" if value else ""
 
 
-def adaptable_drafts(target: GGUFFile, limit: int = 50) -> list[tuple[Pair, AdaptCheck]]:
+def adaptable_drafts(target: GGUFFile, limit: int = 50, decide: bool = True) -> list[tuple[Pair, AdaptCheck]]:
     """Incompatible listed drafts of ``target``'s base model that can be adapted to ``target`` itself (the file
-    asked about, not the quant the pair shows), smallest first."""
+    asked about, not the quant the pair shows), smallest first. ``decide=False``: from stored decisions only (a
+    page; the job that registered the files decided them)."""
     pairs = list(
         Pair.objects.filter(as_target(target), compatible=False, failed_rule__in=CANDIDATE_RULES)
         .select_related("draft__model")
         .defer("draft__info")
         .order_by("draft__parameter_count", "pk")[:limit]
     )
-    found = decisions({(target.pk, p.draft_id) for p in pairs})
+    found = decisions({(target.pk, p.draft_id) for p in pairs}, decide=decide)
     out = []
     for p in pairs:
         row = found.get((target.pk, p.draft_id))
         if row is not None and row.state == AdaptCheck.ADAPTABLE:
             out.append((p, row))
     return out
+
+
+def adaptable_rows() -> Q:
+    """Pairs whose two shown files have a fresh "adaptable" decision: the table's ``verdict=adaptable`` filter. Read
+    from the stored decisions only (a page never decides one), through their (target, draft) index."""
+    return Q(compatible=False, failed_rule__in=CANDIDATE_RULES) & Q(
+        Exists(
+            AdaptCheck.objects.filter(
+                FRESH, state=AdaptCheck.ADAPTABLE, target_id=OuterRef("target_id"), draft_id=OuterRef("draft_id")
+            )
+        )
+    )

@@ -27,7 +27,8 @@ from typing import Any
 
 from inspector.info import ModelInfo
 from registry.catalog.naming import model_name
-from registry.models import BaseClass, BaseModel, GGUFFile
+from registry.catalog.sizes import DATA, FileSize, model_size
+from registry.models import BaseClass, BaseModel, GGUFFile, HubJob
 
 _SEPARATORS = re.compile(r"[\s_]+")
 # How a checkpoint was quantised before conversion is not another model: Qwen's own GGUF of
@@ -106,12 +107,15 @@ class AdaptedFrom:
     target: str
     fixes: str  # "bos, token_text"
     changed: int  # token texts changed
-    original: GGUFFile | None  # the registered file whose content is the original draft (Hub sha256), if any
+    original: GGUFFile | None  # the registered file whose content is the original draft, if any
+    how: str = ""  # how the original is known: "sha256" (its Hub hash is the one named) or "adapted here" (a job)
 
 
-def adapted_from(info: dict[str, Any]) -> AdaptedFrom | None:
-    """The provenance of an adapted draft (None for any other file). The original is linked only where a registered
-    file's own sha256 is the one the adapted file names: a claim about a file nobody registered links nothing."""
+def adapted_from(info: dict[str, Any], file_id: int | None = None) -> AdaptedFrom | None:
+    """The provenance of an adapted draft (None for any other file). The original is linked only where it is known,
+    not claimed: a registered file whose own sha256 is the one the adapted file names, or the draft an adapt job of
+    this installation adapted into this very file (a local original has no sha256 to compare: its etag is its size
+    and time). A claim about a file nobody registered links nothing."""
     meta = info.get("metadata") or {}
     draft_sha = meta.get(ADAPTED + "draft_sha256")
     if not (isinstance(draft_sha, str) and _HEX.fullmatch(draft_sha)):
@@ -122,8 +126,41 @@ def adapted_from(info: dict[str, Any]) -> AdaptedFrom | None:
         return v[:300] if isinstance(v, str) else ""
 
     count = meta.get(ADAPTED + "changed_count")
-    original = GGUFFile.objects.filter(etag=draft_sha).select_related("model").first()
-    return AdaptedFrom(text("draft"), text("target"), text("fixes"), count if isinstance(count, int) else 0, original)
+    original, how = GGUFFile.objects.filter(etag=draft_sha).select_related("model").first(), "sha256"
+    if original is None and file_id is not None:
+        original, how = adapted_here(file_id), "adapted here"
+    changed = count if isinstance(count, int) else 0
+    return AdaptedFrom(text("draft"), text("target"), text("fixes"), changed, original, how if original else "")
+
+
+def adapted_here(file_id: int) -> GGUFFile | None:
+    """The draft an adapt job of this installation made ``file_id`` from (its params name the draft it read, its
+    result the file it registered), if any and still registered."""
+    job = (
+        HubJob.objects.filter(kind=HubJob.ADAPT_DRAFT, status=HubJob.DONE, result__file=file_id)
+        .order_by("-pk")
+        .values_list("params", flat=True)
+        .first()
+    )
+    draft = job.get("draft") if isinstance(job, dict) else None
+    if not isinstance(draft, int) or draft == file_id:
+        return None
+    return GGUFFile.objects.filter(pk=draft).select_related("model").first()
+
+
+def original_key(base: BaseModel) -> str | None:
+    """The base model key of the original draft an adapted base model was made from (its key carries it, rule 0:
+    ``adapted:<draft sha>:<target sha>:<original key>`` with the architecture after it); None for any other."""
+    if base.rule != BaseModel.RULE_ADAPTED and not base.key.startswith("adapted:"):
+        return None
+    parts = base.key.split(":", 3)
+    return parts[3] if len(parts) == 4 else None
+
+
+def own_original(a: BaseModel, b: BaseModel) -> bool:
+    """Whether one of the two base models is a draft adapted from the other: never a pair (adapting it back, or
+    drafting with the same weights under other token texts, speeds nothing up)."""
+    return original_key(a) == b.key or original_key(b) == a.key
 
 
 def recount_quants(base_ids: Iterable[int | None]) -> None:
@@ -189,17 +226,27 @@ def base_for(info: dict[str, Any], repo: str, path: str, hub_base_models: list[s
     return base
 
 
-def base_parameters(base: BaseModel, info: ModelInfo, f: GGUFFile) -> None:
-    """Keep the base model's size a robust figure: the lower median over its files that hold their tensors' data
-    (all its files where none does). A header-only file (``data_complete`` False) states any count it likes, and
-    one far from the others is outvoted: neither moves the size, which decides which model is the target and
-    which rows are listed. The common quant, agreeing with it, costs nothing."""
-    if info.parameter_count == base.parameter_count:
-        return
-    rows = GGUFFile.objects.filter(model__base=base).values_list("parameter_count", "info__data_complete")[:2001]
-    every = [(c, complete is not False) for c, complete in rows if c > 0]
-    counts = sorted(c for c, whole in every if whole) or sorted(c for c, _ in every)
-    if counts:
-        median = counts[(len(counts) - 1) // 2]
-        BaseModel.objects.filter(pk=base.pk).update(parameter_count=median)
-        base.parameter_count = median
+def base_parameters(base: BaseModel, info: ModelInfo, f: GGUFFile) -> bool:
+    """Keep the base model's size the best evidence its files give (registry.catalog.sizes): the lower median of the
+    files that hold their tensors' data, else of those listing tensors, else of their size labels. A header-only file
+    states any count it likes, and one far from the others is outvoted: neither moves the size, which decides which
+    model is the target and which rows are listed. Returns whether the size changed (the caller orients the model's
+    pairs again). The common quant of a model sized by its data, agreeing with it, costs nothing."""
+    if info.parameter_count == base.parameter_count and info.data_complete is not False and base.size_evidence == DATA:
+        return False
+    return resize(base)
+
+
+def resize(base: BaseModel) -> bool:
+    """Size the base model again from its files (``base_parameters``' rule); whether its size changed. (Its name
+    needs no such care: the key its rule builds, which no upload can change but for case, is where it comes from.)"""
+    rows = GGUFFile.objects.filter(model__base=base).values_list(
+        "parameter_count", "info__data_complete", "info__size_label"
+    )[:2001]
+    size = model_size(FileSize(c, complete, label) for c, complete, label in rows)
+    if (size.parameter_count, size.evidence) == (base.parameter_count, base.size_evidence):
+        return False
+    BaseModel.objects.filter(pk=base.pk).update(parameter_count=size.parameter_count, size_evidence=size.evidence)
+    changed = size.parameter_count != base.parameter_count
+    base.parameter_count, base.size_evidence = size.parameter_count, size.evidence
+    return changed

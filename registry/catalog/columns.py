@@ -12,10 +12,19 @@ from registry.cache_keys import bump_generation
 from registry.models import GGUFFile, Pair
 
 
+def display_name(f: GGUFFile) -> str:
+    """A file's model as rows name it: its base model's name (the same model whichever of its files a row shows,
+    named from its headers or card: registry.catalog.bases), else its own model's (a file's name without the quant)."""
+    base = f.model.base if f.model.base_id else None
+    return base.name if base is not None else f.model.name
+
+
 def file_search_text(f: GGUFFile) -> str:
-    """What the search box matches in one file: source, model, architecture and family, lower-case."""
+    """What the search box matches in one file, lower-case: source, model, base model ("DeepSeek-R1-Distill-Qwen-7B",
+    named from its headers or card), architecture and family; one per line (shown_search reads lines)."""
     family = f.model.family.name if f.model.family_id and f.model.family is not None else ""
-    return "\n".join((f.source, f.model.name, f.architecture, family)).lower()
+    names = dict.fromkeys((f.model.name, display_name(f)))  # in order, once each
+    return "\n".join((f.source, *names, f.architecture, family)).lower()
 
 
 def table_columns(target: GGUFFile, draft: GGUFFile) -> dict[str, Any]:
@@ -25,8 +34,8 @@ def table_columns(target: GGUFFile, draft: GGUFFile) -> dict[str, Any]:
     the files should come with ``select_related("model__family")``.
     """
     return {
-        "target_name": target.model.name,
-        "draft_name": draft.model.name,
+        "target_name": display_name(target),
+        "draft_name": display_name(draft),
         "search_text": f"{file_search_text(target)}\n{file_search_text(draft)}",
     }
 
@@ -36,15 +45,17 @@ def refresh_table_columns(file_ids: Iterable[int]) -> int:
     ids = list(file_ids)
     pairs = list(
         Pair.objects.filter(Q(target_id__in=ids) | Q(draft_id__in=ids))
-        .select_related("target__model__family", "draft__model__family")
+        .select_related("target__model__family", "target__model__base", "draft__model__family", "draft__model__base")
         .only(
             "target__source",
             "target__architecture",
             "target__model__name",
+            "target__model__base__name",
             "target__model__family__name",
             "draft__source",
             "draft__architecture",
             "draft__model__name",
+            "draft__model__base__name",
             "draft__model__family__name",
         )
     )

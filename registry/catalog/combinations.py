@@ -27,6 +27,7 @@ from inspector.llama_rules import LLAMA_CPP_BUILD, speculates
 from inspector.tokens import MAX_SIZE_DIFFERENCE
 from registry.bulk_sql import bulk_set, id_in
 from registry.catalog.columns import table_columns
+from registry.catalog.sizes import pair_ratio
 from registry.catalog.stored import load_info
 from registry.models import BaseClass, BaseModel, ClassCheck, GGUFFile, Pair, PairCheckResult, TokenizerClass
 
@@ -188,12 +189,16 @@ def standings(bases: dict[int, BaseModel], by_base: dict[int, list[BaseClass]]) 
 
 
 def choose(combos: list[Combination], standing: dict[tuple[int, int], Standing]) -> Combination | None:
-    """The combination a row shows: a compatible one whenever one exists, each side's best-standing class first."""
+    """The combination a row shows: a compatible one whenever one exists, each side's best-standing class first, the
+    draft of the target's exact class within equal standing."""
 
-    def key(c: Combination) -> tuple[bool, tuple[int, int, int], tuple[int, int, int]]:
+    def key(c: Combination) -> tuple[bool, tuple[int, int], tuple[int, int], bool, int, int]:
         t = standing[(c.target.base_id, c.target.tokenizer_class_id)].key()
         d = standing[(c.draft.base_id, c.draft.tokenizer_class_id)].key()
-        return (not c.compatible, t, d)
+        # Within equal standing (publisher, owners), the draft of the target's own class (the plain quant beside a
+        # near-miss variant), and only then the earliest registered: what came first never decides alone.
+        exact = c.draft.tokenizer_class_id == c.target.tokenizer_class_id
+        return (not c.compatible, t[:2], d[:2], not exact, t[2], d[2])
 
     return min(combos, key=key, default=None)
 
@@ -301,7 +306,7 @@ def apply_combination(p: Pair, verdict: str, c: Combination, target: GGUFFile, d
         p.target, p.draft = target, draft
         for k, v in table_columns(target, draft).items():
             setattr(p, k, v)
-        p.size_ratio = (target.parameter_count / draft.parameter_count) if draft.parameter_count else None
+        p.size_ratio = pair_ratio(target, draft)
     return True
 
 

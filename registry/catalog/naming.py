@@ -28,4 +28,7 @@ def family_key(vocab_key: str, table_sha256: str | None) -> str:
 
 
 def family_name(architecture: str, vocab_type: str, n_vocab: int) -> str:
-    return f"{architecture} · {vocab_type.upper()} · {n_vocab:,} tokens"
+    """The family's name, from its first file. A family holds vocabularies of several sizes (Qwen2.5's 151,936 and
+    152,064 tokens share their texts), so the size is rounded to thousands: which quant came first does not show."""
+    size = f"~{round(n_vocab / 1000):,}k" if n_vocab >= 1000 else f"{n_vocab:,}"
+    return f"{architecture} · {vocab_type.upper()} · {size} tokens"

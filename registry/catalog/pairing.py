@@ -17,10 +17,11 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from inspector.compat import check_pair
-from inspector.info import ModelInfo
+from inspector.info import ModelInfo, size_label_count
 from inspector.llama_rules import speculates
 from inspector.tokens import MAX_SIZE_DIFFERENCE, candidate_keys
 from registry.bulk_sql import bulk_set
+from registry.catalog.bases import own_original
 from registry.catalog.classes import candidate_classes
 from registry.catalog.columns import table_columns
 from registry.catalog.combinations import (
@@ -34,6 +35,7 @@ from registry.catalog.combinations import (
 )
 from registry.catalog.gained import PairRow, pair_objects, pair_rows, settle_gained_class
 from registry.catalog.listing import Listing, rank
+from registry.catalog.sizes import pair_ratio
 from registry.catalog.stored import load_info
 from registry.jsonsafe import json_safe
 from registry.models import BaseClass, BaseModel, ClassCheck, GGUFFile, Pair, PairCheckResult
@@ -64,10 +66,14 @@ def size_key(parameter_count: int, size: int | None, source: str) -> tuple[int, 
 
 
 def info_is_target(info: ModelInfo, other: GGUFFile) -> bool:
-    """The same rule for a file that is not registered (a header sent by a browser)."""
-    return size_key(info.parameter_count, info.file_size, info.source) >= size_key(
-        other.parameter_count, other.size, other.source
-    )
+    """The same rule for a file that is not registered (a header sent by a browser): its tensors' count, else its size
+    label (a header-only upload lists no tensors), against the registered file's model size (registry.catalog.sizes)."""
+    mine = info.parameter_count or size_label_count(info.size_label)
+    theirs = other.parameter_count
+    base = other.model.base if other.model.base_id else None
+    if not theirs and base is not None:
+        theirs = base.parameter_count
+    return size_key(mine, info.file_size, info.source) >= size_key(theirs, other.size, other.source)
 
 
 def as_target(f: GGUFFile) -> Q:
@@ -113,7 +119,7 @@ def pair_fields(result: HasVerdict, target: GGUFFile, draft: GGUFFile, now: date
     """The Pair row's columns for a check result (verdict, and what the table sorts and filters by)."""
     return {
         **verdict_fields(result, now),
-        "size_ratio": (target.parameter_count / draft.parameter_count) if draft.parameter_count else None,
+        "size_ratio": pair_ratio(target, draft),
         **table_columns(target, draft),  # names and search text the pairs table sorts and searches by
     }
 
@@ -176,7 +182,11 @@ def partner_files(
         if base_id in paired:
             continue
         if base_id not in out:
-            out[base_id] = (BaseModel(pk=base_id, parameter_count=params, key=key), [])
+            partner = BaseModel(pk=base_id, parameter_count=params, key=key)
+            if own_original(base, partner):
+                paired = {*paired, base_id}  # an adapted draft and its own original are never a pair
+                continue
+            out[base_id] = (partner, [])
         out[base_id][1].append(PartnerFile(file_id, class_id, kind or "", spec))
     return out
 

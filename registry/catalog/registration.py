@@ -25,6 +25,7 @@ from registry.catalog.adaptable import decide_pending
 from registry.catalog.bases import base_for, base_parameters, recount_quants
 from registry.catalog.classes import class_for
 from registry.catalog.naming import family_key, family_name, model_name
+from registry.catalog.orientation import reorient
 from registry.catalog.pairing import compute_pairs
 from registry.catalog.stored import load_info, remember
 from registry.jsonsafe import json_safe
@@ -75,13 +76,15 @@ def register(
                 where = Where(
                     repo, revision, path or source, commit or "", etag, size if size is not None else info.file_size
                 )
-                f = _store(info, existing, source, where, base_models)
+                f, resized = _store(info, existing, source, where, base_models)
             break
         except IntegrityError:
             if attempt == 2:  # not a race lost to a registration of the same file: a real conflict
                 raise
     with transaction.atomic():
         added, updated, compatible = compute_pairs(f, info, record_classes=not outer, fresh=existing is None)
+        if resized and f.model.base is not None:  # better size evidence: pairs made before may have the wrong target
+            reorient(f.model.base)
     if outer:
         # Inside a caller's transaction (import_kb's) the file stays invisible to other registrations until
         # that commits, so the ordering above does not hold: pair it again once it has committed.
@@ -125,7 +128,8 @@ class Where:
 
 def _store(
     info: ModelInfo, existing: GGUFFile | None, source: str, where: Where, base_models: list[str] | None
-) -> GGUFFile:
+) -> tuple[GGUFFile, bool]:
+    """The file stored, and whether its base model's size changed with it."""
     table = _store_table(info.tokens)
     stored = json_safe(info.to_dict())
     base = base_for(stored, where.repo, where.path, base_models)
@@ -150,8 +154,7 @@ def _store(
     elif before != base.pk or class_before != f.tokenizer_class_id:
         # The file's model moved (with all its files), or its tokenizer changed: both sides counted again.
         recount_quants((before, base.pk))
-    base_parameters(base, info, f)
-    return f
+    return f, base_parameters(base, info, f)
 
 
 def _store_table(tokens: Tokens | None) -> TokenTable | None:

@@ -1,4 +1,4 @@
-"""Reading again the headers of registered files whose token types were not stored (issue 34).
+"""Reading again the headers of registered files whose token types were not stored.
 
 Files registered before the registry stored ``tokenizer.ggml.token_type`` have none, and registration skips a file
 whose etag and size are unchanged, so they would never get them: their near-miss pairs read "cannot tell"

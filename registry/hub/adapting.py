@@ -1,4 +1,4 @@
-"""The pair page's "Adapt the draft" job (issue 34): write the adapted draft into the model folder and register it.
+"""The pair page's "Adapt the draft" job: write the adapted draft into the model folder and register it.
 
 A signed-in user asks on an adaptable pair's page; a worker downloads the draft (whole: its tensor data is copied)
 through the runner's budgeted download, reads only the target's header, writes the adapted copy with
@@ -19,8 +19,10 @@ from typing import Any
 from django.conf import settings
 
 from inspector.adapt import AdaptError, NotAdaptable, adapt
+from inspector.compat import check_pair
 from registry.catalog.adaptable import decide
 from registry.catalog.local_files import LocalFileError, register_local
+from registry.catalog.stored import load_info
 from registry.model_folder import model_dir, room_problem
 from registry.models import AdaptCheck, GGUFFile, Pair
 
@@ -68,7 +70,10 @@ def run_adapt_job(params: dict[str, Any], fetch: Fetch, say: Say) -> dict[str, A
     except LocalFileError as exc:
         raise AdaptJobError(f"the adapted draft was written but could not be registered: {exc}") from None
     pair = Pair.objects.filter(target_base=target.model.base, draft_base=made.model.base).first()
-    verdict = "compatible" if pair is not None and pair.compatible else "not compatible"
+    # The verdict of the two files themselves, as check_pair gives it: the pair row may show other quants, or be
+    # unlisted, and must not make a good adaptation read as a failure.
+    result = check_pair(load_info(target), load_info(made))
+    verdict = "compatible" if result.compatible else f"not compatible ({result.failed_rule})"
     say("success", f"Adapted {draft.filename} for {target.filename}: registered as {made.filename}, {verdict}.")
     return {"file": made.pk, "pair": pair.pk if pair is not None else None, "path": out.name}
 

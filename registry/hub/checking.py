@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
+from inspector.alone import target_alone
 from inspector.compat import PairCheck, check_pair
 from inspector.info import InspectError, InspectTimeout, ModelInfo, inspect_source, shared_deadline
 from registry.access.policy import header_cap, hub_reads_for, may_see_paths
@@ -89,6 +90,15 @@ def check_sources(target: str, draft: str, user=None) -> tuple[PairCheck, ModelI
     return check_pair(t, d), t, d
 
 
+def check_alone(target: str, user=None) -> dict[str, Any]:
+    """What ``target`` can use with no second model, read for ``user`` as ``check_sources`` reads:
+    ``check_pair TARGET --json``'s answer (inspector.alone)."""
+    target = visitor_source(target, user)
+    with hub_reads_for(user), shared_deadline(target) as deadline:
+        t = info_for(target, header_cap(user), deadline)
+    return target_alone(t)
+
+
 def local_partners(info: ModelInfo, limit: int = 50) -> list:
     """Registered files the local one could pair with, checked exactly (nothing is stored)."""
     tok = info.tokenizer
@@ -96,7 +106,7 @@ def local_partners(info: ModelInfo, limit: int = 50) -> list:
         return []
     qs = candidate_files(tok.vocab_type, tok.n_tokens, tok.vocab_key)
     out = []
-    for f in qs.select_related("token_table", "model").defer("token_table__blob")[:limit]:
+    for f in qs.select_related("token_table", "model__base").defer("token_table__blob")[:limit]:
         other = load_info(f)
         local_is_target = info_is_target(info, f)
         result = check_pair(info, other) if local_is_target else check_pair(other, info)

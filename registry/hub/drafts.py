@@ -51,7 +51,7 @@ class HubCandidate:
 
 @dataclass
 class AdaptableDraft:
-    """An incompatible registered draft that adapt_draft could make acceptable to the target (issue 34)."""
+    """An incompatible registered draft that adapt_draft could make acceptable to the target."""
 
     pair: Pair
     check: AdaptCheck  # its plan: what adapting changes

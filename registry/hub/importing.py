@@ -177,8 +177,11 @@ def _matches(path: str, include: str) -> bool:
     )
 
 
-def import_hf(repo: str, revision: str | None = None, include: str | None = None, progress=None) -> ImportReport:
+def import_hf(
+    repo: str, revision: str | None = None, include: str | None = None, progress=None, step=None
+) -> ImportReport:
     """Register every ``.gguf`` of a Hub repository (matching ``include``); unchanged files are skipped.
+    ``progress`` is told each file's outcome; ``step`` (one line) the steps between: the listing, the last one.
 
     Each file is its own transaction: a failure (a broken header, a network error) leaves the
     others registered and is reported with its reason. Inside a job whose deadline passes
@@ -187,7 +190,11 @@ def import_hf(repo: str, revision: str | None = None, include: str | None = None
     repo_id = normalize_repo_id(repo)
     include = check_include(include)
     revision = revision.strip() if revision and revision.strip() else None
+    if step:
+        step(f"listing {repo_id} on the Hub")
     listing, entries = list_repo(repo_id, revision, include)
+    if step:
+        step(f"{repo_id}: {len(entries)} .gguf file(s) to read, headers only")
     report = ImportReport(repo_id, revision, listing.commit)
     for entry in entries:
         if _job_out_of_time():
@@ -198,6 +205,8 @@ def import_hf(repo: str, revision: str | None = None, include: str | None = None
         report.outcomes.append(outcome)
         if progress:
             progress(outcome)
+    if step:
+        step("deciding which of the new near-miss pairs can be adapted")
     finish(_registered(report))
     return report
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from inspector.hub_names import hub_access
 from registry.hub.adapting import AdaptJobError, Fetch, run_adapt_job
-from registry.hub.checking import CheckError, check_sources
+from registry.hub.checking import CheckError, check_alone, check_sources
 from registry.hub.curated import import_curated
 from registry.hub.drafts import DraftSearchError, find_drafts
 from registry.hub.importing import HubImportError, ImportReport, JobDeadlinePassed, hub_job_deadline, import_hf
@@ -93,21 +93,45 @@ def _report_dict(report: ImportReport) -> dict[str, Any]:
 
 
 def _curated(say) -> None:
-    reports, errors, unreachable = import_curated(progress=lambda r: say("success", r.summary()))
-    if unreachable:
-        what = "Nothing more was imported" if reports else "Nothing was imported"
-        say(
-            "error",
-            f"The Hugging Face Hub cannot be reached from this server ({unreachable}). "
-            f"{what}; try again later, or set HF_ENDPOINT to a mirror.",
-        )
+    """Each repository's outcome, said once; the job fails when no repository gave a single file, so "done" always
+    means something was imported (a partial import is done, each failed repository's warning among its lines)."""
+    reports, errors, unreachable = import_curated(progress=lambda r: _say_report(r, say))
     for repo, error in errors:
         say("warning", f"{repo}: {error}")
+    imported = [r for r in reports if _gave_a_file(r)]
+    if unreachable:
+        why = f"The Hugging Face Hub cannot be reached from this server ({unreachable})."
+        if not imported:
+            raise HubImportError(f"{why} Nothing was imported; try again later, or set HF_ENDPOINT to a mirror.")
+        say("warning", f"{why} Nothing more was imported; try again later, or set HF_ENDPOINT to a mirror.")
+    elif not imported:
+        tried = len(errors) + len(reports)
+        raise HubImportError(
+            f"None of the {tried} curated repositories could be imported (each one's reason is above)."
+        )
+
+
+def _gave_a_file(report: ImportReport) -> bool:
+    """A repository whose every file failed, or that had none to read, imported nothing."""
+    return len(report.failed) < len(report.outcomes)
+
+
+def _say_report(report: ImportReport, say) -> None:
+    if _gave_a_file(report):
+        say("success", report.summary())
+    else:
+        first = f" ({report.failed[0].message})" if report.failed else ""
+        say("warning", report.summary() + first)
 
 
 def _check(target: str, draft: str, say) -> dict[str, Any]:
     # user=None: an anonymous visitor's check, read exactly as check_sources reads for one
     # (no server token, the public header cap); a file that cannot be read fails the job (CheckError).
+    if not draft:  # the target alone: check_pair TARGET's answer
+        answer = check_alone(target, user=None)
+        methods = answer["draftless_methods"]
+        say("success" if methods else "warning", f"{target} with no second model: {', '.join(methods) or 'none'}.")
+        return answer
     result, _, _ = check_sources(target, draft, user=None)
     if result.compatible:
         say("success", f"Compatible: {draft} can draft for {target}.")

@@ -56,8 +56,8 @@ def queue_if_remote(target: str, draft: str, user=None) -> HubJob | None:
     """
     if user is not None and user.is_authenticated:
         return None
-    # the job keeps the names as given: its check resolves them again, as this visitor
-    names = [visitor_source(target, user), visitor_source(draft, user)]
+    # the job keeps the names as given: its check resolves them again, as this visitor (no draft: the target alone)
+    names = [visitor_source(target, user)] + ([visitor_source(draft, user)] if draft.strip() else [])
     registered = set(GGUFFile.objects.filter(source__in=names).values_list("source", flat=True))
     remote = [s for s in names if s.startswith("hf://") and s not in registered]
     if not remote:

@@ -168,7 +168,7 @@ def _run(run: BenchmarkRun, ctx: ExportContext) -> dict[str, Any]:
     for r in run.results.all():
         results.append(
             {**_figures(r), **{f: getattr(r, f) for f in RESULT_FIELDS}, "method": getattr(r, "method", "") or ""}
-        )  # the field lands with issue 11
+        )  # getattr: a result without a method exports ""
     predictions = [{**_figures(x), **{f: getattr(x, f) for f in PREDICTED_FIELDS}} for x in run.predictions.all()]
     stability = [
         {**_figures(x), **{f: getattr(x, f) for f in STABILITY_FIELDS}, "finished_at": now_iso(x.finished_at)}

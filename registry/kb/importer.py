@@ -623,7 +623,7 @@ class _Importer:
             self.ctx.count("verdicts that differ")
         elif p.verdict and p.verdict != ours.verdict:
             self.ctx.messages.append(
-                f"pair {p.draft} → {p.target}: they said {p.verdict} of its quant combinations work, "
+                f"pair {p.draft} → {p.target}: they said {p.verdict} over its quant combinations, "
                 f"the files here say {ours.verdict}"
             )
             self.ctx.count("verdicts that differ")

@@ -7,7 +7,7 @@ grouped it) and each run the two files it measured; 1.0 files, without them, are
 of outputs that differ under load; a run carries its soaks (``stability``: a StabilityResult and its intervals).
 1.0 and 1.1 files, without them, read as one client and no soaks.
 
-1.4 (token types, issue 34): ``token_types`` lists each distinct ``tokenizer.ggml.token_type`` array once (its
+1.4 (token types): ``token_types`` lists each distinct ``tokenizer.ggml.token_type`` array once (its
 sha256, its count and the little-endian int32s in base64), and a file names its own by sha256, as it names its
 token table; older files, without them, import as files whose types were not stored.
 
@@ -46,8 +46,10 @@ from inspector.speculative import SPEC_TYPES
 
 FORMAT = "specreg-knowledge-base"
 SCHEMA_MAJOR = 1
-# 1.3: a pair's verdict over every class combination; 1.4: token types; 1.5: a pair's state kind
-SCHEMA_VERSION = f"{SCHEMA_MAJOR}.5"
+# 1.3: a pair's verdict over every class combination; 1.4: token types; 1.5: a pair's state kind; 1.6: the verdict in
+# the words the pages and the API use (compatible, partial, incompatible; 1.3-1.5 wrote all, partial, none)
+SCHEMA_VERSION = f"{SCHEMA_MAJOR}.6"
+OLD_VERDICTS = {"all": "compatible", "none": "incompatible"}  # 1.3-1.5
 
 INT32 = 2**31 - 1  # PositiveIntegerField on PostgreSQL
 INT64 = 2**63 - 1
@@ -164,10 +166,16 @@ class PairIn(Base):
     compatible: bool
     failed_rule: Text32 = ""
     rules_from: Text32 = ""
-    # 1.3: all, partial or none of the two models' class combinations work (informational: recomputed here)
-    verdict: Literal["all", "partial", "none", ""] = ""
+    # 1.6: compatible, partial or incompatible over the two models' class combinations (informational: recomputed
+    # here); 1.3-1.5 files say all or none for the first and last, read as the words of today
+    verdict: Literal["compatible", "partial", "incompatible", ""] = ""
     # 1.5: kv, checkpoints, rollback or none (informational: decided here again)
     state: Literal["kv", "checkpoints", "rollback", "none", ""] = ""
+
+    @field_validator("verdict", mode="before")
+    @classmethod
+    def _older_words(cls, v: object) -> object:
+        return OLD_VERDICTS.get(v, v) if isinstance(v, str) else v
 
 
 class Figures(Base):

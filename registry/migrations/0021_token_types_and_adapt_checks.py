@@ -1,4 +1,4 @@
-"""Token types beside token texts, and per file pair adaptability (issue 34).
+"""Token types beside token texts, and per file pair adaptability.
 
 Schema only: every existing row stays as it is. Files registered before have no stored types
 (``GGUFFile.token_types`` null), and their adaptability reads "cannot tell" until they are registered anew

@@ -18,6 +18,10 @@ from inspector.spec_flags import Setting, spec_flags, uses_draft_file
 from registry.models import GGUFFile
 
 MODELS_DIR = "models"
+# Where a unit's server runs: the folder a user ran ``hf download … --local-dir models`` in, so that the relative
+# ``models/…`` paths (and a file name alone, as anonymous visitors see a local file) resolve. systemd wants an absolute
+# WorkingDirectory and otherwise starts a service in /, where no model lies; the unit's comment says to change it.
+DEPLOY_DIR = "/srv/llama"
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,13 @@ def download_command(f: GGUFFile) -> str:
     rev = f" --revision {shlex.quote(f.revision)}" if f.revision else ""
     pattern = f.path if f.split_count == 1 else shard_glob(f.path)
     return f"hf download {shlex.quote(f.repo)} --include {shlex.quote(pattern)}{rev} --local-dir {MODELS_DIR}"
+
+
+def download_commands(*files: GGUFFile | None) -> str:
+    """One ``hf download`` line per distinct Hub file among ``files`` (a target drafting for itself is fetched once),
+    in their order; local files and None need none."""
+    distinct = {f.pk: f for f in files if f is not None}
+    return "\n".join(line for line in map(download_command, distinct.values()) if line)
 
 
 def _systemd_quote(arg: str) -> str:
@@ -70,7 +81,10 @@ def systemd_unit(
     if user:
         lines.append(f"User={user}")
     if working_directory:
-        lines.append(f"WorkingDirectory={working_directory}")
+        lines += [
+            "# The folder holding the model files as ExecStart names them (models/… is where hf download put them)",
+            f"WorkingDirectory={working_directory}",
+        ]
     for key, value in (environment or {}).items():
         lines.append(f"Environment={_systemd_quote(f'{key}={value}')}")
     lines += [
@@ -147,7 +161,9 @@ def _finish(caps: Capabilities, argv: list[str], what: str, uses: bool, parallel
         argv += ["-np", str(parallel)]
         slots = f", {parallel} slots" if parallel > 1 else ""
     desc = f"llama.cpp server, {what}{slots} (configured by specreg)"
-    return Deployment(tuple(argv), shlex.join(argv), systemd_unit(argv, description=desc), uses)
+    return Deployment(
+        tuple(argv), shlex.join(argv), systemd_unit(argv, description=desc, working_directory=DEPLOY_DIR), uses
+    )
 
 
 def _method_deployment(

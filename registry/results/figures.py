@@ -15,6 +15,7 @@ from django.db import models
 
 from registry.cache_keys import bump_generation
 from registry.models import BenchmarkResult, Pair, PredictedResult, ReportedResult
+from registry.results.standing import described, standing_of
 
 FIGURES = (
     "k",
@@ -51,7 +52,15 @@ class Figure:
     load: dict[str, Any] | None = None
     # Measured: the speedup's range over the interleaved pairs, {"min", "max", "pairs"} (a gain counts beyond it).
     pair_speedups: dict[str, Any] | None = None
+    # Measured: "" when the speed-up may be headlined, else why not ("1 repeat", "contended", "no measurable gain":
+    # registry.results.standing); reported and predicted figures say how far to trust them by their kind.
+    note: str = ""
     obj: Any = None
+
+    @property
+    def note_text(self) -> str:
+        """The note in words ("no measurable gain: 2.13× in 1 repeat"), "" for a figure that may be headlined."""
+        return described(self.note, self.speedup)
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "obj"}
@@ -79,6 +88,7 @@ def _figure(kind: str, r: Any) -> Figure:
             extra["load"] = {f: getattr(r, f) for f in LOAD_FIGURES}
         if r.speedup_min is not None:
             extra["pair_speedups"] = {"min": r.speedup_min, "max": r.speedup_max, "pairs": r.pairs}
+        extra["note"] = standing_of(kind, r)
     return Figure(kind, **{f: getattr(r, f) for f in FIGURES}, origin=r.origin_installation or "", obj=r, **extra)
 
 
@@ -238,11 +248,13 @@ def refresh_predicted(pair: Pair) -> None:
 
 
 def best(figs: dict[str, list[Figure]]) -> Figure | None:
-    """The fastest measured result; a reported one only when nothing was measured (never mixed)."""
+    """The fastest measured result that may be headlined (``Figure.note`` empty), else the fastest measured one, which
+    then reads as what it is; a reported one only when nothing was measured (never mixed)."""
     for kind in ("measured", "reported"):
         with_speed = [f for f in figs[kind] if f.speedup is not None]
         if with_speed:
-            return max(with_speed, key=lambda f: (f.speedup, f.acceptance or 0))
+            pool = [f for f in with_speed if not f.note] or with_speed
+            return max(pool, key=lambda f: (f.speedup, f.acceptance or 0))
         if figs[kind]:
             return figs[kind][0]
     return None
@@ -252,7 +264,9 @@ def refresh_best(pair: Pair) -> None:
     """Copy the pair's best result onto it, so the table can sort and filter without joins."""
     b = best(figures_for([pair.pk])[pair.pk])
     pair.best_kind = b.kind if b else ""
-    pair.best_speedup = b.speedup if b else None
+    # A figure that may not be headlined neither sorts nor shows as the pair's speed-up: its note says what it is.
+    pair.best_speedup = b.speedup if b and not b.note else None
+    pair.best_note = described(b.note, b.speedup) if b else ""
     pair.best_k = b.k if b else None
     pair.best_acceptance = b.acceptance if b else None
     pair.best_content_type = b.content_type if b else ""
@@ -260,6 +274,7 @@ def refresh_best(pair: Pair) -> None:
     Pair.objects.filter(pk=pair.pk).update(
         best_kind=pair.best_kind,
         best_speedup=pair.best_speedup,
+        best_note=pair.best_note,
         best_k=pair.best_k,
         best_acceptance=pair.best_acceptance,
         best_content_type=pair.best_content_type,

@@ -18,8 +18,9 @@ from inspector.spec_flags import (
     uses_draft_file,
 )
 from registry.models import BenchmarkResult, BenchmarkRun, GGUFFile, speculation_setting
-from registry.results.deploy import Deployment, deployment, download_command, model_path
+from registry.results.deploy import Deployment, deployment, download_command, download_commands, model_path
 from registry.results.figures import Figure
+from registry.results.standing import CONTENDED, NO_GAIN, ONE_REPEAT
 
 STARTING_K = 8  # untested pairs: the middle of the runner's default sweep (4, 8, 16)
 
@@ -47,10 +48,26 @@ def _untested_setting(target: GGUFFile, draft: GGUFFile) -> Setting:
 
 
 def beyond_spread(f: Figure) -> bool:
-    """A measured gain counts only beyond the spread of its interleaved pairs (``speedup_min`` above 1); results
-    measured before that range was kept, and reported ones, count as they are."""
-    low = getattr(f.obj, "speedup_min", None) if f.kind == "measured" else None
-    return low is None or low > 1.0
+    """Whether a figure's gain may be headlined (registry.results.standing, the runner's own rule): measured in at
+    least two interleaved pairs, none reaching 1, on a quiet machine; reported figures, and results measured before the
+    pairs' range was kept, count as they are."""
+    return not f.note
+
+
+def _why_not(f: Figure) -> str:
+    """Why the fastest figure above 1 is not recommended, and what would tell."""
+    obj = f.obj
+    if f.note == ONE_REPEAT:
+        return "was measured in 1 repeat, which cannot tell a gain from noise: benchmark again with more repeats"
+    if f.note == CONTENDED:
+        share = getattr(obj, "other_cpu_share", None) or 0.0
+        return f"was measured while other work took {share:.0%} of the CPU: benchmark again on a quiet machine"
+    if f.note == NO_GAIN:
+        return (
+            f"lies within its spread ({obj.speedup_min:.2f}–{obj.speedup_max:.2f}× over {obj.pairs} interleaved "
+            "pairs): run without a draft, or benchmark again with more repeats"
+        )
+    return "did not measurably beat its methods alone: run the fastest of them instead"
 
 
 def best_gain(figures: list[Figure]) -> Figure | None:
@@ -79,8 +96,11 @@ def recommend(
     use, k, basis = _verdict(compatible, figures, kind, b)
     setting = (_setting(b) if b is not None else _untested_setting(target, draft)) if use else None
     with_draft = setting is not None and uses_draft_file(setting.method)
-    downloads = "\n".join(d for d in (download_command(target), download_command(draft) if with_draft else "") if d)
     measured_by = b.obj if use and kind == "measured" and b is not None else None
+    if isinstance(measured_by, BenchmarkResult):
+        # Deployed = measured: the quants the run measured, which need not be the two the pair was checked on.
+        target, draft = measured_by.run.measured_target, measured_by.run.measured_draft
+    downloads = download_commands(target, draft if with_draft else None)  # exactly the files the command runs
     if isinstance(measured_by, BenchmarkResult) and _written_command_holds(measured_by):
         # The command the run that measured this best wrote, word for word (the run page shows it too).
         return Recommendation(
@@ -144,13 +164,7 @@ def _verdict(compatible: bool, figures: list[Figure], kind: str, b: Figure | Non
         return True, b.k, basis
     if within := [f for f in figures if f.speedup is not None and f.speedup > 1]:
         w = max(within, key=lambda f: f.speedup or 0.0)
-        return (
-            False,
-            None,
-            f"No measurable gain: the best {kind} result, K={w.k} at {w.speedup:.2f}×, lies within its spread "
-            f"({w.obj.speedup_min:.2f}–{w.obj.speedup_max:.2f}× over {w.obj.pairs} interleaved pairs): run without "
-            "a draft, or benchmark again with more repeats.",
-        )
+        return False, None, f"No measurable gain: the best {kind} result, K={w.k} at {w.speedup:.2f}×, {_why_not(w)}."
     if figures:
         speeds = [f.speedup for f in figures if f.speedup is not None]
         return (
@@ -204,7 +218,11 @@ def rebuilt_deployment(run: BenchmarkRun) -> Deployment | None:
 
 def shown_command(run: BenchmarkRun) -> tuple[str, str]:
     """The llama-server command and systemd unit a run's pages, API and downloads show: a run made here keeps what it
-    wrote; an imported one's are rebuilt (``rebuilt_deployment``), empty when nothing can be."""
+    wrote; an imported one's are rebuilt (``rebuilt_deployment``), empty when nothing can be. A run that did not end
+    done (failed, cancelled, still running) shows none: it measured nothing a deployment could rest on, and a failed
+    one still wrote the target's plain command."""
+    if run.status != BenchmarkRun.DONE:
+        return "", ""
     if not run.origin_installation:
         return run.server_command, run.systemd_unit
     built = rebuilt_deployment(run)

@@ -17,7 +17,14 @@ def rendered_table(tq: TableQuery, sort_links: dict) -> SafeString:
         page, rows = page_of(tq)
         return str(
             render_to_string(
-                "registry/_pairs_table.html", {"tq": tq, "page": page, "rows": rows, "sort_links": sort_links}
+                "registry/_pairs_table.html",
+                {
+                    "tq": tq,
+                    "page": page,
+                    "rows": rows,
+                    "sort_links": sort_links,
+                    "any_verdict_query": urlencode(tq.params(verdict="any")),
+                },
             )
         )
 

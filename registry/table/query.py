@@ -17,19 +17,31 @@ from django.utils.safestring import SafeString, mark_safe
 from inspector.spec_flags import draft_label, is_draftless
 from inspector.state import STATE_KV, STATE_LABELS
 from registry.cache_keys import TTL, cached
+from registry.catalog.adaptable import adaptable_rows
 from registry.catalog.state import state_of
 from registry.formatting import params
 from registry.models import Pair, ReportedResult
 from registry.results.figures import Figure, best, figures_for, pairs_with_results, usable_measured
+from registry.results.standing import described
 from registry.sort_keys import COLUMNS, LOW_FLOAT, sort_key
 from registry.table.rows import TableFile, TablePair, fetch_rows
 
 PAGE_SIZE = 50
 MAX_PAGE = 1_000_000  # keeps OFFSET within any database's integers
 MAX_CLIENTS = 32767  # BenchmarkResult.clients is a PositiveSmallIntegerField
-# "compatible": at least one combination of the two models' tokenizer classes works (partial rows included);
-# "partial": some of them do, not all (registry.catalog.combinations).
-VERDICTS = {"compatible": "compatible", "partial": "partial", "incompatible": "incompatible", "all": "all"}
+# The verdict filter, in the words of the verdict itself (Pair.verdict: compatible, partial, incompatible over every
+# combination of the two models' tokenizer classes, registry.catalog.combinations), with what it is called in the menu.
+VERDICTS = {
+    "usable": "compatible or partial",  # at least one combination works: the default
+    "compatible": "compatible (every quant)",
+    "partial": "partial (some quants)",
+    "incompatible": "incompatible",
+    "adaptable": "adaptable (adapt_draft can fix it)",
+    "any": "any verdict",
+}
+DEFAULT_VERDICT = "usable"
+# Older links and API clients: "all" was the filter's word for any verdict (it is not a verdict).
+VERDICT_ALIASES = {"all": "any"}
 SORTS = {name: column for name, (column, _, _) in COLUMNS.items()}  # ?sort= name (or "-name") -> column
 
 
@@ -40,7 +52,7 @@ class TableQueryError(ValueError):
 @dataclass
 class TableQuery:
     q: str = ""
-    verdict: str = "compatible"
+    verdict: str = DEFAULT_VERDICT
     content_type: str = ""
     hardware: str = ""
     build: str = ""
@@ -82,10 +94,14 @@ class TableQuery:
         sort = text("sort", 20)
         if sort.lstrip("-") not in SORTS:
             sort = "-speedup"
-        verdict = text("verdict", 20)
+        verdict = text("verdict", 20) or DEFAULT_VERDICT
+        verdict = VERDICT_ALIASES.get(verdict, verdict)
+        if verdict not in VERDICTS:
+            # Refused, not replaced: a filter silently read as another shows rows the user did not ask for.
+            raise TableQueryError(f"verdict: expected one of {', '.join(VERDICTS)}, got {verdict!r}")
         return cls(
             q=text("q"),
-            verdict=verdict if verdict in VERDICTS else "compatible",
+            verdict=verdict,
             content_type=text("content_type", 32),
             hardware=text("hardware"),
             build=text("build", 32),
@@ -165,12 +181,14 @@ SEARCH_HOOKS: list[Callable[[str], Q | None]] = []
 def filtered_pairs(tq: TableQuery) -> QuerySet[Pair]:
     """The table's pairs, filtered, in no order, from the pair table alone (every filter has an index)."""
     qs = Pair.objects.all()
-    if tq.verdict == "compatible":
+    if tq.verdict == "usable":
         qs = qs.filter(compatible=True)
-    elif tq.verdict == "partial":
-        qs = qs.filter(compatible=True, verdict=Pair.VERDICT_PARTIAL)
+    elif tq.verdict in ("compatible", "partial"):
+        qs = qs.filter(compatible=True, verdict=tq.verdict)
     elif tq.verdict == "incompatible":
         qs = qs.filter(compatible=False)
+    elif tq.verdict == "adaptable":
+        qs = qs.filter(adaptable_rows())
     if tq.q:
         # A trigram index on PostgreSQL (migration 0005) answers the substring search. Text spanning
         # two fields cannot match (fields are joined by newlines), as when each was searched alone.
@@ -220,21 +238,25 @@ class Row:
     def view(self) -> dict[str, str]:
         """Display strings, formatted once here: the template then only looks them up (it is the hot path)."""
         p, b = self.pair, self.best
-        speed = "" if not b or b.speedup is None else ("win" if b.speedup > 1 else "loss")
+        speed = "" if not b or b.speedup is None or b.note else ("win" if b.speedup > 1 else "loss")
         method = b.method if b else ""
         # The target's own pair (target = draft) carries its draftless results: no draft model is used.
         draftless = bool(method) and is_draftless(method) and p.target.pk == p.draft.pk
         return {
             "url": f"{PAIR_URL}{p.pk}/",
-            "target": p.target.model.name,
+            "target": p.target.model.shown,
             "target_sub": _file_sub(p.target),
-            "draft": draft_label(method) if draftless else p.draft.model.name,
+            "draft": draft_label(method) if draftless else p.draft.model.shown,
             "draft_sub": "the target alone" if draftless else _file_sub(p.draft),
+            # the draft file on its model's page, as the pair page links it (none for a method with no draft model)
+            "draft_url": "" if draftless else f"{MODEL_URL}{p.draft.model_id}/?file={p.draft.pk}",
             "method": method or "–",
             "ratio": "–" if p.size_ratio is None else f"{p.size_ratio:.1f}×",
             "k": str(b.k) if b and b.k else "–",
             "acceptance": "–" if not b or b.acceptance is None else f"{b.acceptance * 100:.1f}%",
-            "speedup": "–" if not b or b.speedup is None else f"{b.speedup:.2f}×",
+            "speedup": "–" if not b or b.speedup is None or b.note else f"{b.speedup:.2f}×",
+            # A figure the measurement cannot tell from noise reads as what it is (registry.results.standing).
+            "note": described(b.note, b.speedup) if b else "",
             "speed_class": speed,
             "kind": b.kind if b else "",
             "content_type": b.content_type if b else "",
@@ -253,7 +275,13 @@ class Row:
         """The row's <tr>, every value escaped here: 50 rows through the template language cost
         more than the page's queries, so the template only places the rows (its structure stays there)."""
         v, p = {k: escape(x) for k, x in self.view.items()}, self.pair  # html.escape: Django's, minus its lazy wrapper
-        if v["kind"]:
+        if v["note"]:
+            sub = f'<div class="sub">{v["content_type"]}</div>' if v["content_type"] else ""
+            speed = (
+                f'<span class="muted unheadlined">{v["note"]}</span> <span class="badge {v["kind"]}">{v["kind"]}</span>'
+                f"{sub}"
+            )
+        elif v["kind"]:
             sub = f'<div class="sub">{v["content_type"]}</div>' if v["content_type"] else ""
             speed = (
                 f'<span class="{v["speed_class"]}">{v["speedup"]}</span> '
@@ -274,6 +302,7 @@ class Row:
             if p.compatible
             else f'<span class="fail">fails {escape(p.failed_rule)}</span>'
         )
+        draft = f'<a href="{v["draft_url"]}" class="draft-link">{v["draft"]}</a>' if v["draft_url"] else v["draft"]
         state = state_of(p)
         if state.kind != STATE_KV:  # checkpoints, bounded rollback or no speculation: the rollback's cost, named
             verdict += f'<div class="sub state" title="{escape(state.cost)}">{escape(STATE_LABELS[state.kind])}</div>'
@@ -282,7 +311,7 @@ class Row:
         return mark_safe(  # noqa: S308 - every value above went through escape()
             f'<tr>\n    <td><a href="{v["url"]}" class="pair-link">{v["target"]}</a>'
             f'<div class="sub">{v["target_sub"]}</div></td>\n'
-            f'    <td>{v["draft"]}<div class="sub">{v["draft_sub"]}</div></td>\n'
+            f'    <td>{draft}<div class="sub">{v["draft_sub"]}</div></td>\n'
             f'    <td class="num">{v["ratio"]}</td>\n    <td class="method">{v["method"]}</td>\n'
             f'    <td class="num">{v["k"]}</td>\n'
             f'    <td class="num">{v["acceptance"]}</td>\n    <td class="num">{speed}</td>\n'
@@ -292,23 +321,30 @@ class Row:
 
 
 def verdict_text(p: TablePair | Pair) -> str:
-    """The row's verdict in words: "compatible", "compatible for N of M quants", or "incompatible (rule)"."""
+    """The row's verdict in words: "compatible", "partial: N of M draft quants", or "incompatible (rule)"."""
     if not p.compatible:
         return f"incompatible ({p.failed_rule or 'unknown rule'})"
     nm = getattr(p, "compatible_quants", None)
     if p.verdict == Pair.VERDICT_PARTIAL:
-        return f"compatible for {nm[0]} of {nm[1]} quants" if nm else "compatible for some quants"
+        if nm and nm[0] == nm[1]:
+            # every draft quant works with the file this row shows: what is partial is the target's other quants
+            quants = f"{nm[1]} draft quant{'s' if nm[1] != 1 else ''}"
+            return f"partial: all {quants} with this target file, not every target quant"
+        return f"partial: {nm[0]} of {nm[1]} draft quants" if nm else "partial: some quants"
     return "compatible"
 
 
 PAIR_URL = "/pairs/"  # checked against reverse("pair") by a test
+MODEL_URL = "/models/"  # and this against reverse("model")
 
 
 def _file_sub(f: TableFile) -> str:
     # The pair is of base models: the file shown is the one it was checked on, and the count says how many
     # quants (over every repository) the model has.
     more = f" · {f.model.quants} quants" if f.model.quants and f.model.quants > 1 else ""
-    return f"{f.file_type} · {params(f.parameter_count)} · {f.repo or 'local'}{more}"
+    # A header-only upload lists no tensors: its model's size (other files, else its size label) stands in, marked ≈.
+    size = params(f.parameter_count) if f.parameter_count else f"≈{params(f.model.base_parameters)}"
+    return f"{f.file_type} · {size if size != '≈–' else '–'} · {f.repo or 'local'}{more}"
 
 
 def stored_best(p: Pair | TablePair) -> Figure | None:
@@ -323,6 +359,7 @@ def stored_best(p: Pair | TablePair) -> Figure | None:
         "",
         "",
         method=p.best_method or "draft-simple",
+        note=p.best_note,
     )
 
 

@@ -36,6 +36,8 @@ FILE_FIELDS = (
     "model_id",
     "model__name",
     "model__base__quants",
+    "model__base__parameter_count",
+    "model__base__name",
 )
 # Up to ~100 ids PostgreSQL joins the files by primary key; from ~200 it hashes the whole file
 # table (10 times slower at 10,000 files), so longer lists go in batches.
@@ -50,6 +52,7 @@ PAIR_FIELDS = (
     "size_ratio",
     "best_kind",
     "best_speedup",
+    "best_note",
     "best_k",
     "best_acceptance",
     "best_content_type",
@@ -69,6 +72,13 @@ PAIR_FIELDS = (
 class TableModel:
     name: str
     quants: int | None  # files of its base model (None: a model without one)
+    # its base model's size by the best evidence of its files (registry.catalog.sizes): a header-only file has none
+    base_parameters: int | None = None
+    base_name: str | None = None  # rows name the model by its base model (registry.catalog.columns.display_name)
+
+    @property
+    def shown(self) -> str:
+        return self.base_name or self.name
 
 
 @dataclass(slots=True)
@@ -98,6 +108,7 @@ class TablePair:
     size_ratio: float | None
     best_kind: str
     best_speedup: float | None
+    best_note: str
     best_k: int | None
     best_acceptance: float | None
     best_content_type: str
@@ -128,7 +139,7 @@ def fetch_rows(ids: list[int]) -> list[TablePair]:
     for i in range(0, len(ids), BATCH):
         for r in pairs_by_id(ids[i : i + BATCH]).values_list(*columns):
             files = [
-                TableFile(*(*r[start : start + n_file - 2], TableModel(*r[start + n_file - 2 : start + n_file])))
+                TableFile(*(*r[start : start + n_file - 4], TableModel(*r[start + n_file - 4 : start + n_file])))
                 for start in (n_pair, n_pair + n_file)
             ]
             found[r[0]] = TablePair(*r[:n_pair], *files)

@@ -21,7 +21,7 @@ from inspector.adapt import adaptability
 from registry.access.job_limits import JobLimit
 from registry.access.policy import may_see_paths
 from registry.access.rate_limits import RateLimited, check_rate
-from registry.hub.checking import CheckError, CheckTimeout, check_sources
+from registry.hub.checking import CheckError, CheckTimeout, check_alone, check_sources
 from registry.hub.curated import curated_repos
 from registry.hub.queue import queue_if_remote
 from registry.models import AdaptCheck, GGUFFile
@@ -213,7 +213,8 @@ def file(request: HttpRequest, pk: int) -> JsonResponse:
 
 
 def check(request: HttpRequest) -> JsonResponse:
-    """The check, or for an anonymous visitor's check that reads the Hub, 202 and the job doing it."""
+    """The check (of the target alone when no draft is named), or for an anonymous visitor's check that reads the
+    Hub, 202 and the job doing it."""
     target, draft = request.GET.get("target", ""), request.GET.get("draft", "")
     try:
         check_rate(request)
@@ -228,6 +229,8 @@ def check(request: HttpRequest) -> JsonResponse:
                 },
                 status=202,
             )
+        if not draft.strip():  # the target alone: check_pair TARGET --json's answer
+            return _json(check_alone(target, request.user))
         result, t, d = check_sources(target, draft, request.user)
     except RateLimited as exc:
         return _json({"error": str(exc)}, status=429)

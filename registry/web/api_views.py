@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 
 from registry.models import Pair
 from registry.results.reporting import ReportInvalid, ReportNotAllowed, add_reported
+from registry.table.query import DEFAULT_VERDICT, VERDICTS
 from registry.web import api
 
 JSON = OpenApiResponse(OpenApiTypes.OBJECT, description="JSON object")
@@ -34,7 +35,13 @@ def error(message: str, status: int) -> JsonResponse:
 
 TABLE_PARAMS = [
     OpenApiParameter("q", str, description="search text (sources, models, architectures, families, notes)"),
-    OpenApiParameter("verdict", str, enum=["compatible", "incompatible", "all"], description="default compatible"),
+    OpenApiParameter(
+        "verdict",
+        str,
+        enum=list(VERDICTS),
+        description="; ".join(f"{k}: {v}" for k, v in VERDICTS.items())
+        + f". Default {DEFAULT_VERDICT}; the older 'all' still reads as 'any'; any other value is a 400",
+    ),
     OpenApiParameter("content_type", str, description="only pairs with a result of this content type (code, …)"),
     OpenApiParameter("hardware", str, description="only pairs with a result on matching hardware"),
     OpenApiParameter("build", str, description="only pairs with a result under this llama.cpp build"),
@@ -106,9 +113,14 @@ class CheckView(APIView):
         responses={200: JSON, 202: JSON, 400: JSON, 429: JSON},
         parameters=[
             OpenApiParameter("target", str, required=True, description="hf://… or a registered file"),
-            OpenApiParameter("draft", str, required=True, description="hf://… or a registered file"),
+            OpenApiParameter(
+                "draft",
+                str,
+                description="hf://… or a registered file; omitted: what the target can use alone "
+                "(`draftless_methods`, as `check_pair TARGET --json` answers)",
+            ),
         ],
-        summary="Check any two sources with llama.cpp's rules (rate-limited)",
+        summary="Check any two sources with llama.cpp's rules, or a target alone (rate-limited)",
         description="Anonymous checks that read the Hub (an hf:// file not registered) answer 202 "
         "with the queued job (`job`, `url`: its JSON, `page`); the job's `result` is the check.",
     )

@@ -45,6 +45,7 @@ class CheckForm(forms.Form):
     )
     draft = forms.CharField(
         max_length=1024,
+        required=False,  # none: what the target can use alone (n-gram methods, its own MTP heads)
         widget=forms.TextInput(
             attrs={"placeholder": "hf://OWNER/REPO/draft.gguf or a registered file", "list": "registered-files"}
         ),

@@ -11,11 +11,14 @@ from django.views.decorators.http import require_POST
 
 from registry.access.job_limits import JobLimit
 from registry.catalog.adaptable import for_pairs
+from registry.hub.curated import curated_repos
 from registry.hub.queue import queue_job
 from registry.models import AdaptCheck, GGUFFile, HubJob, Pair
 from registry.queues import listening_workers
 from registry.web.forms import ImportForm
 from registry.web.pages import explained_checks
+
+RECENT_IMPORTS = 10  # import jobs /import/ lists, newest first
 
 
 @login_required
@@ -32,9 +35,32 @@ def import_view(request: HttpRequest) -> HttpResponse:
             )
         except JobLimit as exc:
             form.add_error(None, str(exc))
-            return render(request, "registry/import.html", {"form": form}, status=exc.status)
+            return render(request, "registry/import.html", _import_context(form), status=exc.status)
         return redirect(job)
-    return render(request, "registry/import.html", {"form": form}, status=400 if form.errors else 200)
+    return render(request, "registry/import.html", _import_context(form), status=400 if form.errors else 200)
+
+
+def _import_context(form: ImportForm) -> dict:
+    """The form, the curated list (offered whatever is registered already: its unchanged files are skipped) and
+    the latest import jobs, newest first (by id: the primary key's index, whatever else the jobs table holds)."""
+    jobs = HubJob.objects.filter(kind__in=(HubJob.IMPORT_REPO, HubJob.IMPORT_CURATED)).order_by("-pk")
+    recent = [(job, import_outcome(job)) for job in jobs[:RECENT_IMPORTS]]
+    return {"form": form, "curated": curated_repos(), "recent": recent}
+
+
+def import_outcome(job: HubJob) -> str:
+    """One line for the list of imports: why it failed, the repository's summary, or the curated list's counts."""
+    if job.error:
+        return job.error
+    if not job.finished:
+        return job.progress_message or "waiting for a worker"
+    if job.result.get("summary"):
+        return job.result["summary"]
+    levels = [m.get("level") for m in job.messages]
+    imported, warned = levels.count("success"), levels.count("warning")
+    return f"{imported} repositor{'y' if imported == 1 else 'ies'} imported" + (
+        f", {warned} warning{'' if warned == 1 else 's'}" if warned else ""
+    )
 
 
 def _queue_or_refuse(request: HttpRequest, kind: str, params: dict, back: str) -> HttpResponse:

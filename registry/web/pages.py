@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404
 
 from inspector.info import refreshed
 from inspector.spec_flags import draft_label, is_draftless
-from registry.catalog.adaptable import for_pairs
+from registry.catalog.adaptable import adaptable_drafts, for_pairs
 from registry.catalog.bases import AdaptedFrom, adapted_from
 from registry.catalog.combinations import PairCombinations, classes_dict, pair_combinations
 from registry.catalog.listing import unlisted_partners
@@ -59,6 +59,8 @@ class ModelPage:
     more_drafts: list[BaseClass] = field(default_factory=list)
     more_targets: list[BaseClass] = field(default_factory=list)
     adapted: AdaptedFrom | None = None  # the file is a draft adapt_draft made: from what, for what
+    # Incompatible drafts adapt_draft can give this file's special tokens (stored decisions: a page decides none).
+    adaptable: list[tuple[Pair, AdaptCheck]] = field(default_factory=list)
 
 
 @dataclass
@@ -117,7 +119,8 @@ def model_page(pk: int, file_id: str | None) -> ModelPage:
         base_summary(model),
         unlisted_partners(chosen, "draft"),
         unlisted_partners(chosen, "target"),
-        adapted_from(chosen.info or {}),
+        adapted_from(chosen.info or {}, chosen.pk),
+        adaptable_drafts(chosen, limit=PARTNER_LIMIT, decide=False),
     )
 
 

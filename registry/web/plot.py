@@ -8,6 +8,7 @@ from collections.abc import Callable
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from inspector.spec_flags import uses_k
 from registry.models import StabilityResult
 from registry.results.figures import Figure
 from registry.web.svg import Frame, pts
@@ -50,8 +51,9 @@ def _x_axis(ticks: list[tuple[float, str]], title: str) -> str:
 
 
 def speed_acceptance_svg(figs: list[Figure], title: str) -> SafeString:
-    """Speedup and acceptance against K, one line per content type."""
-    series = _series([f for f in figs if f.speedup is not None or f.acceptance is not None])
+    """Speedup and acceptance against K, one line per content type: of the methods K sizes (an n-gram method's own
+    draft length is another axis, listed in the figures table)."""
+    series = _series([f for f in figs if (f.speedup is not None or f.acceptance is not None) and uses_k(f.method)])
     return _lines_svg(series, title, "K (draft tokens per step)", lambda k: f"K={k}", legend_chars=24)
 
 

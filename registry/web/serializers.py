@@ -9,6 +9,7 @@ from registry.catalog.combinations import compatible_quants
 from registry.catalog.state import state_of
 from registry.models import BaseClass, GGUFFile, Model, Pair, StabilityResult
 from registry.results.figures import Figure
+from registry.results.standing import described
 from registry.table.rows import TableFile, TablePair
 
 
@@ -75,18 +76,21 @@ def pair_row(p: Pair | TablePair, best: Figure | None = None) -> dict[str, Any]:
         "failed_rule": p.failed_rule or None,
         # how llama.cpp rolls the pair back after a rejected draft: kv, checkpoints, rollback or none, and its cost
         "state": state_of(p).to_dict(),
-        # null, or what adapt_draft would change to make the draft acceptable (issue 34)
+        # null, or what adapt_draft would change to make the draft acceptable
         "adaptable": adaptable_of(p),
         "size_ratio": round(p.size_ratio, 2) if p.size_ratio else None,
         "rules_from": p.rules_from,
         "checked_at": p.checked_at.isoformat(),
     }
+    # "speedup" is a headline figure only: one the measurement cannot tell from noise is null, and "note" says what it
+    # is ("no measurable gain: 2.13× in 1 repeat": registry.results.standing).
     if best is not None:
         row["best"] = {
             "kind": best.kind,
             "k": best.k,
             "acceptance": best.acceptance,
-            "speedup": best.speedup,
+            "speedup": None if best.note else best.speedup,
+            "note": described(best.note, best.speedup),
             "content_type": best.content_type,
             "method": best.method,
         }
@@ -96,6 +100,7 @@ def pair_row(p: Pair | TablePair, best: Figure | None = None) -> dict[str, Any]:
             "k": p.best_k,
             "acceptance": p.best_acceptance,
             "speedup": p.best_speedup,
+            "note": p.best_note,
             "content_type": p.best_content_type,
             "method": p.best_method or "draft-simple",
         }

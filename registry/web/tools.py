@@ -16,7 +16,7 @@ from inspector.adapt import adaptability
 from registry.access.job_limits import JobLimit
 from registry.access.policy import may_see_paths
 from registry.access.rate_limits import RateLimited, check_rate, check_upload
-from registry.hub.checking import CheckError, CheckTimeout, check_sources, local_partners
+from registry.hub.checking import CheckError, CheckTimeout, check_alone, check_sources, local_partners
 from registry.hub.queue import queue_if_remote
 from registry.models import GGUFFile
 from registry.web.forms import CheckForm
@@ -36,6 +36,9 @@ def check(request: HttpRequest) -> HttpResponse:
             job = queue_if_remote(target, draft, request.user)
             if job is not None:
                 return redirect(job)
+            if not draft.strip():  # the target alone, as check_pair TARGET answers
+                context.update(alone=check_alone(target, request.user), seconds=time.monotonic() - started)
+                return render(request, "registry/check.html", context)
             result, t, d = check_sources(target, draft, request.user)
         except RateLimited as exc:
             return render(request, "registry/check.html", {**context, "error": str(exc)}, status=429)

@@ -30,7 +30,7 @@ from registry.results.reporting import ReportedResultForm, ReportInvalid, may_re
 from registry.results.reporting import add_reported as store_reported
 from registry.table.cache import rendered_table
 from registry.table.pages import iter_rows
-from registry.table.query import PAIR_URL, SORTS, TableQuery, TableQueryError, facets
+from registry.table.query import PAIR_URL, SORTS, VERDICTS, TableQuery, TableQueryError, facets
 from registry.web.forms import ImportForm
 from registry.web.pages import inspection_context, merged_into, model_page, pair_page
 
@@ -48,6 +48,7 @@ def home(request: HttpRequest) -> HttpResponse:
             "tq": tq,
             "table": "" if empty else rendered_table(tq, sort_links(tq)),
             "facets": facets(),
+            "verdicts": list(VERDICTS.items()),
             "first_start": empty,
             "csv_query": urlencode(tq.params(page=1)),
             "examples": reported_examples() if empty else [],

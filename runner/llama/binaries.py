@@ -279,12 +279,20 @@ def generation_argv(caps: Capabilities, gen: GenParams, prompt: str) -> list[str
 
 
 def plain_argv(caps: Capabilities, target: Path | str, prompt: str, gen: GenParams) -> list[str]:
-    """``llama-completion -m T -p P -n N --temp t -no-cnv ...``: the baseline without a draft."""
+    """``llama-completion -m T -p P -n N --temp t -no-cnv -sp ...``: the baseline without a draft."""
     argv = [str(caps.binary), "-m", str(target)] + generation_argv(caps, gen, prompt)
     if caps.has("-no-cnv"):
         argv.append("-no-cnv")
     if caps.has("--no-display-prompt"):
         argv.append("--no-display-prompt")  # stdout then holds only the generated text
+    if caps.has("-sp"):
+        # llama-speculative-simple prints every token with its special text (common_token_to_piece's default);
+        # llama-completion hides control tokens unless told: the same tokens must read as the same text.
+        argv.append("-sp")
+    if caps.has("-lv"):
+        # the trace level's model-loading lines name the end-of-generation tokens (print_info's "EOG token"),
+        # whose text -sp prints last and llama-speculative-simple never does (output.completion_text drops it)
+        argv += ["-lv", "4"]
     if caps.has("--spec-type"):
         # The build's explicit "no speculation": no default (upstream discusses turning ngram-mod on)
         # may make the baseline speculate.

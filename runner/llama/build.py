@@ -286,7 +286,7 @@ def wheel_for(p: Plan, log=print) -> Path:
             "-q",
             "--no-deps",
             "--no-cache-dir",
-            # Offline (a lent GPU machine has no network): this environment's build tools, not ones pip fetches.
+            # Offline (e.g. a GPU machine without network): this environment's build tools, not ones pip fetches.
             *(["--no-build-isolation"] if os.environ.get(ENV_OFFLINE) == "1" else []),
             str(pinned_sdist(log)),
             "-w",

@@ -240,11 +240,24 @@ def parse_speculative(rc: int | None, stdout: str, stderr: str, prompt: str) -> 
     )
 
 
-def completion_text(stdout: str) -> str:
-    """The generated text of ``llama-completion --no-display-prompt``."""
+# print_info's line per end-of-generation token (src/llama-vocab.cpp), logged at the trace level (-lv 4)
+_EOG = re.compile(r"print_info: EOG token\s+=\s+\d+ '(.*)'$", re.M)
+
+
+def eog_texts(stderr: str) -> tuple[str, ...]:
+    """The texts of the model's end-of-generation tokens, as llama.cpp listed them while loading it."""
+    return tuple(dict.fromkeys(t for t in _EOG.findall(stderr) if t))
+
+
+def completion_text(stdout: str, eog: tuple[str, ...] = ()) -> str:
+    """The generated text of ``llama-completion --no-display-prompt``, without the end-of-generation token that ended
+    it: with ``-sp`` llama-completion prints that token's text before " [end of text]", llama-speculative-simple
+    stops before printing it (speculative_text)."""
     text = _strip_trailer(stdout)
     if text.endswith(" [end of text]\n"):
         text = text[: -len(" [end of text]\n")]
+        last = max((t for t in eog if text.endswith(t)), key=len, default="")
+        text = text[: len(text) - len(last)]
     return text
 
 
@@ -260,7 +273,12 @@ def parse_completion(rc: int | None, stdout: str, stderr: str) -> PlainFigures |
     prompt = _PROMPT_EVAL.findall(stderr)
     prompt_ms, n_prompt = prompt[-1] if prompt else ("0", "0")
     return PlainFigures(
-        int(n_eval), _float(eval_ms), _float(tps), int(n_prompt), _float(prompt_ms), completion_text(stdout)
+        int(n_eval),
+        _float(eval_ms),
+        _float(tps),
+        int(n_prompt),
+        _float(prompt_ms),
+        completion_text(stdout, eog_texts(stderr)),
     )
 
 

@@ -11,11 +11,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from inspector.spec_flags import Setting
+from registry.results.standing import BUSY_SHARE as BUSY_SHARE  # re-exported: runner.measure.cli, the sweep
 from runner.llama import procs
 
 Progress = Callable[[float, str], None]
 Cancel = Callable[[], bool]
-BUSY_SHARE = 0.10  # other work above this share of the CPU makes a cell's speeds suspect
 
 
 @dataclass(frozen=True)

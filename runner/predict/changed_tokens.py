@@ -1,4 +1,4 @@
-"""How an adapted draft does where the target writes a token whose meaning changed for it (issue 34).
+"""How an adapted draft does where the target writes a token whose meaning changed for it.
 
 ``manage.py adapt_draft`` gives a near-miss draft the target's special tokens: the ids it lists in
 ``specreg.adapted.changed_ids`` now carry the target's texts, but the draft's weights learned them as its own (the

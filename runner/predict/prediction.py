@@ -496,6 +496,8 @@ def predict(
     p_cont = min((s.p_min for s in fast if s.p_min), default=0.0)  # continuations matter only above p-min 0
 
     started = time.monotonic()
+    if progress is not None:
+        progress(0.0, "timing this machine's decoding (the cost model), unless kept from an earlier run")
     costs = _cost_models(target, draft, settings, gen, max_k, should_cancel, timeout_s)
     tally.seconds["cost_model"] = time.monotonic() - started
     log(f"cost model: target {costs['target'].batch(1) * 1000:.1f} ms per token")

@@ -157,3 +157,29 @@ def summary(prun: PredictionRun, not_predictable: list[str]) -> dict[str, Any]:
 def predictions_by_setting(run: BenchmarkRun) -> dict[tuple[str, str], PredictedResult]:
     """The run's predictions by (content type, setting label), to set beside its measured results."""
     return {(x.content_type, x.setting_label): x for x in run.predictions.all()}
+
+
+def drafted_apart(measured: Any, predicted: PredictedResult | None) -> str | None:
+    """Why a measured setting's prediction drafted where the measurement drafted nothing, or the other way round;
+    None when they agree on whether anything was drafted (how much is the prediction's error, shown beside it).
+
+    The replay runs llama.cpp's loop over the target's plain greedy text (its transcript), as a speculative run at
+    temperature 0 should write it; an n-gram method drafts by looking that text up. A real speculative run decodes in
+    other batch shapes, which can break a near-tie the other way (SmolLM2-135M on edit-fix-bug: "total" or "return"
+    at character 45, margin 0.22): its text then goes its own way, and the table finds other matches, or none,
+    where the plain text repeated the prompt."""
+    if predicted is None or measured.status != "ok" or (predicted.drafted > 0) == bool(measured.speculation_ran):
+        return None
+    replayed = "the prediction replays the target's plain greedy text (its transcript)"
+    divergences = measured.divergences or []
+    if measured.identical is False and divergences and isinstance(divergences[0], dict):
+        ties = f"; the prediction counted {predicted.near_ties} near-ties" if predicted.near_ties else ""
+        return (
+            f"{replayed}, but the measured speculative run's text parted from it at character "
+            f"{divergences[0].get('position')} (see Same output: batches of another shape broke a near-tie the other "
+            f"way{ties}), and the drafts look up the text written so far, so each found its own matches"
+        )
+    return (
+        f"{replayed} and the measured run drafts from the text it writes; here both wrote the same text, so they "
+        "should agree: this is worth reporting, with the run's log"
+    )

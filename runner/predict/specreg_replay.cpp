@@ -591,7 +591,7 @@ static int forced(common_params & params, const std::string & transcript_path, c
     int max_k = 8;
     float p_cont = 0.0f;
     // ENDED: the transcript stops at the *target's* end of generation. The target decides that, not this model:
-    // an adapted draft (issue 34) may not count the target's end token as one of its own.
+    // an adapted draft may not count the target's end token as one of its own.
     int ended = 0;
     if (const char * spec = getenv("SPECREG_FORCED")) {
         if (sscanf(spec, "%d,%f,%d", &max_k, &p_cont, &ended) != 3 || max_k < 1 || max_k > 1024 ||

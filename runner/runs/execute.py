@@ -5,6 +5,7 @@ The Celery task and ``run_benchmark --here`` both call ``execute``: one code pat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -34,11 +35,13 @@ from runner.sweep.sweep import SweepConfig, run_sweep
 STOPPED = "cancelled: the worker was stopped (SIGTERM/SIGINT) while this run was running; queue it again"
 
 
-def execute(run_id: int) -> str:
-    """Run a queued benchmark to the end; always leaves the run finished. Returns its status."""
+def execute(run_id: int, echo: Callable[[str], None] | None = None) -> str:
+    """Run a queued benchmark to the end; always leaves the run finished. Returns its status.
+
+    ``echo``: where a run executed in a terminal prints each step and progress message as it happens."""
     if not claim(run_id):
         return BenchmarkRun.objects.filter(pk=run_id).values_list("status", flat=True).first() or "missing"
-    reporter = Reporter(run_id)
+    reporter = Reporter(run_id, echo)
     try:
         with hub_access(server_token=_requester_may_use_token(run_id)):
             status, error = _execute(run_id, reporter)
@@ -53,6 +56,7 @@ def execute(run_id: int) -> str:
         error=error or "",
         finished_at=timezone.now(),
         progress=1.0 if status == BenchmarkRun.DONE else F("progress"),
+        progress_message="",  # what the last step said while running: stale once the status says how it ended
     )
     if error:
         log(run_id, error)
@@ -79,10 +83,8 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
     BenchmarkRun.objects.filter(pk=run_id).update(
         hardware=hw, hardware_class=hardware_class(hw), build={**asdict(build), "label": build.label}
     )
-    log(
-        run_id,
-        f"llama.cpp {build.label} ({build.isa or 'instruction set unknown'}) on {hw.get('cpu_model', '?')}; "
-        f"pair {pair}",
+    reporter.step(
+        f"llama.cpp {build.label} ({build.isa or 'instruction set unknown'}) on {hw.get('cpu_model', '?')}; pair {pair}"
     )
     alone = bool(p.get("target_alone"))
     try:
@@ -107,6 +109,8 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
     # Predicting first pays only when it spares measurements: with no more settings than a predicted sweep measures
     # anyway (MEASURE_BEST per content type), every one is measured and the prediction would only cost its time.
     if not p.get("full_sweep") and 0.0 in p["temperatures"] and len(predictable_settings(p)[0]) > MEASURE_BEST:
+        n = len(predictable_settings(p)[0])
+        reporter.step(f"predicting {n} settings first, to measure only the best {MEASURE_BEST} per content type")
         first, by_type = _predict_first(run, str(target_path), draft_path or None, task_set, hw, build, reporter)
         share = 0.3
         if reporter.should_cancel():
@@ -137,7 +141,9 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
     def progress(fraction: float, message: str) -> None:
         reporter.progress(share + (1 - share) * fraction, message)
 
+    reporter.step("measuring: each setting against plain decoding, interleaved")
     result = run_sweep(config, progress=progress, should_cancel=reporter.should_cancel)
+    reporter.step(f"measured {len(result.cells)} cells in {result.elapsed_s:.0f} s: {result.status}")
     if first is not None:
         first["saved_s"] = _time_saved(result, first)
     store_results(run, result, build, hw, server_caps, prediction=first)
@@ -206,12 +212,13 @@ def _predict_first(
     except PredictionCancelled:
         return None, None
     except PREDICTION_FAILED as exc:
-        log(run.pk, f"prediction failed, so every setting is measured: {exc}")
+        reporter.step(f"prediction failed, so every setting is measured: {exc}")
         return None, None
+    reporter.step(f"prediction finished in {sum(prun.seconds.values()):.0f} s")
     others = tuple(s for m in skipped for s in settings_for(m, list(p["ks"]), run_p_mins(p)))
     chosen = {t: (*best, *others) for t, best in best_to_measure(prun).items()}
     for t, settings in chosen.items():
-        log(run.pk, f"{t}: measuring the predicted best {', '.join(s.label for s in settings)}")
+        reporter.step(f"{t}: measuring the predicted best {', '.join(s.label for s in settings)}")
     out = prediction_summary(prun, skipped)
     out["measured"] = {t: [s.label for s in v] for t, v in chosen.items()}
     out["predicted_cells"] = len(prun.predictions)
@@ -237,6 +244,6 @@ def _fetch(run_id: int, reporter: Reporter, f: GGUFFile, share: tuple[float, flo
             )
 
     if is_remote(f.source):
-        log(run_id, f"fetching {f.source} ({(f.size or 0) / 1e6:.0f} MB) unless already downloaded")
+        reporter.step(f"fetching {f.source} ({(f.size or 0) / 1e6:.0f} MB) unless already downloaded")
     paths = local_paths(f.source, f.size, f.etag, report)
     return paths[0]

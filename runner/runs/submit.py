@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from inspector.compat import check_pair
+from inspector.info import load_refusal
 from inspector.spec_flags import OWN_HEADS, uses_draft_file
 from registry.catalog.stored import load_info
 from registry.models import BenchmarkRun, GGUFFile, Pair
@@ -36,7 +37,8 @@ def queue_benchmark(
     """Record a queued run and (``send``) hand its task to the broker once the transaction commits.
 
     ``files``: the target and draft files to measure, quants of the pair's two base models (default: the two
-    files the pair was checked on); other files than those are checked with llama.cpp's rules first.
+    files the pair was checked on); other files than those are checked with llama.cpp's rules first, and a file
+    llama.cpp cannot load is refused (``check_loadable``).
 
     ``target_alone``: the run measures the target's draftless methods (n-gram, its own MTP heads); it is
     recorded on the target's own pair (the target paired with itself), whose table row then shows the
@@ -56,6 +58,10 @@ def queue_benchmark(
                 f"{draft.source} cannot draft for {target.source}: rule '{check.failed_rule}' fails, although "
                 f"other quants of the two models can (the pair's {pair.draft.source} and {pair.target.source})"
             )
+    # The draft is loaded only by a method that takes a draft file (an n-gram method measures the target alone).
+    methods = params.get("methods") or ["draft-simple"]
+    loads_draft = not params.get("target_alone") and any(uses_draft_file(m) for m in methods)
+    check_loadable(target, *([draft] if loads_draft else []))
     params = normalize_params(params)
     hw = check_hardware_class(hardware or local_hardware_class())
     with transaction.atomic():
@@ -97,6 +103,16 @@ def queue_prediction(
     )
     defaults = {"mode": "predict", "methods": methods, "prompts_per_type": 2, "repeats": 1}
     return queue_benchmark(pair, {**defaults, **params}, user=user, hardware=hardware, send=send, target_alone=alone)
+
+
+def check_loadable(*files: GGUFFile) -> None:
+    """Refuse, before anything is queued, a file llama.cpp cannot load (a header alone, an unfinished download): the
+    run would only download it and fail at its first tensor. Every way of queueing a run (the form, the API, the
+    shell) comes through ``queue_benchmark``, so all of them refuse it in these words."""
+    for f in dict.fromkeys(files):  # a target drafting for itself is checked once
+        why = load_refusal(f.info)
+        if why is not None:
+            raise BenchmarkError(f"{f.source}: llama.cpp cannot load it: {why}; pick a file that carries the weights")
 
 
 def _rule_detail(pair: Pair) -> str:

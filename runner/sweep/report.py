@@ -6,10 +6,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from inspector.spec_flags import alone_label
 from registry.formatting import duration
 from registry.results.deploy import Deployment
 from runner.llama import binaries
 from runner.measure.cli import BUSY_SHARE, CellResult
+from runner.methods import nothing_drafted
 from runner.sweep.sweep import NO_DRAFT, Recommendation, SweepConfig, SweepResult
 
 
@@ -32,10 +34,13 @@ def _identity(c: CellResult) -> str:
 
 
 def _row(c: CellResult) -> str:
-    speed = _f(c.speedup, "{:.2f}x") if c.speculation_ran else "no drafting"
+    speed = _f(c.speedup, "{:.2f}x") if c.speculation_ran else "–"
+    spec = _spread(c.spec)
+    if c.status == "ok" and not c.speculation_ran:  # the target alone: one speed, the plain run's, and why
+        spec, speed = "–", f"{nothing_drafted(c.cell.method, c.cell.p_min)}; plain t/s is the target's own speed"
     status = c.status if c.status == "ok" else f"{c.status}: {c.error}"
     return (
-        f"| {c.cell.k} | {c.cell.temperature:g} | {_spread(c.plain)} | {_spread(c.spec)} | {speed} | "
+        f"| {c.cell.k} | {c.cell.temperature:g} | {_spread(c.plain)} | {spec} | {speed} | "
         f"{_f(c.acceptance_rate and 100 * c.acceptance_rate, '{:.1f}%')} | "
         f"{_f(c.mean_accepted_per_verification, '{:.2f}')} | {_identity(c)} | {status} |"
     )
@@ -110,8 +115,10 @@ def markdown_report(
 
 def _method_lines(cfg: SweepConfig) -> list[str]:
     """The title and how every cell was measured."""
+    # no draft file: the target's draftless methods, never the target drafting for itself
+    pair = f"{Path(cfg.target).name} + {Path(cfg.draft).name}" if cfg.draft else f"{Path(cfg.target).name} alone"
     return [
-        f"# Speculative decoding benchmark: {Path(cfg.target).name} + {Path(cfg.draft).name}",
+        f"# Speculative decoding benchmark: {pair}" + ("" if cfg.draft else f" ({alone_label(list(cfg.methods))})"),
         "",
         "## Method",
         "",

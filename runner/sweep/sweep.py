@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from inspector.llama_flags import Capabilities
 from inspector.spec_flags import NGRAM_SWEEP, Setting, chain_beats_parts, chain_parts, uses_draft_file
+from registry.results.standing import MIN_PAIRS
 from runner.llama import binaries
 from runner.measure.cli import BUSY_SHARE, Cancel, Cell, CellResult, Progress, measure_cell
 from runner.methods import DEFAULT_KS, GRID, settings_for
@@ -114,14 +115,10 @@ def next_k(speeds: dict[int, float | None], grid: Sequence[int]) -> int | None:
     return above[0] if above else None
 
 
-MIN_PAIRS = 2  # one interleaved pair cannot tell a gain from noise
-
-
 def measurable_gain(c: CellResult) -> bool:
     """Speculation gained beyond the measured spread: every interleaved pair (a speculative run over the plain run
     beside it, or under load a round over its plain round) was faster, in at least MIN_PAIRS pairs. One repeat
-    cannot tell 1.01x from noise: SmolLM2 with ngram-mod on prose measured 0.92x-1.01x across near-identical
-    settings (issue 20)."""
+    cannot tell 1.01x from noise (registry.results.standing, the rule the registry's headlines follow)."""
     p = c.pair_speedups
     return p is not None and p.n >= MIN_PAIRS and p.min > 1.0
 

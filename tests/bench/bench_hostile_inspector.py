@@ -1,4 +1,4 @@
-"""Benchmark issue 23's worst inputs for the inspector (B and F): what each costs, against its goal.
+"""Benchmark the inspector's worst inputs (B and F below): what each costs, against its goal.
 
 Run: .venv/bin/python tests/bench/bench_hostile_inspector.py   (prints figures; goals in brackets)
 

@@ -1,4 +1,4 @@
-"""Benchmark issue 23's worst inputs for the team knowledge base: a /metrics server dripping its headers, and
+"""Benchmark the worst inputs for the team knowledge base: a /metrics server dripping its headers, and
 import_kb of a 50 MB file.
 
 Run: .venv/bin/python tests/bench/bench_hostile_team.py [--mb 50] [--deadlines 2,5] [--old-tree DIR]

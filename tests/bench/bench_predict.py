@@ -16,7 +16,7 @@ content type, where they find drafts. Printed per setting: predicted and
 measured acceptance and speedup; then the mean and worst absolute errors over settings whose plain and speculative
 texts agree (a parted text timed another text), whether the predicted best is the measured best per content type,
 and the prediction's time (transcript, replay and cost model apart) against the measurement's.
-Requirements (issue 20): acceptance within 3 points on average and 5 at worst, speedup within 10% / 15%, the
+Requirements: acceptance within 3 points on average and 5 at worst, speedup within 10% / 15%, the
 predicted best within 5% of the measured best (or its spread), prediction at least 10x faster than measuring once
 the transcript exists.
 """
@@ -149,7 +149,7 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
         f"predictions outside the measured range: {len(beyond)} of {len(agree)}"
         + (f", by {min(beyond):+.0f}% to {max(beyond):+.0f}% of its nearer end" if beyond else "")
     )
-    # The same predictions without the measured cost of a round (issue 33): what step_extra added, taken out.
+    # The same predictions without the measured cost of a round: what step_extra added, taken out.
     without = []
     for c, p, _e in agree:
         if c.speedup and p.spec_seconds > p.extra_seconds:

@@ -1,4 +1,4 @@
-"""Registry scale benchmark on PostgreSQL (issue 21): tokenizer families as the Hub has them.
+"""Registry scale benchmark on PostgreSQL: tokenizer families as the Hub has them.
 
 One script per concern: bench_registry.py measures the table under load; this one measures how registration,
 storage and the compatible-drafts query grow with files. It prints, per batch of registrations:

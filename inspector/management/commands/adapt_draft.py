@@ -1,4 +1,4 @@
-"""adapt_draft TARGET DRAFT --output OUT.gguf: a copy of a near-miss DRAFT that llama.cpp accepts for TARGET (issue 34).
+"""adapt_draft TARGET DRAFT --output OUT.gguf: a copy of a near-miss DRAFT that llama.cpp accepts for TARGET.
 
 Exit status: 0 written, 1 not adaptable (one line naming the rule that blocks it; nothing written), 2 an error
 (a bad path, a malformed or partial GGUF, no room; one line). The logic is inspector.adapt (plain Python).

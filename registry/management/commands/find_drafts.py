@@ -123,7 +123,7 @@ class Command(SpecregCommand):
         else:
             self.stdout.write(f"Registered compatible drafts: {len(search.registered)}")
             for p in search.registered:
-                self.stdout.write(f"  {p.draft.source}  (size ratio {p.size_ratio or 0:.1f}×{_state_note(p)})")
+                self.stdout.write(f"  {p.draft.source}  ({_ratio(p.size_ratio)}{_state_note(p)})")
                 files = getattr(p, "draft_files", [])
                 refused = [f for f in files if not f["compatible"]]
                 if refused:
@@ -140,7 +140,7 @@ class Command(SpecregCommand):
             if not no_hub:
                 self.stdout.write(f"Found on the Hub: {len(search.found)} compatible")
                 for p in search.found:
-                    self.stdout.write(f"  {p.draft.source}  (size ratio {p.size_ratio or 0:.1f}×{_state_note(p)})")
+                    self.stdout.write(f"  {p.draft.source}  ({_ratio(p.size_ratio)}{_state_note(p)})")
             self.write_adaptable(search)
             # Sidecars have no token table: not vocabulary pairs, each checked with its method's rules.
             rows = [r for r in sidecar_rows(search) if r["pair"] is not None]
@@ -161,3 +161,8 @@ class Command(SpecregCommand):
             self.stdout.write(
                 terminal_safe(f"  {a.pair.draft.source}  ({label(a.check)}; fails {a.pair.failed_rule} as it is{acc})")
             )
+
+
+def _ratio(r: float | None) -> str:
+    """The size ratio, or that no file of either model says a size (never "0.0×")."""
+    return f"size ratio {r:.1f}×" if r else "size ratio unknown"

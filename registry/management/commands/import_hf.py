@@ -59,7 +59,7 @@ class Command(SpecregCommand):
 
         try:
             with hub_job_deadline():  # as for the web's import jobs: one end for all its reads
-                report = import_hf(repo, revision=revision, include=include, progress=progress)
+                report = import_hf(repo, revision=revision, include=include, progress=progress, step=self.stdout.write)
         except HubImportError as exc:
             raise UserError(str(exc)) from None
         self.stdout.write(report.summary())

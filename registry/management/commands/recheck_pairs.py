@@ -6,6 +6,7 @@ import json as _json
 
 from inspector.cli import terminal_safe
 from inspector.management.base import SpecregCommand
+from registry.catalog.orientation import resize_all
 from registry.catalog.recheck import describe, recheck_pairs
 
 
@@ -19,12 +20,23 @@ class Command(SpecregCommand):
         parser.add_argument("--dry-run", action="store_true", help="list the changes without storing anything")
         parser.add_argument("--json", action="store_true", help="print the changes as JSON")
         parser.add_argument(
+            "--sizes",
+            action="store_true",
+            help="first size every model again from its files' best evidence (tensor data, else the tensor list, else "
+            "the size label) and turn round the pairs whose target is the smaller model",
+        )
+        parser.add_argument(
             "--stale",
             action="store_true",
             help="only the pairs an upgrade marked stale (rules_from ending +stale): quicker after an upgrade",
         )
 
-    def handle(self, *args, dry_run: bool, json: bool, stale: bool, **options) -> None:
+    def handle(self, *args, dry_run: bool, json: bool, stale: bool, sizes: bool, **options) -> None:
+        if sizes and not dry_run:
+            resized, turned = resize_all()
+            self.stderr.write(
+                f"{resized:,} models sized again; {turned:,} pairs turned round (target and draft swapped)"
+            )
         r = recheck_pairs(dry_run=dry_run, stale_only=stale)
         if json:
             self.stdout.write(

@@ -1,4 +1,4 @@
-"""Deployments belong to their own models' pairs (issue 31): a run that measured other models is no longer one a
+"""Deployments belong to their own models' pairs: a run that measured other models is no longer one a
 deployment follows, and a draftless deployment that took such a run's pair sits on the target's own pair (or none,
 until its first soak makes it). Soaks already recorded stay with the runs that made them."""
 

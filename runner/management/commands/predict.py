@@ -52,9 +52,11 @@ class Command(SpecregCommand):
         parser.add_argument("--p-min", type=float_list, help="draft-model p-min values, e.g. 0,0.75 (default: 0)")
         parser.add_argument("--tasks", help="content types, e.g. code,prose (default: all in the task set)")
         parser.add_argument("--task-file", help="a JSON task set, as run_benchmark takes")
-        parser.add_argument("--prompts-per-type", type=int, default=2)
-        parser.add_argument("--n-predict", type=int, default=96)
-        parser.add_argument("--threads", type=int)
+        parser.add_argument(
+            "--prompts-per-type", type=int, default=2, help="prompts of each content type (default %(default)s)"
+        )
+        parser.add_argument("--n-predict", type=int, default=96, help="tokens per transcript (default %(default)s)")
+        parser.add_argument("--threads", type=int, help="llama.cpp's -t (default: llama.cpp's own choice)")
         parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
         parser.add_argument(
             "--temperature",
@@ -92,6 +94,7 @@ class Command(SpecregCommand):
                 n_predict=o["n_predict"],
                 threads=o["threads"],
                 log=log,
+                progress=lambda fraction, message: log(message),  # a line as each step starts; log says it ended
                 exact=o["exact"],
                 temperature=temp,
             )

@@ -17,11 +17,12 @@ from registry.hub.sources import SourceRegistrationError, register_source
 from registry.models import BenchmarkRun
 from runner.errors import BenchmarkError
 from runner.llama import procs
-from runner.methods import default_methods, offered_method
+from runner.methods import default_methods, nothing_drafted, offered_method
 from runner.models import workers_on
-from runner.predict.runs import predictions_by_setting
+from runner.predict.runs import drafted_apart, predictions_by_setting
 from runner.runs import records, submit
 from runner.runs.execute import execute
+from runner.runs.params import DEFAULT_PARAMS
 
 
 class Command(SpecregCommand):
@@ -58,9 +59,20 @@ class Command(SpecregCommand):
         parser.add_argument("--tasks", help="content types, e.g. code,prose (default: all in the task set)")
         parser.add_argument("--task-file", help="a JSON task set of your own")
         parser.add_argument("--temperatures", type=float_list, help="e.g. 0,0.7 (default 0)")
-        parser.add_argument("--repeats", type=int)
-        parser.add_argument("--n-predict", type=int)
-        parser.add_argument("--prompts-per-type", type=int)
+        # None here: runner.runs.params fills the run's defaults, which the help names
+        parser.add_argument(
+            "--repeats",
+            type=int,
+            help=f"interleaved plain/speculative pairs per prompt (default {DEFAULT_PARAMS['repeats']})",
+        )
+        parser.add_argument(
+            "--n-predict", type=int, help=f"tokens generated per run (default {DEFAULT_PARAMS['n_predict']})"
+        )
+        parser.add_argument(
+            "--prompts-per-type",
+            type=int,
+            help=f"prompts of each content type (default {DEFAULT_PARAMS['prompts_per_type']})",
+        )
         parser.add_argument(
             "--via",
             choices=("cli", "server"),
@@ -76,7 +88,9 @@ class Command(SpecregCommand):
         parser.add_argument(
             "--parallel", type=int, help="with --via server: the servers' slots (-np; default: as many as clients)"
         )
-        parser.add_argument("--hardware", help="queue for another hardware class, e.g. gpu-nvidia-h100")
+        parser.add_argument(
+            "--hardware", help="queue for another hardware class, e.g. gpu-nvidia-h100 (default: this machine's class)"
+        )
         parser.add_argument(
             "--wait",
             action="store_true",
@@ -87,7 +101,9 @@ class Command(SpecregCommand):
             action="store_true",
             help="run the benchmark in this process (no worker needed), printing the same results as --wait",
         )
-        parser.add_argument("--timeout", type=float, default=0, help="with --wait: give up waiting after N seconds")
+        parser.add_argument(
+            "--timeout", type=float, default=0, help="with --wait: give up waiting after N seconds (default 0: never)"
+        )
         parser.add_argument("--cancel", type=int, metavar="RUN_ID", help="cancel a queued or running run instead")
 
     def handle(self, *args, **o) -> None:
@@ -161,7 +177,7 @@ class Command(SpecregCommand):
 
         old = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            execute(run_id)
+            execute(run_id, echo=self.stderr.write)  # each step as it starts and ends, as --wait follows a worker's
         finally:
             for sig, handler in old.items():
                 signal.signal(sig, handler)
@@ -231,13 +247,21 @@ def format_results(run: BenchmarkRun) -> str:
         if r.clients > 1:  # under load: aggregate speeds; outputs compared with the single-client plain output
             label += f" ×{r.clients} clients"
             ident = f"{r.differing_share:.0%} differ (info)" if r.differing_share is not None else "-"
+        spec = f"{r.tokens_per_second or 0:.1f}"
         if not r.speculation_ran:
-            ident = "speculation did not run"
+            # nothing drafted: the speculative process decoded the target alone, so one speed and no speed-up
+            spd = spec = acc = "-"
+            ident = f"{nothing_drafted(r.method, r.p_min)} (plain t/s: the target's own speed)"
+            if r.status != "ok":
+                ident = f"{r.status}: {r.error}" if r.error else r.status
         lines.append(
             f"{r.content_type:<8} {r.temperature:>4.1f} {label:<44} "
             f"{r.baseline_tokens_per_second or 0:>9.1f} "
-            f"{r.tokens_per_second or 0:>9.1f} {spd:>7} {acc:>7} {_predicted(predicted, r):>16} {ident}"
+            f"{spec:>9} {spd:>7} {acc:>7} {_predicted(predicted, r):>16} {ident}"
         )
+        guess = predicted.get((r.content_type, r.setting_label)) if r.temperature == 0 else None
+        if guess is not None and (why := drafted_apart(r, guess)):
+            lines.append(f"  predicted {guess.drafted} drafted, measured {r.drafted}: {why}")
     pred = run.summary.get("prediction")
     if pred:
         took = sum(pred["seconds"].values())
@@ -259,6 +283,8 @@ def format_results(run: BenchmarkRun) -> str:
             what = f"{s.label} ({rec['speedup']:.2f}x)"
         lines.append(
             f"recommended for {rec['content_type']} at temperature {rec['temperature']}: {what}"
+            # why, in the run's own words: "no measurable gain: … within its spread …; more repeats would tell"
+            + (f" because {rec['reason']}" if rec.get("reason") else "")
             + (f" (caveat: {rec['caveat']})" if rec.get("caveat") else "")
         )
     if run.server_command:

@@ -48,8 +48,14 @@ class Command(SpecregCommand):
     )
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
-        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument(
+            "--host",
+            default=os.environ.get("HOST", "127.0.0.1"),
+            help="address to listen on (default %(default)s: $HOST)",
+        )
+        parser.add_argument(
+            "--port", type=int, default=int(os.environ.get("PORT", "8000")), help="port (default %(default)s: $PORT)"
+        )
         parser.add_argument("--no-worker", action="store_true", help="web server only (workers run elsewhere)")
 
     def handle(self, *args, host: str, port: int, no_worker: bool, **options) -> None:
@@ -109,7 +115,22 @@ def _web_argv(bin_dir: str, host: str, port: int) -> list[str]:
         "5",
         "--access-logfile",
         "-",
+        *_control_socket_args(),
     ]
+
+
+# A Unix socket's path holds at most 108 bytes on Linux (104 on macOS): past that bind() fails.
+MAX_SOCKET_PATH = 100
+
+
+def _control_socket_args() -> list[str]:
+    """gunicorn's control socket (``gunicornc``) inside the data folder, with everything else specreg writes:
+    gunicorn's default is ``$XDG_RUNTIME_DIR`` or ``~/.gunicorn/``, outside it. A data folder too deep for a
+    socket's path gets none (nothing in specreg uses it) rather than a warning at every start."""
+    path = settings.DATA_DIR / "gunicorn.ctl"
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        return ["--no-control-socket"]
+    return ["--control-socket", str(path)]
 
 
 def stop_all(procs: list[subprocess.Popen]) -> None:

@@ -34,7 +34,9 @@ class Command(RunBenchmark):
         parser.add_argument("--hardware", help="queue for another hardware class, e.g. gpu-nvidia-h100")
         parser.add_argument("--wait", action="store_true", help="follow the soak until it ends")
         parser.add_argument("--here", action="store_true", help="run the soak in this process (no worker needed)")
-        parser.add_argument("--timeout", type=float, default=0, help="with --wait: give up waiting after N seconds")
+        parser.add_argument(
+            "--timeout", type=float, default=0, help="with --wait: give up waiting after N seconds (default 0: never)"
+        )
 
     def handle(self, *args, **o) -> None:
         try:
