@@ -74,6 +74,11 @@ TOKEN_TYPE_NAMES = {
 SPECIAL_TYPES = frozenset({2, 3, 4, 5})
 DEFAULT_MAX_CHANGED = 256
 COPY_CHUNK = 8 << 20  # bytes per read while copying tensor data: memory stays at this, whatever the file
+# What adapt_draft itself takes of two claims a header makes about work it causes (llama.cpp accepts any power-of-two
+# alignment that fits 32 bits; real files say 32): padding is written in chunks, but a 2^30 alignment would still
+# write a gigabyte of zeros per gap; a suppress_tokens list longer than any vocabulary is not a list of token ids.
+DEFAULT_MAX_ALIGNMENT = 1 << 20
+DEFAULT_MAX_SUPPRESS = 1 << 20
 
 TOKENS_KEY = "tokenizer.ggml.tokens"
 TYPES_KEY = "tokenizer.ggml.token_type"
@@ -173,6 +178,9 @@ class Side:
 
 def _int_array(h: Header, key: str) -> list[int] | None:
     v = h.kv.get(key)
+    count = len(v) if isinstance(v, list) else v.count if isinstance(v, ArrayRef) else 0
+    if count > DEFAULT_MAX_SUPPRESS:
+        raise AdaptError(f"{key} holds {count:,} ids, more than the {DEFAULT_MAX_SUPPRESS:,} adapt_draft reads")
     if isinstance(v, list):
         return [x for x in v if isinstance(x, int) and not isinstance(x, bool)]
     if isinstance(v, ArrayRef) and v.type in (T.INT32, T.UINT32, T.INT64, T.UINT64):
@@ -441,6 +449,7 @@ def adapt(
     max_changed: int = DEFAULT_MAX_CHANGED,
     force: bool = False,
     max_header_bytes: int | None = None,
+    max_alignment: int = DEFAULT_MAX_ALIGNMENT,
 ) -> Result:
     """Write DRAFT adapted to TARGET at ``output``. Raises NotAdaptable (nothing written) or AdaptError."""
     cap = max_header_bytes or DEFAULT_MAX_HEADER
@@ -465,7 +474,7 @@ def adapt(
         target_sha = _whole_file_sha256(target) if not is_remote(target) and t_header.data_complete else None
         provenance = _provenance(target, draft_name, t_header, target_sha, the_plan)
         header, fixups, changed = _new_header(d_header, the_plan, provenance)
-        alignment = _alignment(d_header)
+        alignment = _alignment(d_header, max_alignment)
         adapted = _header_info(header, alignment, str(out))
         after = check_pair(t_info, adapted)
         if not after.compatible:  # a rule the plan did not foresee (llama.cpp forcing a flag, say): refuse
@@ -555,9 +564,20 @@ def _check_room(out: Path, need: int) -> None:
         raise AdaptError(f"{out.parent}: {free:,} bytes free, the adapted draft needs {need:,}")
 
 
-def _alignment(h: Header) -> int:
+def _alignment(h: Header, limit: int = DEFAULT_MAX_ALIGNMENT) -> int:
     v = h.kv.get("general.alignment")
-    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else GGUF_DEFAULT_ALIGNMENT
+    n = v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else GGUF_DEFAULT_ALIGNMENT
+    if n > limit:
+        raise AdaptError(f"general.alignment {n:,} is past the {limit:,} bytes adapt_draft pads to (--max-alignment)")
+    return n
+
+
+def _pad(f: BinaryIO, n: int) -> None:
+    """``n`` zero bytes, written a chunk at a time: memory stays at COPY_CHUNK whatever the alignment."""
+    zeros = b"\0" * min(n, COPY_CHUNK)
+    while n > 0:
+        f.write(zeros[: min(n, len(zeros))])
+        n -= len(zeros)
 
 
 def _whole_file_sha256(path: str) -> str:
@@ -849,7 +869,7 @@ def _write(
             whole = hashlib.sha256()
             _copy(src, 0, d.data_offset, None, [whole])  # the draft's own header, for its sha256
             f.write(header)
-            f.write(b"\0" * (-len(header) % alignment))
+            _pad(f, -len(header) % alignment)
             digests = []
             pos = d.data_offset
             for t in d.tensors:  # in file order; offsets ascend (read_header checked the layout)
@@ -859,7 +879,7 @@ def _write(
                 pos = start + tensor_nbytes(t)
                 _copy(src, start, pos, f, [whole, th])
                 digests.append(th.hexdigest())
-            f.write(b"\0" * (-f.tell() % alignment))
+            _pad(f, -f.tell() % alignment)
             if src.size is not None:
                 _copy(src, pos, src.size, None, [whole])  # anything after the last tensor: hashed, not copied
             draft_sha, tensors_sha = whole.hexdigest(), tensors_digest(d.tensors, digests)
@@ -895,7 +915,7 @@ def _verify(
             (t.name, t.type, t.shape, t.offset) for t in d.tensors
         ]:
             problems.append("its tensor infos differ from the draft's")
-        if _alignment(h) != alignment or h.data_offset % alignment:
+        if _alignment(h, max(alignment, DEFAULT_MAX_ALIGNMENT)) != alignment or h.data_offset % alignment:
             problems.append(f"its data is not aligned to the draft's {alignment} bytes")
         if h.data_complete is not True:
             problems.append("its tensor data is cut short")

@@ -564,3 +564,30 @@ def test_llama_cpp_accepts_the_adapted_draft_and_speculates_with_it(tmp_path, ll
     assert ran.returncode == 0, ran.stderr[-3000:]
     accepted = re.search(r"n_accept\s*=\s*(\d+)", ran.stderr + ran.stdout)
     assert accepted and int(accepted.group(1)) > 0, ran.stderr[-3000:]  # the draft's weights still draft
+
+
+def test_adapting_bounds_what_a_header_claims_of_its_cost(tmp_path):
+    """general.alignment and suppress_tokens cost what they say (padding per gap, ids read): past adapt_draft's own
+    bounds the command refuses in one line and writes nothing (a 2^30 alignment once wrote 2 GiB of zeros)."""
+    smol = model_path("smollm2")
+    draft = rewrite(smol, tmp_path / "smol-aligned-64.gguf", data=True, alignment=64)
+    near_miss = {"texts": {5: "<|user|>"}, "types": {5: USER_DEFINED}, "tensors": False}
+    target = rewrite(smol, tmp_path / "smol-near-miss.gguf", **near_miss)
+    out = tmp_path / "out"
+    out.mkdir()
+    p = adapt_draft(target, draft, "--output", out / "a.gguf", "--max-alignment", "32")
+    assert p.returncode != 0
+    assert one_line(p.stderr).endswith(
+        "general.alignment 64 is past the 32 bytes adapt_draft pads to (--max-alignment)"
+    )
+    nothing_left(out)
+    many = rewrite(
+        smol,
+        tmp_path / "smol-suppressing.gguf",
+        kv={"tokenizer.ggml.suppress_tokens": (list(range((1 << 20) + 1)), V.ARRAY, V.INT32)},
+        **near_miss,
+    )
+    p = adapt_draft(many, draft, "--output", out / "b.gguf")
+    assert p.returncode != 0 and "tokenizer.ggml.suppress_tokens holds 1,048,577 ids" in one_line(p.stderr)
+    nothing_left(out)
+    adapt_draft(target, draft, "--output", out / "c.gguf", check=0)  # within the bounds: adapted

@@ -46,6 +46,18 @@ def test_the_disk_budget_refuses_a_download(db, hub_with_smollm2, settings):
     assert not list((settings.SPECREG_MODEL_DIR).rglob("*.gguf"))
 
 
+def test_a_cached_file_needs_no_room_when_the_folder_is_full(db, hub_with_smollm2, settings):
+    f = register_source(SPEC).file
+    (path,) = local_paths(f.source, f.size, f.etag)
+    # Another user's files fill the folder past its budget: a cached file is still found, and nothing is fetched.
+    (settings.SPECREG_MODEL_DIR / "filler.bin").write_bytes(b"\0" * 1000)
+    settings.SPECREG_DISK_BUDGET_BYTES = f.size + 10
+    assert local_paths(f.source, f.size, f.etag) == [path]
+    other = SPEC.replace("q4_1", "q8_0")  # a file not cached still asks for room
+    with pytest.raises(DownloadError, match="disk budget"):
+        local_paths(other, f.size, "")
+
+
 def test_a_file_gone_from_the_hub_fails_the_download_in_one_line(db, hub_with_smollm2):
     f = register_source(SPEC).file
     hub_with_smollm2.repos[REPO].files.pop("smollm2-135m-instruct-q4_1.gguf")

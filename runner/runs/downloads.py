@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from huggingface_hub import hf_hub_download
+from huggingface_hub import hf_hub_download, try_to_load_from_cache
 from huggingface_hub.errors import HfHubHTTPError
 from tqdm.auto import tqdm
 
@@ -58,7 +58,9 @@ def local_paths(source: str, size: int | None = None, sha256: str = "", progress
         return paths
     folder = model_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    if size is not None and (why := room_problem(size)):
+    # A file already in the folder needs no room: asking first would let one user who filled the folder make every
+    # later benchmark of a cached file fail on the budget.
+    if size is not None and cached_paths(source) is None and (why := room_problem(size)):
         raise DownloadError(f"{source}: {why}")
     out = []
     for shard in shard_names(source):
@@ -87,6 +89,24 @@ def local_paths(source: str, size: int | None = None, sha256: str = "", progress
         if actual != sha256:
             out[0].unlink(missing_ok=True)
             raise DownloadError(f"{source}: sha256 {actual[:12]}… does not match the Hub's {sha256[:12]}…; removed")
+    return out
+
+
+def cached_paths(source: str) -> list[Path] | None:
+    """Every shard of an hf:// ``source`` as the model folder's Hub cache already holds it (huggingface_hub's own
+    lookup, no request), or None when one is missing."""
+    cache = model_dir() / "hub"
+    out = []
+    try:
+        shards = shard_names(source)
+        for shard in shards:
+            spec = parse_hf_spec(shard)
+            hit = try_to_load_from_cache(spec.repo_id, spec.path, cache_dir=cache, revision=spec.revision)
+            if not isinstance(hit, str):
+                return None
+            out.append(Path(hit))
+    except SourceError:
+        return None  # the download names the fault
     return out
 
 

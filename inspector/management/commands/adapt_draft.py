@@ -42,6 +42,13 @@ class Command(SpecregCommand):
             metavar="N",
             help=f"adapt at most N differing special token texts (default {adapt.DEFAULT_MAX_CHANGED})",
         )
+        parser.add_argument(
+            "--max-alignment",
+            type=int,
+            default=adapt.DEFAULT_MAX_ALIGNMENT,
+            metavar="BYTES",
+            help=f"refuse a draft whose general.alignment is past BYTES (default {adapt.DEFAULT_MAX_ALIGNMENT:,})",
+        )
         parser.add_argument("--force", action="store_true", help="replace OUT.gguf if it exists")
 
     def handle(self, *args: Any, target: str, draft: str, output: str, **options: Any) -> None:
@@ -51,6 +58,7 @@ class Command(SpecregCommand):
                 draft,
                 output,
                 max_changed=options["max_changed"],
+                max_alignment=options["max_alignment"],
                 force=options["force"],
                 max_header_bytes=_max_header_bytes(),
             )
