@@ -119,3 +119,16 @@ def test_an_adapted_draft_never_pairs_with_its_own_original_and_says_where_it_ca
     page = client.get(made_.get_absolute_url()).content.decode()
     assert "not registered here" not in page and "this installation adapted it into this file" in page
     assert f'href="{original.get_absolute_url()}"' in page
+
+
+def test_the_job_adapts_to_the_target_as_it_was_judged_not_as_the_hub_has_it_now(client, near_miss, fake_hub):
+    target = near_miss.target
+    assert target.commit  # the registration read the target at a commit
+    fake_hub.new_commit(R1)  # the target's repository moved on (its header may be anything now)
+    signed_in(client)
+    client.post(f"/pairs/{near_miss.pk}/adapt")
+    job = HubJob.objects.get()
+    assert adapt_job(job.pk) == "failed"
+    job.refresh_from_db()
+    assert target.commit in job.error and "\n" not in job.error.strip()
+    assert not GGUFFile.objects.filter(model__base__rule=BaseModel.RULE_ADAPTED).exists()

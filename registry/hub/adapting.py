@@ -20,6 +20,8 @@ from django.conf import settings
 
 from inspector.adapt import AdaptError, NotAdaptable, adapt
 from inspector.compat import check_pair
+from inspector.hf_spec import parse_hf_spec
+from inspector.hub_names import hf_source
 from registry.catalog.adaptable import decide
 from registry.catalog.local_files import LocalFileError, register_local
 from registry.catalog.stored import load_info
@@ -90,6 +92,17 @@ def _write(target: GGUFFile, draft: GGUFFile, out: Path, fetch: Fetch, say: Say)
     adapted_dir().mkdir(parents=True, exist_ok=True)
     say("info", f"writing {out.name}")
     try:
-        adapt(target.source, paths[0], out, max_header_bytes=settings.SPECREG_MAX_HEADER_BYTES)
+        adapt(judged_source(target), paths[0], out, max_header_bytes=settings.SPECREG_MAX_HEADER_BYTES)
     except (NotAdaptable, AdaptError) as exc:
         raise AdaptJobError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+
+def judged_source(target: GGUFFile) -> str:
+    """The target as it was judged adaptable: a Hub file read at the commit its registration read, so a header
+    changed on the Hub since is never what the adapted file records (a commit the Hub no longer serves fails the
+    job in one line: register the target again, and the pair is judged again)."""
+    if target.source.startswith("hf://") and target.commit and target.repo and target.path:
+        spec = parse_hf_spec(target.source)
+        if spec.revision is None or spec.revision != target.commit:
+            return hf_source(target.repo, target.commit, target.path)
+    return target.source
