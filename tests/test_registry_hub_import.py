@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+import json
 import socket
 import threading
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connection
 
@@ -14,7 +16,8 @@ from inspector.management.base import UserError
 from registry.hub.drafts import family_stem, find_drafts, size_from_name
 from registry.hub.importing import HubImportError, HubUnreachable, import_hf
 from registry.hub.jobs import execute_job
-from registry.models import GGUFFile, Pair, ReportedResult, TokenTable
+from registry.hub.queue import queue_job
+from registry.models import GGUFFile, HubJob, Pair, ReportedResult, TokenTable
 from tests.ggufgen import vocab, write_gguf
 from tests.models import MODELS
 
@@ -285,6 +288,18 @@ def test_a_header_above_the_cap_fails_that_file_with_a_clear_message(hub, settin
     report = import_hf(SMOL)
     (failed,) = report.failed
     assert "1,000,000-byte header cap" in failed.message and not GGUFFile.objects.exists()
+
+
+def test_an_import_job_obeys_its_users_header_cap_as_their_checks_do(hub, settings):
+    settings.SPECREG_PUBLIC_MAX_HEADER_BYTES = 1_000_000  # SmolLM2's header is 1.8 MB
+    user = User.objects.create_user("bob", password="x" * 12)
+    job = queue_job(HubJob.IMPORT_REPO, {"repo": SMOL}, user=user)
+    execute_job(job.pk)
+    job.refresh_from_db()
+    assert "1,000,000-byte header cap" in json.dumps(job.result) and not GGUFFile.objects.exists()
+    staff = User.objects.create_user("sam", password="x" * 12, is_staff=True)
+    job = queue_job(HubJob.IMPORT_REPO, {"repo": SMOL}, user=staff)
+    assert execute_job(job.pk) == "done" and GGUFFile.objects.count() == 1  # staff read with the server's cap
 
 
 def test_one_hostile_file_is_recorded_and_the_files_after_it_are_imported(hub, tmp_path, smollm2_path):

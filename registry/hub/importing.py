@@ -178,10 +178,18 @@ def _matches(path: str, include: str) -> bool:
 
 
 def import_hf(
-    repo: str, revision: str | None = None, include: str | None = None, progress=None, step=None
+    repo: str,
+    revision: str | None = None,
+    include: str | None = None,
+    progress=None,
+    step=None,
+    cap: int | None = None,
 ) -> ImportReport:
     """Register every ``.gguf`` of a Hub repository (matching ``include``); unchanged files are skipped.
     ``progress`` is told each file's outcome; ``step`` (one line) the steps between: the listing, the last one.
+
+    ``cap``: the most header bytes one file may take (the requesting user's: registry.access.policy.header_cap, the
+    same cap their checks obey); None: SPECREG_MAX_HEADER_BYTES (the operator's command, the curated list).
 
     Each file is its own transaction: a failure (a broken header, a network error) leaves the
     others registered and is reported with its reason. Inside a job whose deadline passes
@@ -199,7 +207,7 @@ def import_hf(
     for entry in entries:
         if _job_out_of_time():
             _stop(report, len(entries))
-        outcome = import_entry(listing, entry, revision)
+        outcome = import_entry(listing, entry, revision, cap)
         if outcome.status == "failed" and _job_out_of_time():
             _stop(report, len(entries))  # cut short by the job's end, not by the file: not done, not failed
         report.outcomes.append(outcome)
@@ -226,7 +234,7 @@ def _stop(report: ImportReport, total: int) -> NoReturn:
     )
 
 
-def import_entry(listing: RepoListing, entry: Entry, revision: str | None) -> FileOutcome:
+def import_entry(listing: RepoListing, entry: Entry, revision: str | None, cap: int | None = None) -> FileOutcome:
     source = hf_source(listing.repo_id, revision, entry.path)
     if not safe_path(entry.path):
         return FileOutcome(entry.path, source, "failed", "refusing an absolute path or one with '..'")
@@ -235,7 +243,7 @@ def import_entry(listing: RepoListing, entry: Entry, revision: str | None) -> Fi
     try:
         if (same := find_unchanged(source, entry.etag, entry.size)) is not None:
             return FileOutcome(entry.path, source, "unchanged", file_id=same.pk)
-        info = inspect_source(listing.spec(entry.path), settings.SPECREG_MAX_HEADER_BYTES)
+        info = inspect_source(listing.spec(entry.path), cap or settings.SPECREG_MAX_HEADER_BYTES)
         reg = register(
             info,
             source=source,

@@ -10,6 +10,7 @@ from typing import Any
 from django.utils import timezone
 
 from inspector.hub_names import hub_access
+from registry.access.policy import header_cap
 from registry.hub.adapting import AdaptJobError, Fetch, run_adapt_job
 from registry.hub.checking import CheckError, check_alone, check_sources
 from registry.hub.curated import import_curated
@@ -60,7 +61,10 @@ def _run(job: HubJob, say, fetch: Fetch | None) -> dict[str, Any]:
         return run_adapt_job(job.params, fetch, say)
     if job.kind == HubJob.IMPORT_REPO:
         report = import_hf(
-            job.params["repo"], revision=job.params.get("revision") or None, include=job.params.get("include") or None
+            job.params["repo"],
+            revision=job.params.get("revision") or None,
+            include=job.params.get("include") or None,
+            cap=header_cap(job.requested_by),  # one cap per person, whichever way in: their checks obey it too
         )
         say("success", report.summary())
         return _report_dict(report)
