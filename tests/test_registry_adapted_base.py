@@ -12,7 +12,7 @@ from registry.catalog.bases import adapted_key
 from registry.catalog.registration import register
 from registry.models import BaseModel, GGUFFile, Pair
 from tests.models import MODELS
-from tests.test_adapt_draft import adapted, made, qwen05, r1_target  # noqa: F401 - fixtures
+from tests.test_adapt_draft import adapted, made, qwen05, r1_target, rewrite  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db
 
@@ -79,3 +79,11 @@ def test_a_claim_of_adaptation_only_sets_a_file_apart():
     assert key is not None and key.key.startswith("adapted:abababababababab:") and key.rule == "adapted"
     assert adapted_key({**info, "metadata": {"specreg.adapted.draft_sha256": "not a digest"}}, "r", "f") is None
     assert adapted_key({"metadata": {}}, "r", "f") is None
+
+
+def test_a_header_only_copy_of_an_adapted_draft_never_claims_the_originals_tensor_data(client, adapted, tmp_path):
+    out, _ = adapted
+    fake = reg(rewrite(out, tmp_path / "fake.gguf", tensors=False), "evil/q05-for-r1-GGUF", "fake.gguf")
+    page = client.get(fake.get_absolute_url()).content.decode()
+    section = page.split('id="adapted-from"')[1].split("</p>")[0]
+    assert "the tensor data the original" not in section and "This file holds no tensor data" in section
