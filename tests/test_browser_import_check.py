@@ -11,17 +11,9 @@ from inspector.info import inspect_source
 from registry.catalog.registration import register
 from registry.models import HubJob, Pair
 from tests.browser import shot
-from tests.test_browser_registry import PASSWORD, Q05, Q15, SMOL, log_in, run_job_behind
+from tests.test_browser_registry import PASSWORD, Q05, Q15, SMOL, hub, log_in, run_job_behind  # noqa: F401 - hub
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def hub(fake_hub, smollm2_path, qwen05_header_path, qwen15_header_path):
-    fake_hub.add_repo(Q05, {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf": qwen05_header_path})
-    fake_hub.add_repo(Q15, {"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf": qwen15_header_path})
-    fake_hub.add_repo(SMOL, {"SmolLM2-135M-Instruct.Q4_1.gguf": smollm2_path})
-    return fake_hub
 
 
 def test_the_import_page_lists_recent_imports_and_always_offers_the_curated_list(page, live_server, hub):

@@ -151,7 +151,7 @@ def adapted_here(file_id: int) -> GGUFFile | None:
 def original_key(base: BaseModel) -> str | None:
     """The base model key of the original draft an adapted base model was made from (its key carries it, rule 0:
     ``adapted:<draft sha>:<target sha>:<original key>`` with the architecture after it); None for any other."""
-    if base.rule != BaseModel.RULE_ADAPTED and not base.key.startswith("adapted:"):
+    if not base.key.startswith("adapted:"):  # only rule 0 builds such a key (partner rows carry no rule)
         return None
     parts = base.key.split(":", 3)
     return parts[3] if len(parts) == 4 else None

@@ -17,10 +17,8 @@ from django.utils import timezone
 from inspector.compat import check_pair
 from registry.cache_keys import bump_generation
 from registry.catalog.bases import resize
-from registry.catalog.columns import table_columns
 from registry.catalog.combinations import save_settled, settle_pairs
-from registry.catalog.pairing import base_is_target
-from registry.catalog.sizes import pair_ratio
+from registry.catalog.pairing import base_is_target, pair_fields
 from registry.catalog.stored import load_info
 from registry.formatting import params
 from registry.models import BaseModel, Pair, PairCheckResult, VerdictChange
@@ -49,11 +47,8 @@ def _turn(p: Pair) -> None:
     p.target, p.draft = p.draft, p.target
     p.target_base, p.draft_base = p.draft_base, p.target_base
     result = check_pair(load_info(p.target), load_info(p.draft))
-    p.compatible, p.failed_rule = result.compatible, result.failed_rule or ""
-    p.llama_cpp_compatible, p.rules_from = result.llama_cpp_compatible, result.rules_from
-    p.verdict = Pair.VERDICT_ALL if result.compatible else Pair.VERDICT_NONE
-    p.size_ratio = pair_ratio(p.target, p.draft)
-    for k, v in table_columns(p.target, p.draft).items():
+    # The columns registration writes for a check (verdict, size ratio, names, search text), from the one builder.
+    for k, v in pair_fields(result, p.target, p.draft, timezone.now()).items():
         setattr(p, k, v)
     p.save()
     PairCheckResult.objects.filter(pair=p).delete()  # the full check was of the other direction

@@ -34,7 +34,6 @@ class FileSize:
 class Size:
     parameter_count: int
     evidence: str  # DATA, TENSORS, LABEL or NONE
-    established: tuple[int, ...] = ()  # the positions of the files at that level of evidence, in the order given
 
 
 def _lower_median(values: list[int]) -> int:
@@ -44,19 +43,19 @@ def _lower_median(values: list[int]) -> int:
 
 def model_size(files: Iterable[FileSize]) -> Size:
     """A model's size from its files, by the best evidence any of them gives (the module's order)."""
-    data: list[tuple[int, int]] = []
-    tensors: list[tuple[int, int]] = []
-    labels: list[tuple[int, int]] = []
-    for i, f in enumerate(files):
+    data: list[int] = []
+    tensors: list[int] = []
+    labels: list[int] = []
+    for f in files:
         if f.parameter_count > 0 and f.data_complete is not False:
-            data.append((i, f.parameter_count))
+            data.append(f.parameter_count)
         elif f.parameter_count > 0:
-            tensors.append((i, f.parameter_count))
+            tensors.append(f.parameter_count)
         elif n := size_label_count(f.size_label):
-            labels.append((i, n))
+            labels.append(n)
     for found, evidence in ((data, DATA), (tensors, TENSORS), (labels, LABEL)):
         if found:
-            return Size(_lower_median([n for _, n in found]), evidence, tuple(i for i, _ in found))
+            return Size(_lower_median(found), evidence)
     return Size(0, NONE)
 
 
