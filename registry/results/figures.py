@@ -266,7 +266,7 @@ def refresh_best(pair: Pair) -> None:
     pair.best_kind = b.kind if b else ""
     # A figure that may not be headlined neither sorts nor shows as the pair's speed-up: its note says what it is.
     pair.best_speedup = b.speedup if b and not b.note else None
-    pair.best_note = described(b.note, b.speedup) if b else ""
+    pair.best_note = b.note_text if b else ""
     pair.best_k = b.k if b else None
     pair.best_acceptance = b.acceptance if b else None
     pair.best_content_type = b.content_type if b else ""

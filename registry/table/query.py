@@ -22,7 +22,6 @@ from registry.catalog.state import state_of
 from registry.formatting import params
 from registry.models import Pair, ReportedResult
 from registry.results.figures import Figure, best, figures_for, pairs_with_results, usable_measured
-from registry.results.standing import described
 from registry.sort_keys import COLUMNS, LOW_FLOAT, sort_key
 from registry.table.rows import TableFile, TablePair, fetch_rows
 
@@ -256,7 +255,7 @@ class Row:
             "acceptance": "–" if not b or b.acceptance is None else f"{b.acceptance * 100:.1f}%",
             "speedup": "–" if not b or b.speedup is None or b.note else f"{b.speedup:.2f}×",
             # A figure the measurement cannot tell from noise reads as what it is (registry.results.standing).
-            "note": described(b.note, b.speedup) if b else "",
+            "note": b.note_text if b else "",
             "speed_class": speed,
             "kind": b.kind if b else "",
             "content_type": b.content_type if b else "",

@@ -9,7 +9,6 @@ from registry.catalog.combinations import compatible_quants
 from registry.catalog.state import state_of
 from registry.models import BaseClass, GGUFFile, Model, Pair, StabilityResult
 from registry.results.figures import Figure
-from registry.results.standing import described
 from registry.table.rows import TableFile, TablePair
 
 
@@ -90,7 +89,7 @@ def pair_row(p: Pair | TablePair, best: Figure | None = None) -> dict[str, Any]:
             "k": best.k,
             "acceptance": best.acceptance,
             "speedup": None if best.note else best.speedup,
-            "note": described(best.note, best.speedup),
+            "note": best.note_text,
             "content_type": best.content_type,
             "method": best.method,
         }
