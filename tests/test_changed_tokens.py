@@ -11,7 +11,7 @@ from tests.test_adapt_draft import adapted, made, qwen05, r1_target  # noqa: F40
 def test_the_changed_ids_are_read_from_the_adapted_files_provenance(adapted, qwen05):  # noqa: F811
     out, answer = adapted
     ids = adapted_ids(out)
-    # R1-Distill's seven special tokens at Qwen's ids 151,643-151,649 (the case)
+    # R1-Distill's seven special tokens at Qwen's ids 151,643-151,649 (the near-miss adapting was made for)
     assert ids == frozenset(range(151_643, 151_650))
     assert ids == frozenset(answer["changed_ids"])
     assert adapted_ids(qwen05) == frozenset()  # the original draft: nothing changed meaning

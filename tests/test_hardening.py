@@ -1,4 +1,4 @@
-"""Hardening, second round: each test reproduces an attack that worked before.
+"""Hardening: each test reproduces an attack that worked before.
 
 C: Hub jobs per user and in all; G: deeply nested JSON; H: lock-outs per username and address
 together, a throttle per address; I: the server-path oracle of anonymous checks; J: CSV formula

@@ -1,4 +1,4 @@
-"""Hardening, fourth round (the parts done so far): commands a page shows quote every source, admin actions declare
+"""Hardening: commands a page shows quote every source, admin actions declare
 their permission, bulk updates refuse a value longer than its column, and a deployment's typed command and a run's
 binary folder are hidden from anonymous visitors. Each test reproduces the attack; runs on
 SQLite and (db_service) again on PostgreSQL."""

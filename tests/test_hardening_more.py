@@ -1,4 +1,4 @@
-"""Hardening, second round, continued: attacks the tests of 965175c did not reproduce (no llama.cpp).
+"""Hardening, continued: attacks that test_hardening.py (965175c) did not reproduce (no llama.cpp).
 
 H: the per-address throttle answered only on /accounts/login/, while /admin/login/ is a second login form
    whose failures counted but which was never throttled; and nothing showed that failures against one

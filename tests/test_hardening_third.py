@@ -1,4 +1,4 @@
-"""Hardening, third round: a soak's duration that backtracks, a knowledge base whose setting options
+"""Hardening: a soak's duration that backtracks, a knowledge base whose setting options
 break pages, a Hub listing whose Link header leaves a crawl stuck.
 
 Each test reproduces the attack, scaled to stay fast, and shows it held.

@@ -1,6 +1,6 @@
-"""Hardening, third round: what reaches a command line, a CSV cell or an anonymous visitor.
+"""Hardening: what reaches a command line, a CSV cell or an anonymous visitor.
 
-Each test reproduces an attack of the review, scaled to stay fast, and shows it held.
+Each test reproduces an attack, scaled to stay fast, and shows it held.
 """
 
 from __future__ import annotations

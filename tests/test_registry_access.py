@@ -1,6 +1,6 @@
 """Attacks on the web: the server's token, anonymous cost, server paths, non-finite numbers.
 
-Each test reproduces what an outside review did to the running site and failed before the fix.
+Each test reproduces an attack on the running site that succeeded before the fix.
 """
 
 from __future__ import annotations

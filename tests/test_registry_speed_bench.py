@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
 ROOT = Path(__file__).resolve().parent.parent
 
 # What SPEED-Bench's dataset rows look like (question_id, category, turns); the real set is on the Hub,
-# which tests cannot reach, so the client gets these through a stand-in for `datasets`.
+# which tests cannot reach, so speed_bench.py gets these through a stand-in for `datasets`.
 PROMPTS = [
     {
         "question_id": "code-1",

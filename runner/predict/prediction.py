@@ -372,7 +372,7 @@ class PredictionRun:
         }
 
 
-NEAR_TIE = 0.5  # logits: a margin below this can flip with another batch shape (the edit prompts)
+NEAR_TIE = 0.5  # logits: a margin below this can flip with another batch shape (as on the edit prompts)
 
 
 @dataclass(frozen=True)

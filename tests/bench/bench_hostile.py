@@ -6,6 +6,7 @@ Each read runs in a fresh process; memory is the peak resident set (VmHWM) minus
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -119,4 +120,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # No options; --help prints the docstring before any work starts.
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()

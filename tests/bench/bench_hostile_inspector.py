@@ -12,6 +12,7 @@ F: the fake Hub dripping one byte at a time against SPECREG_HEADER_DEADLINE_SECO
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -169,4 +170,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # No options; --help prints the docstring before any work starts.
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()

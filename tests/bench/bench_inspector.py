@@ -6,6 +6,7 @@ Run: .venv/bin/python tests/bench/bench_inspector.py [--remote]   (prints figure
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -184,4 +185,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    remote_reads() if sys.argv[1:] == ["--remote"] else main()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--remote", action="store_true", help="only the remote header reads")
+    remote_reads() if parser.parse_args().remote else main()

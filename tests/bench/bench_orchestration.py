@@ -7,11 +7,18 @@ SmolLM2-135M drafts for itself by default; --qwen uses Qwen2.5-Coder-1.5B with t
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+# the sweep's server measurements build the deployed command through registry.results.deploy, which reads Django's
+# settings and models
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "registry.settings")
+import django  # noqa: E402
+
+django.setup()
 
 from runner import hardware  # noqa: E402
 from runner.llama import binaries as llamacpp  # noqa: E402

@@ -116,7 +116,7 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
             continue
         err = None if not c.speedup or p.speedup is None else 100 * (p.speedup - c.speedup) / c.speedup
         at = c.first_difference
-        # Texts that part late timed nearly the same text; the issue keeps out those that part early: before
+        # Texts that part late timed nearly the same text; the comparison keeps out those that part early: before
         # about half the answer (two characters a token, of the four a token holds on average).
         late = at is not None and at >= 2 * args.n_predict
         same = c.identical is not False or late or args.temperature > 0  # sampled texts part by nature
