@@ -820,6 +820,35 @@ def tensors_digest(tensors: Sequence[TensorInfo], digests: Sequence[str]) -> str
     return hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
 
 
+def file_digests(path: str | os.PathLike[str], cap: int = DEFAULT_MAX_HEADER) -> tuple[str, str]:
+    """A local file's whole sha256 and its tensors' digest (``tensors_sha256``, as ``adapt`` records it), in one
+    read: how the registry checks that an adapted file holds its original's tensor data without trusting the keys
+    of either. Raises AdaptError (one line) for a file that cannot be read whole."""
+    try:
+        src = FileSource.open(os.fspath(path))
+    except SourceError as exc:
+        raise AdaptError(str(exc)) from None
+    with src:
+        h = _read(src, cap)
+        whole = hashlib.sha256()
+        digests = []
+        try:
+            _copy(src, 0, h.data_offset, None, [whole])
+            pos = h.data_offset
+            for t in h.tensors:
+                start = h.data_offset + t.offset
+                _copy(src, pos, start, None, [whole])
+                th = hashlib.sha256()
+                pos = start + tensor_nbytes(t)
+                _copy(src, start, pos, None, [whole, th])
+                digests.append(th.hexdigest())
+            if src.size is not None:
+                _copy(src, pos, src.size, None, [whole])
+        except SourceError as exc:
+            raise AdaptError(str(exc)) from None
+    return whole.hexdigest(), tensors_digest(h.tensors, digests)
+
+
 def _copy(src: Source, lo: int, hi: int, out: BinaryIO | None, hashes: Sequence[_Hash]) -> None:
     while lo < hi:
         chunk = src.read_at(lo, min(COPY_CHUNK, hi - lo))

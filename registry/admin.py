@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db import transaction
 
 from registry.cache_keys import bump_generation
 from registry.catalog.bases import recount_quants
 from registry.catalog.combinations import SETTLED_FIELDS, pair_combinations, resettle, settle
-from registry.catalog.regroup import move_out
+from registry.catalog.regroup import merge, move_out
 from registry.catalog.removal import move_off
 from registry.models import (
     BaseModel,
@@ -177,6 +177,19 @@ class BaseModelAdmin(admin.ModelAdmin):
     list_display = ("name", "rule", "architecture", "parameter_count", "key")
     search_fields = ("name", "key")
     list_filter = ("rule",)
+    actions = ["merge_into_oldest"]
+
+    # A newcomer's variant starts a base model of its own (registry.catalog.bases.admitted): staff who judge it to be
+    # the same model join it here. Merging re-pairs files and rewrites pairs: it needs the change permission.
+    @admin.action(description="Merge into the oldest selected base model (one model)", permissions=["change"])
+    def merge_into_oldest(self, request, queryset) -> None:
+        kept = merge(queryset.values_list("pk", flat=True))
+        if kept is None:
+            self.message_user(
+                request, "Select two or more base models of one architecture to merge.", level=messages.WARNING
+            )
+            return
+        self.message_user(request, f"Merged into {kept.name}: its files were paired again.")
 
 
 @admin.register(TokenizerClass)

@@ -1,7 +1,7 @@
 """The registry tells the truth about every file it lists: verdicts per tokenizer class, shown per file.
 
 A repository of near-miss variants (a padded vocabulary, another token text, BOS or EOS added, another
-architecture under the same name, a header-only file) joins one base model by its card; every file pair gets the
+architecture under the same name, a header-only file) forms one base model by its card; every file pair gets the
 verdict check_pair gives those two files, and a hostile second repository changes no verdict, representative file
 or parameter count of the first. Runs on SQLite and (db_service) again on PostgreSQL.
 """
@@ -67,11 +67,14 @@ def near_misses(tmp_path):
         reg(synth(tmp_path, f"small-{q}", tensors=SMALL), "Org/Small-0.5B-GGUF", f"small-{q}", CARD)
         for q in ("Q4_K_M", "Q8_0")
     ]
+    # The variants are the publisher's repository's own: a newcomer's variant under the same names would start a
+    # base model of its own (registry.catalog.bases.admitted; tests/test_claimed_names.py).
+    repo = "Org/Small-0.5B-GGUF"
     variants = {
-        "vocab_size": reg(synth(tmp_path, "pad", vocab(5129), tensors=SMALL), "bob/small-GGUF", "pad", CARD),
-        "token_text": reg(synth(tmp_path, "txt", other_text(3000), tensors=SMALL), "eve/small-GGUF", "txt", CARD),
-        "bos": reg(synth(tmp_path, "bos", add_bos=True, bos=1, tensors=SMALL), "mal/small-GGUF", "bos", CARD),
-        "eos": reg(synth(tmp_path, "eos", add_eos=True, eos=2, tensors=SMALL), "mal/small2-GGUF", "eos", CARD),
+        "vocab_size": reg(synth(tmp_path, "pad", vocab(5129), tensors=SMALL), repo, "pad", CARD),
+        "token_text": reg(synth(tmp_path, "txt", other_text(3000), tensors=SMALL), repo, "txt", CARD),
+        "bos": reg(synth(tmp_path, "bos", add_bos=True, bos=1, tensors=SMALL), repo, "bos", CARD),
+        "eos": reg(synth(tmp_path, "eos", add_eos=True, eos=2, tensors=SMALL), repo, "eos", CARD),
     }
     return target, plain, variants
 
@@ -175,23 +178,31 @@ def test_a_hostile_second_repository_changes_nothing_of_the_first(tmp_path):
     pair = the_pair()
     assert (pair.verdict, pair.draft_id, pair.target_id) == ("compatible", mine.pk, target.pk)
     # Many files, compatible ones of a class of their own (a token below id 5 differs: llama.cpp never compares
-    # those), and incompatible ones, from one owner claiming the publisher's model.
-    for i in range(4):
+    # those), and incompatible ones, from one owner claiming the publisher's model: each a model of its own.
+    hostile = [
         reg(synth(tmp_path, f"h{i}", other_text(1), tensors=SMALL), f"mallory/h{i}-GGUF", f"h{i}", CARD)
-    reg(synth(tmp_path, "hbad", vocab(5129), tensors=SMALL), "mallory/hbad-GGUF", "hbad", CARD)
-    after = the_pair()
-    assert after.pk == pair.pk and (after.draft_id, after.target_id) == (mine.pk, target.pk)
-    assert after.compatible and after.verdict == "partial"  # true: one class of the claimed model fails
+        for i in range(4)
+    ]
+    hostile.append(reg(synth(tmp_path, "hbad", vocab(5129), tensors=SMALL), "mallory/hbad-GGUF", "hbad", CARD))
+    assert all(h.model.base_id != mine.model.base_id for h in hostile)
+    after = Pair.objects.get(pk=pair.pk)
+    assert (after.draft_id, after.target_id, after.verdict) == (mine.pk, target.pk, "compatible")
+    assert BaseModel.objects.get(pk=mine.model.base_id).quants == 1
     ok = {f["source"]: f["compatible"] for f in file_verdicts(target, after.draft_base_id)}
-    assert ok[mine.source] is True and sum(ok.values()) == 5
+    assert ok == {mine.source: True}
 
 
 def test_without_a_publisher_distinct_owners_decide_not_file_counts(tmp_path):
     t = reg(synth(tmp_path, "big", tensors=BIG), "Org/Big-7B-GGUF", "big", ["Org/Big-7B"])
     first = reg(synth(tmp_path, "a", tensors=SMALL), "alice/tiny-GGUF", "a", ["Tiny-0.1B"])
-    for i in range(3):  # one owner, many repositories: still one owner
-        reg(synth(tmp_path, f"m{i}", other_text(2), tensors=SMALL), f"mallory/t{i}-GGUF", f"m{i}", ["Tiny-0.1B"])
-    assert the_pair().draft_id == first.pk and the_pair().target_id == t.pk
+    # One owner: a copy of alice's file (so its repository joins the model), then three variants beside it. Alice's
+    # class now has two owners, the variants' one: many files win nothing.
+    reg(synth(tmp_path, "copy", tensors=SMALL), "mallory/t-GGUF", "copy", ["Tiny-0.1B"])
+    for i in range(3):
+        reg(synth(tmp_path, f"m{i}", other_text(2), tensors=SMALL), "mallory/t-GGUF", f"m{i}", ["Tiny-0.1B"])
+    pair = Pair.objects.get(draft_base=first.model.base_id)
+    assert BaseModel.objects.get(pk=first.model.base_id).quants == 5
+    assert pair.draft.repo == "alice/tiny-GGUF" and pair.target_id == t.pk
 
 
 def test_recheck_pairs_rechecks_class_verdicts(near_misses):
@@ -297,8 +308,9 @@ def test_staff_pin_a_pairs_files_and_registration_keeps_them(tmp_path, near_miss
     assert (the_pair().draft_id, the_pair().files_pinned) == (plain[1].pk, True)
     # A later upload from the publisher with an earlier-ranking class does not move pinned files.
     reg(synth(tmp_path, "small-q2", tensors=SMALL), "Org/Small-0.5B-GGUF", "small-Q2_K", CARD)
-    reg(synth(tmp_path, "bos2", add_bos=True, bos=3, tensors=SMALL), "zed/small-GGUF", "bos2", CARD)
-    assert the_pair().draft_id == plain[1].pk and the_pair().verdict == "partial"
+    reg(synth(tmp_path, "bos2", add_bos=True, bos=3, tensors=SMALL), "Org/Small-0.5B-GGUF", "bos2", CARD)
+    after = Pair.objects.get(pk=pair.pk)
+    assert (after.draft_id, after.verdict) == (plain[1].pk, "partial")
 
 
 def test_staff_move_a_misgrouped_model_out_of_its_base_model(near_misses, client):
@@ -328,8 +340,9 @@ def test_a_card_naming_its_own_uploader_makes_no_publisher(tmp_path):
     for i in range(3):
         reg(synth(tmp_path, f"e{i}", other_text(i + 1), tensors=SMALL), f"evil/s{i}-GGUF", f"e{i}", ["evil/Small-0.5B"])
     assert BaseModel.objects.get(pk=mine.model.base_id).publisher == ""
-    assert the_pair().draft_id == mine.pk
+    mine_pair = Pair.objects.get(draft_base=mine.model.base_id)
+    assert mine_pair.draft_id == mine.pk
     # A third party's card names the publisher: Org's files lead from then on.
     reg(synth(tmp_path, "b", tensors=SMALL), "bartowski/Small-0.5B-GGUF", "b", CARD)
     assert BaseModel.objects.get(pk=mine.model.base_id).publisher == "Org"
-    assert the_pair().draft_id == mine.pk
+    assert Pair.objects.get(pk=mine_pair.pk).draft_id == mine.pk

@@ -18,6 +18,7 @@ from inspector.compat import check_pair
 from inspector.info import inspect_source
 from registry.catalog import stored
 from registry.catalog.combinations import pair_combinations, settle
+from registry.catalog.regroup import merge
 from registry.catalog.stored import load_info
 from registry.models import BaseModel, Pair
 from tests.ggufgen import vocab, write_gguf
@@ -44,7 +45,9 @@ def tokens(tag: str, **changed: str) -> list[str | bytes]:
 
 def popular_draft(tmp_path, tag: str, targets: int) -> BaseModel:
     """A small draft (the publisher's file) listed by ``targets`` target base models of one file each."""
-    small = reg(synth(tmp_path, f"{tag}-small", tokens(tag)), f"Org/{tag}-Small-0.5B-GGUF", "q4", [f"Org/{tag}-Small"])
+    small = reg(
+        synth(tmp_path, f"{tag}-small", tokens(tag)), f"Org/{tag}-Small-0.5B-GGUF", "small-Q4_K_M", [f"Org/{tag}-Small"]
+    )
     big = synth(tmp_path, f"{tag}-big", tokens(tag), tensors=BIG)
     for i in range(targets):
         reg(big, f"up{i}/{tag}-Big{i}-7B-GGUF", "q4", [f"Org/{tag}-Big{i}-7B"])
@@ -78,42 +81,59 @@ def test_a_class_new_to_a_popular_draft_costs_the_same_statements_whatever_its_p
     few, many = popular_draft(tmp_path, "a", 2), popular_draft(tmp_path, "b", 30)
     runs = {}
     for tag, base in (("a", few), ("b", many)):
-        # A near-miss of the draft's tokenizer (another token text): every pair's new combination fails.
+        # A re-conversion beside the publisher's quant, with another token text: every pair's new combination fails.
         info = synth(tmp_path, f"{tag}-text", tokens(tag, t3000="something else"))
-        runs[tag] = register_counted(info, f"mallory/{tag}-GGUF", "text", [f"Org/{tag}-Small"])
+        runs[tag] = register_counted(info, f"Org/{tag}-Small-0.5B-GGUF", "text", [f"Org/{tag}-Small"])
         assert set(Pair.objects.filter(draft_base=base).values_list("verdict", flat=True)) == {Pair.VERDICT_PARTIAL}
     assert len(runs["a"]) == len(runs["b"]), "\n".join(q["sql"][:150] for q in runs["b"])
-    assert len(statements(runs["b"])) <= 35, "\n".join(statements(runs["b"]))
+    assert len(statements(runs["b"])) <= 40, "\n".join(statements(runs["b"]))
     # Thirty verdicts "compatible" -> "partial": one UPDATE, not a CASE per row and column.
     updates = pair_updates(runs["b"])
     assert len(updates) == 1 and "CASE" not in updates[0]
-    assert Pair.objects.get(draft_base=many, target_base__name="b-Big7-7B").draft.repo == "Org/b-Small-0.5B-GGUF"
+    assert Pair.objects.get(draft_base=many, target_base__name="b-Big7-7B").draft.path == "small-Q4_K_M.gguf"
 
     # A class whose combinations all pass (a token below id 5 differs: llama.cpp never compares those): no write.
     info = synth(tmp_path, "b-low", tokens("b", t1="low"))
-    queries = register_counted(info, "eve/b-low-GGUF", "low", ["Org/b-Small"])
-    assert pair_updates(queries) == [] and len(queries) <= len(runs["b"])
+    queries = register_counted(info, "Org/b-Small-0.5B-GGUF", "low", ["Org/b-Small"])
+    # It stands as high as the shown class (one repository) and passes: its pairs are settled the whole way, in
+    # batches whatever their number, and keep their files (the shown draft is the target's exact class).
+    assert pair_updates(queries) == [] and len(statements(queries)) <= 45, "\n".join(statements(queries))
     assert_settled()
 
 
-def test_the_publishers_own_class_arriving_later_becomes_the_shown_one_on_every_pair(tmp_path):
+def test_a_newcomers_near_miss_under_a_popular_drafts_names_starts_a_model_of_its_own(tmp_path):
+    base = popular_draft(tmp_path, "c", 3)
+    before = list(Pair.objects.filter(draft_base=base).values_list("pk", "verdict", "draft_id", "target_id"))
+    info = synth(tmp_path, "c-text", tokens("c", t3000="something else"))
+    mallory = reg(info, "mallory/c-GGUF", "text", ["Org/c-Small"])
+    assert mallory.model.base_id != base.pk and mallory.model.base.rule == BaseModel.RULE_REPO
+    assert list(Pair.objects.filter(draft_base=base).values_list("pk", "verdict", "draft_id", "target_id")) == before
+    assert_settled()
+
+
+def test_the_publishers_own_class_merged_by_staff_becomes_the_shown_one_on_every_pair(tmp_path):
     # Third parties' quants first (their cards name Org as the publisher), then Org's own upload with a class of its
-    # own (compatible): each pair now shows Org's file, as settling every combination would choose.
+    # own: names alone join nothing (a model of its own), and once staff merge it, each pair shows Org's file, as
+    # settling every combination would choose.
     t = reg(synth(tmp_path, "big", tokens("p"), tensors=BIG), "Org/Big-7B-GGUF", "big", ["Org/Big-7B"])
     t2 = reg(synth(tmp_path, "big2", tokens("p"), tensors=BIG), "Org/Big2-7B-GGUF", "big2", ["Org/Big2-7B"])
     alice = reg(synth(tmp_path, "a", tokens("p")), "alice/Small-GGUF", "a", ["Org/Small-0.5B"])
     assert {p.draft_id for p in Pair.objects.all()} == {alice.pk}
     org = reg(synth(tmp_path, "org", tokens("p", t2="low")), "Org/Small-0.5B-GGUF", "org", ["Org/Small-0.5B"])
-    assert org.tokenizer_class_id != alice.tokenizer_class_id and org.model.base_id == alice.model.base_id
-    assert {(p.target_id, p.draft_id, p.verdict) for p in Pair.objects.all()} == {
+    assert org.tokenizer_class_id != alice.tokenizer_class_id and org.model.base_id != alice.model.base_id
+    merge([alice.model.base_id, org.model.base_id])
+    org.refresh_from_db()
+    assert org.model.base_id == alice.model.base_id
+    assert {(p.target_id, p.draft_id, p.verdict) for p in Pair.objects.filter(draft_base=alice.model.base_id)} == {
         (t.pk, org.pk, "compatible"),
         (t2.pk, org.pk, "compatible"),
     }
-    # A target's publisher class arriving later moves the target side the same way.
+    # A target's publisher class merged later moves the target side the same way.
     bob = reg(synth(tmp_path, "bob", tokens("p", t3="x"), tensors=BIG), "bob/Huge-GGUF", "bob", ["Org/Huge-14B"])
     huge = reg(synth(tmp_path, "huge", tokens("p", t4="y"), tensors=BIG), "Org/Huge-14B-GGUF", "q", ["Org/Huge-14B"])
-    assert huge.model.base_id == bob.model.base_id
-    assert Pair.objects.get(target_base=huge.model.base_id).target_id == huge.pk
+    assert huge.model.base_id != bob.model.base_id
+    merge([bob.model.base_id, huge.model.base_id])
+    assert Pair.objects.get(target_base=bob.model.base_id, draft_base=alice.model.base_id).target_id == huge.pk
     assert_settled()
 
 
@@ -121,10 +141,10 @@ def test_an_incompatible_pair_becomes_partial_on_the_first_compatible_class(tmp_
     # The target adds BOS, the draft does not: a near-miss row ("none"). A draft quant that adds BOS too makes it
     # "partial", shown on that quant (the only compatible combination).
     t = reg(synth(tmp_path, "big", tokens("n"), tensors=BIG, add_bos=True, bos=1), "Org/Big-7B-GGUF", "b", ["Org/Big"])
-    plain = reg(synth(tmp_path, "s", tokens("n")), "alice/Small-GGUF", "s", ["Org/Small-0.5B"])
+    plain = reg(synth(tmp_path, "s", tokens("n")), "alice/Small-GGUF", "s-Q4_K_M", ["Org/Small-0.5B"])
     pair = Pair.objects.get()
     assert (pair.verdict, pair.compatible, pair.failed_rule) == ("incompatible", False, "bos")
-    bos = reg(synth(tmp_path, "sb", tokens("n"), add_bos=True, bos=1), "bob/Small-GGUF", "sb", ["Org/Small-0.5B"])
+    bos = reg(synth(tmp_path, "sb", tokens("n"), add_bos=True, bos=1), "alice/Small-GGUF", "s-Q8_0", ["Org/Small-0.5B"])
     pair.refresh_from_db()
     assert (pair.verdict, pair.compatible, pair.target_id, pair.draft_id) == ("partial", True, t.pk, bos.pk)
     for f, ok in ((plain, False), (bos, True)):
@@ -133,17 +153,19 @@ def test_an_incompatible_pair_becomes_partial_on_the_first_compatible_class(tmp_
 
 
 def test_a_partner_whose_best_class_only_now_meets_the_model_is_settled_the_whole_way(tmp_path):
-    # The target holds two classes: plain (first: it stands higher) and BOS added. The draft's first class adds BOS,
-    # so the row shows the target's BOS quant. The draft then gains a plain class: the target's plain class now meets
-    # it, and the row moves to that combination (what the pair's columns alone cannot tell: settled in full).
-    plain_t = reg(synth(tmp_path, "t1", tokens("u"), tensors=BIG), "alice/Big-GGUF", "t1", ["Org/Big-7B"])
+    # The target holds two classes (two quants of one repository): plain (first: it stands higher) and BOS added. The
+    # draft's first class adds BOS, so the row shows the target's BOS quant. The draft's repository then adds a plain
+    # class: the target's plain class now meets it, and the row moves to that combination (settled in full).
+    plain_t = reg(synth(tmp_path, "t1", tokens("u"), tensors=BIG), "alice/Big-GGUF", "t-Q4_K_M", ["Org/Big-7B"])
     bos_t = reg(
-        synth(tmp_path, "t2", tokens("u"), tensors=BIG, add_bos=True, bos=1), "bob/Big-GGUF", "t2", ["Org/Big-7B"]
+        synth(tmp_path, "t2", tokens("u"), tensors=BIG, add_bos=True, bos=1), "alice/Big-GGUF", "t-Q8_0", ["Org/Big-7B"]
     )
-    bos_d = reg(synth(tmp_path, "d1", tokens("u"), add_bos=True, bos=1), "carol/Small-GGUF", "d1", ["Org/Small-0.5B"])
+    bos_d = reg(
+        synth(tmp_path, "d1", tokens("u"), add_bos=True, bos=1), "carol/Small-GGUF", "d-Q4_K_M", ["Org/Small-0.5B"]
+    )
     pair = Pair.objects.get()
     assert (pair.verdict, pair.target_id, pair.draft_id) == ("partial", bos_t.pk, bos_d.pk)
-    plain_d = reg(synth(tmp_path, "d2", tokens("u")), "dave/Small-GGUF", "d2", ["Org/Small-0.5B"])
+    plain_d = reg(synth(tmp_path, "d2", tokens("u")), "carol/Small-GGUF", "d-Q8_0", ["Org/Small-0.5B"])
     pair.refresh_from_db()
     assert (pair.verdict, pair.target_id, pair.draft_id) == ("partial", plain_t.pk, plain_d.pk)
     combos = pair_combinations([pair])[0].combos

@@ -11,11 +11,19 @@ The rule, first that applies:
 Before them all, rule 0: a draft adapted by ``adapt_draft`` (its ``specreg.adapted.*`` keys) is a model of its own
 per original draft and target, whatever its names and card say: it keeps the draft's ``general.*`` names (and a
 re-upload may keep the card), and joining the original would give the original's pairs the adapted file's verdicts.
-A file that only claims to be adapted gains nothing by it: it is set apart, never joined to another model.
+Its provenance is what specreg verified, never what the keys claim (``verify_adapted``): an adapt job of this
+installation made it, or its tensor data, hashed here, is the registered original's. A file that only claims to be
+adapted is an ordinary file set apart by the repository rule: it joins nothing, and no two such files meet.
 Rules 1 and 2 build the same key for the same model (``Qwen/Qwen2.5-Coder-0.5B-Instruct`` and basename
 ``Qwen2.5-Coder`` · ``0.5B`` · ``Instruct`` are both ``qwen2.5-coder-0.5b-instruct``), so a repository whose
 card names its base and one whose card does not still meet. The owner is left out of those keys for that
 reason; the repository rule keeps it, since a repository's name alone says nothing about its model.
+
+Names are claims, so joining an existing base model by rule 1 or 2 takes evidence the uploader cannot simply
+write (``admitted``): the file's tokenizer class (or that of another file of its model) is one the base model
+already holds, or the file is the card-named publisher's own, or it is a file on this machine (the operator's).
+A newcomer's variant (other token texts under the same names) starts a base model of its own by the repository
+rule until staff join it to the base its names claim (the admin's "join the base model its names claim").
 """
 
 from __future__ import annotations
@@ -27,8 +35,9 @@ from typing import Any
 
 from inspector.info import ModelInfo
 from registry.catalog.naming import model_name
+from registry.catalog.provenance import Verified, claimed, claims_adaptation
 from registry.catalog.sizes import DATA, FileSize, model_size
-from registry.models import BaseClass, BaseModel, GGUFFile, HubJob
+from registry.models import BaseClass, BaseModel, GGUFFile
 
 _SEPARATORS = re.compile(r"[\s_]+")
 # How a checkpoint was quantised before conversion is not another model: Qwen's own GGUF of
@@ -52,11 +61,27 @@ class BaseKey:
     rule: str
 
 
-def base_key(info: dict[str, Any], repo: str, path: str, hub_base_models: list[str] | None = None) -> BaseKey:
-    """The base model of a file from its stored inspection (``ModelInfo.to_dict()``), repository and path."""
-    adapted = adapted_key(info, repo, path)
-    if adapted is not None:
-        return adapted
+def repository_key(repo: str, path: str) -> BaseKey:
+    """Rule 3: the file's model within its repository (a local file: its name alone)."""
+    name = model_name(path)
+    if repo:
+        return BaseKey(f"repo:{repo.lower()}/{name.lower()}"[:300], name[:300], BaseModel.RULE_REPO)
+    return BaseKey(f"file:{name.lower()}"[:300], name[:300], BaseModel.RULE_REPO)
+
+
+def base_key(
+    info: dict[str, Any],
+    repo: str,
+    path: str,
+    hub_base_models: list[str] | None = None,
+    verified: Verified | None = None,
+) -> BaseKey:
+    """The base model of a file from its stored inspection (``ModelInfo.to_dict()``), repository and path, and its
+    verified provenance where it is an adapted draft (``verify_adapted``)."""
+    if verified is not None:
+        return adapted_key(info, verified)
+    if claims_adaptation(info):
+        return repository_key(repo, path)  # claimed provenance only: set apart, never joined (rule 0)
     bases = [b for b in (hub_base_models or []) if isinstance(b, str) and b.strip()]
     if len(bases) == 1:
         name = display(bases[0].rsplit("/", 1)[-1])
@@ -70,87 +95,24 @@ def base_key(info: dict[str, Any], repo: str, path: str, hub_base_models: list[s
             parts.append(finetune.strip())
         name = display("-".join(parts))
         return BaseKey(normalise(name)[:300], name[:300], BaseModel.RULE_HEADER)
-    name = model_name(path)
-    if repo:
-        return BaseKey(f"repo:{repo.lower()}/{name.lower()}"[:300], name[:300], BaseModel.RULE_REPO)
-    return BaseKey(f"file:{name.lower()}"[:300], name[:300], BaseModel.RULE_REPO)
+    return repository_key(repo, path)
 
 
-ADAPTED = "specreg.adapted."  # inspector.adapt.PREFIX: the keys adapt_draft writes into an adapted draft
-_HEX = re.compile(r"[0-9a-f]{64}")
-
-
-def adapted_key(info: dict[str, Any], repo: str, path: str) -> BaseKey | None:
-    """Rule 0: an adapted draft's own model, keyed by the sha256s of the draft it was made from and of the target (or
-    the target's header) it was made for; named as the draft would be, "adapted for" the target. None: not one."""
-    meta = info.get("metadata") or {}
-    draft_sha = meta.get(ADAPTED + "draft_sha256")
-    target_sha = meta.get(ADAPTED + "target_sha256") or meta.get(ADAPTED + "target_header_sha256")
-    if not (isinstance(draft_sha, str) and _HEX.fullmatch(draft_sha)):
-        return None  # no provenance adapt_draft writes: an ordinary file
-    target = meta.get(ADAPTED + "target")
-    for_whom = display(target.rsplit("/", 1)[-1])[:120] if isinstance(target, str) and target.strip() else "a target"
-    plain = {k: v for k, v in info.items() if k != "metadata"} | {
-        "metadata": {k: v for k, v in meta.items() if not str(k).startswith(ADAPTED)}
-    }
-    draft = base_key(plain, repo, path)
-    ident = f"{draft_sha[:16]}:{target_sha[:16] if isinstance(target_sha, str) else 'unknown'}"
-    name = f"{draft.name} adapted for {for_whom}"
-    return BaseKey(f"adapted:{ident}:{draft.key}"[:300], name[:300], BaseModel.RULE_ADAPTED)
-
-
-@dataclass(frozen=True)
-class AdaptedFrom:
-    """What an adapted draft's own keys say it was made from, for its model page ("adapted from …")."""
-
-    draft: str  # the original draft as adapt_draft named it (an hf:// source, or a local file's name)
-    target: str
-    fixes: str  # "bos, token_text"
-    changed: int  # token texts changed
-    original: GGUFFile | None  # the registered file whose content is the original draft, if any
-    how: str = ""  # how the original is known: "sha256" (its Hub hash is the one named) or "adapted here" (a job)
-
-
-def adapted_from(info: dict[str, Any], file_id: int | None = None) -> AdaptedFrom | None:
-    """The provenance of an adapted draft (None for any other file). The original is linked only where it is known,
-    not claimed: a registered file whose own sha256 is the one the adapted file names, or the draft an adapt job of
-    this installation adapted into this very file (a local original has no sha256 to compare: its etag is its size
-    and time). A claim about a file nobody registered links nothing."""
-    meta = info.get("metadata") or {}
-    draft_sha = meta.get(ADAPTED + "draft_sha256")
-    if not (isinstance(draft_sha, str) and _HEX.fullmatch(draft_sha)):
-        return None
-
-    def text(key: str) -> str:
-        v = meta.get(ADAPTED + key)
-        return v[:300] if isinstance(v, str) else ""
-
-    count = meta.get(ADAPTED + "changed_count")
-    original, how = GGUFFile.objects.filter(etag=draft_sha).select_related("model").first(), "sha256"
-    if original is None and file_id is not None:
-        original, how = adapted_here(file_id), "adapted here"
-    changed = count if isinstance(count, int) else 0
-    return AdaptedFrom(text("draft"), text("target"), text("fixes"), changed, original, how if original else "")
-
-
-def adapted_here(file_id: int) -> GGUFFile | None:
-    """The draft an adapt job of this installation made ``file_id`` from (its params name the draft it read, its
-    result the file it registered), if any and still registered."""
-    job = (
-        HubJob.objects.filter(kind=HubJob.ADAPT_DRAFT, status=HubJob.DONE, result__file=file_id)
-        .order_by("-pk")
-        .values_list("params", flat=True)
-        .first()
-    )
-    draft = job.get("draft") if isinstance(job, dict) else None
-    if not isinstance(draft, int) or draft == file_id:
-        return None
-    return GGUFFile.objects.filter(pk=draft).select_related("model").first()
+def adapted_key(info: dict[str, Any], verified: Verified) -> BaseKey:
+    """Rule 0: the adapted draft's own model, keyed by its verified original (its registered file and base model)
+    and its target; named as the original's model, "adapted for" the target."""
+    target = claimed(info, "target")
+    for_whom = display(target.rsplit("/", 1)[-1])[:120] if target.strip() else "a target"
+    original = verified.original.model.base
+    key = original.key if original is not None else f"file:{verified.original.pk}"
+    name = original.name if original is not None else model_name(verified.original.path)
+    ident = f"{verified.original.pk}:{verified.target}"
+    return BaseKey(f"adapted:{ident}:{key}"[:300], f"{name} adapted for {for_whom}"[:300], BaseModel.RULE_ADAPTED)
 
 
 def original_key(base: BaseModel) -> str | None:
     """The base model key of the original draft an adapted base model was made from (its key carries it, rule 0:
-    ``adapted:<draft sha>:<target sha>:<original key>`` with the architecture after it); None for any other."""
+    ``adapted:<original file id>:<target>:<original's key>``); None for any other."""
     if not base.key.startswith("adapted:"):  # only rule 0 builds such a key (partner rows carry no rule)
         return None
     parts = base.key.split(":", 3)
@@ -198,10 +160,26 @@ def with_architecture(key: str, architecture: str) -> str:
     return key[: 300 - len(suffix)] + suffix
 
 
-def base_for(info: dict[str, Any], repo: str, path: str, hub_base_models: list[str] | None = None) -> BaseModel:
-    """The file's base model (one architecture), created on first sight."""
-    k = base_key(info, repo, path, hub_base_models)
+def base_for(
+    info: dict[str, Any],
+    repo: str,
+    path: str,
+    hub_base_models: list[str] | None = None,
+    *,
+    class_id: int | None = None,
+    verified: Verified | None = None,
+) -> BaseModel:
+    """The file's base model (one architecture), created on first sight. ``class_id``: the file's tokenizer class,
+    which decides whether it may join an existing base model its names claim (``admitted``)."""
+    k = base_key(info, repo, path, hub_base_models, verified)
     arch = str(info.get("architecture") or "")[:64]
+    # An adapted key carries its original's key, architecture and all.
+    key = k.key[:300] if k.rule == BaseModel.RULE_ADAPTED else with_architecture(k.key, arch)
+    if k.rule in (BaseModel.RULE_HUB, BaseModel.RULE_HEADER):
+        claimed = BaseModel.objects.filter(key=key).first()
+        if claimed is not None and not admitted(claimed, repo, class_id):
+            k = repository_key(repo, path)  # a newcomer's variant: a model of its own until staff join it
+            key = with_architecture(k.key, arch)
     params = int(info.get("parameter_count") or 0)  # the first file's; base_parameters keeps it robust
     # A card naming its own uploader ("evil/Model" in evil's repository) attests nothing: any account could make
     # itself the publisher and take over the files every pair shows. Only a third party's card names one (Qwen's
@@ -209,7 +187,7 @@ def base_for(info: dict[str, Any], repo: str, path: str, hub_base_models: list[s
     named = publisher_of(hub_base_models) if k.rule == BaseModel.RULE_HUB else ""
     publisher = named if named and named.lower() != repo.split("/", 1)[0].lower() else ""
     base, _ = BaseModel.objects.get_or_create(
-        key=with_architecture(k.key, arch),
+        key=key,
         defaults={
             "name": k.name,
             "rule": k.rule,
@@ -224,6 +202,26 @@ def base_for(info: dict[str, Any], repo: str, path: str, hub_base_models: list[s
         BaseModel.objects.filter(pk=base.pk, publisher="").update(publisher=publisher)
         base.publisher = publisher
     return base
+
+
+def admitted(base: BaseModel, repo: str, class_id: int | None) -> bool:
+    """Whether a file whose names claim ``base`` (rules 1 and 2) joins it: on evidence an uploader cannot simply
+    write. Its tokenizer class is one the base model already holds, or its repository already has files in the base
+    model (a repository's re-conversion beside its established quants); or the base model holds no class yet (the
+    first files establish it); or it is a file on this machine, which its operator registered. A card's publisher is
+    no such evidence: any account can write a card naming any owner."""
+    if not repo or class_id is None:
+        return True
+    held = BaseClass.objects.filter(base=base)
+    if not held.exists() or held.filter(tokenizer_class_id=class_id).exists():
+        return True
+    return GGUFFile.objects.filter(model__base=base, repo=repo).exists()
+
+
+def admitted_classes(held: set[int], repos: set[str], repo: str, classes: set[int]) -> bool:
+    """``admitted``'s rule on sets (a registry grouped again): nothing held yet, a file on this machine, a class in
+    common, or a repository already in the base model."""
+    return not held or not repo or not classes or bool(held & classes) or repo in repos
 
 
 def base_parameters(base: BaseModel, info: ModelInfo, f: GGUFFile) -> bool:

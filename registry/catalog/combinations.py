@@ -189,16 +189,18 @@ def standings(bases: dict[int, BaseModel], by_base: dict[int, list[BaseClass]]) 
 
 
 def choose(combos: list[Combination], standing: dict[tuple[int, int], Standing]) -> Combination | None:
-    """The combination a row shows: a compatible one whenever one exists, each side's best-standing class first, the
-    draft of the target's exact class within equal standing."""
+    """The combination a row shows: each side's best-standing class first (the publisher's files, then the class
+    most owners uploaded), a compatible combination within equal standing, then the draft of the target's exact
+    class. Standing comes first so that a newcomer's near-miss variant, compatible where the established files are
+    not, never becomes the file a row shows and its download line names."""
 
-    def key(c: Combination) -> tuple[bool, tuple[int, int], tuple[int, int], bool, int, int]:
+    def key(c: Combination) -> tuple[tuple[int, int], tuple[int, int], bool, bool, int, int]:
         t = standing[(c.target.base_id, c.target.tokenizer_class_id)].key()
         d = standing[(c.draft.base_id, c.draft.tokenizer_class_id)].key()
         # Within equal standing (publisher, owners), the draft of the target's own class (the plain quant beside a
         # near-miss variant), and only then the earliest registered: what came first never decides alone.
         exact = c.draft.tokenizer_class_id == c.target.tokenizer_class_id
-        return (not c.compatible, t[:2], d[:2], not exact, t[2], d[2])
+        return (t[:2], d[:2], not c.compatible, not exact, t[2], d[2])
 
     return min(combos, key=key, default=None)
 

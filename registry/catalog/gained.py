@@ -7,12 +7,11 @@ else changes: B's other classes and X's classes are what they were, and every pa
 
 - The verdict: "all" stays unless a new combination fails ("partial"), "none" stays unless one passes ("partial"),
   "partial" stays.
-- The combination shown: the pair showed the least of its combinations by (incompatible, target class's standing,
-  draft class's standing) (``combinations.choose``); now it shows the least of that one and the new ones. B's
-  standings are read (one base model); X's are not, where the pair itself says how they compare: the combination
-  it shows beat every other old one at its level, so an X class that had a combination at that level stands below
-  the shown one. Where neither says, the pair is settled the whole way (``settle_pairs``): X holds several
-  classes and one of them meets ``c`` better than it met B's other classes.
+- The combination shown: the pair showed the least of its combinations by (target class's standing, draft class's
+  standing, incompatible, …) (``combinations.choose``). A new class ``c`` that stands lower (publisher, owners)
+  than the class of B the pair shows, or as high but failing where the shown combination passes, loses every new
+  combination to the shown one, so only the verdict can change (``_may_take_the_row``); otherwise the pair is
+  settled the whole way (``settle_pairs``).
 
 A popular small draft is in thousands of pairs: this reads them, and their partners' classes, as plain rows, decides
 each new combination once per distinct partner class (most partners share a handful), and writes the verdicts that
@@ -23,7 +22,7 @@ pairs it settles. Rows still show the truth when the page is read: this runs in 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
@@ -34,14 +33,13 @@ from registry.catalog.combinations import (
     Combination,
     Settled,
     Standing,
-    apply_combination,
     chunks,
     combine,
     settle_pairs,
     special_method,
     standings,
 )
-from registry.models import BaseClass, BaseModel, GGUFFile, Pair
+from registry.models import BaseClass, BaseModel, Pair
 
 
 class PairRow(NamedTuple):
@@ -164,10 +162,6 @@ def class_rows(base_id: int, pks: Iterable[int]) -> list[BaseClass]:
     return list(rows)
 
 
-class _Undecided(Exception):
-    """The pair's own columns do not say which combination it now shows: settle it the whole way."""
-
-
 @dataclass
 class _Gain:
     """What deciding the new combinations of ``base``'s pairs reads once: the partners' classes (one row standing
@@ -218,9 +212,8 @@ def _gain(base: BaseModel, class_id: int, record: bool) -> _Gain | None:
     return _Gain(base, partners, reps, new, old, verdicts, standings({base.pk: base}, {base.pk: mine}), own_file)
 
 
-# What one pair needs: settling the whole way, a new verdict on the files it shows, or other files (with the
-# verdict, the combination and the target and draft file ids); None where nothing changes.
-_Outcome = Literal["whole"] | str | tuple[str, Combination, int, int] | None
+# What one pair needs: settling the whole way, or a new verdict on the files it shows; None where nothing changes.
+_Outcome = Literal["whole"] | str | None
 
 
 def settle_gained_class(base: BaseModel, class_id: int, pairs: list[PairRow], record: bool = True) -> Settled:
@@ -231,16 +224,12 @@ def settle_gained_class(base: BaseModel, class_id: int, pairs: list[PairRow], re
         return settle_pairs(list(pair_objects(p.pk for p in pairs).values()), record)
     out = Settled()
     whole: list[int] = []  # pairs settled the whole way
-    moves: dict[int, tuple[str, Combination, int, int]] = {}
     for p in pairs:
         outcome = _decide(g, p)
         if outcome == "whole":
             whole.append(p.pk)
-        elif isinstance(outcome, tuple):
-            moves[p.pk] = outcome
         elif outcome is not None:
             out.verdicts[p.pk] = outcome  # the files it shows, and their combination, stay
-    whole += _move(moves, out)
     if whole:
         out.add(settle_pairs(list(pair_objects(whole).values()), record))
     return out
@@ -273,105 +262,23 @@ def _decide(g: _Gain, p: PairRow) -> _Outcome:
         verdict = Pair.VERDICT_PARTIAL
     elif verdict == Pair.VERDICT_NONE and any(c.compatible for _, c in added):
         verdict = Pair.VERDICT_PARTIAL
-    try:
-        chosen = (
-            None
-            if p.files_pinned
-            else _better(p, b_is_target, o_b, shown_x, added, g.old, g.new.tokenizer_class_id, g.rank, g.meet)
-        )
-    except _Undecided:
+    if not p.files_pinned and _may_take_the_row(g.rank(g.new.tokenizer_class_id), g.rank(o_b), p.compatible, added):
         return "whole"
-    if chosen is not None:
-        x, combo = chosen
-        return (verdict, combo, *((g.new.file_id, x.file_id) if b_is_target else (x.file_id, g.new.file_id)))
     return verdict if verdict != p.verdict else None
 
 
-def _move(moves: dict[int, tuple[str, Combination, int, int]], out: Settled) -> list[int]:
-    """Give the moved pairs their new files, with what the table copies from them, into ``out``; returns the pairs
-    to settle the whole way instead (a pair or file gone between the reads)."""
-    if not moves:
-        return []
-    objects = pair_objects(moves)
-    wanted = {i for _, _, t, d in moves.values() for i in (t, d)}
-    files = {
-        f.pk: f for f in GGUFFile.objects.filter(pk__in=sorted(wanted)).select_related("model__family").defer("info")
-    }
-    whole = []
-    for pk, (verdict, combo, t_id, d_id) in moves.items():
-        pair = objects.get(pk)
-        if pair is None or t_id not in files or d_id not in files:
-            whole.append(pk)
-            continue
-        before = (pair.target_id, pair.draft_id)
-        if apply_combination(pair, verdict, combo, files[t_id], files[d_id]):
-            out.pairs.append(pair)
-            if (pair.target_id, pair.draft_id) != before:
-                out.moved.add(pk)
-    return whole
-
-
-def _better(
-    p: PairRow,
-    b_is_target: bool,
-    o_b: int,
-    shown_x: PartnerClass,
+def _may_take_the_row(
+    new: tuple[int, int, int],
+    shown: tuple[int, int, int],
+    compatible: bool,
     added: list[tuple[PartnerClass, Combination]],
-    old: list[BaseClass],
-    c_id: int,
-    rank: Callable[[int], tuple[int, int, int]],  # a class of B -> its standing's sort key
-    meet: Callable[[bool, PartnerClass, BaseClass], Combination],
-) -> tuple[PartnerClass, Combination] | None:
-    """The new combination the pair now shows instead of its own, or None where its own still wins.
-
-    A combination's order is (incompatible, target class's standing, draft class's standing). The shown one, o =
-    (o_b with shown_x), was the least of the old ones; the candidates are (c with x) for each partner class x. B's
-    standings are known; X's are known only relative to shown_x, from the old combinations: an X class that met
-    some old B class at o's level stands below shown_x (o beat that combination, and two classes never tie)."""
-    level = not p.compatible
-    good = [(x, c) for x, c in added if c.compatible]
-
-    def below_shown(x: PartnerClass) -> bool:
-        """Whether X class ``x`` provably stands below ``shown_x`` (see above)."""
-        return x is not shown_x and any((not meet(b_is_target, x, b).compatible) == level for b in old)
-
-    if level and good:
-        # Every old combination failed and some new one passes: the pair shows a passing one now, of X's best class
-        # among those. shown_x is X's best class of all (it won where every combination failed).
-        if any(x is shown_x for x, _ in good):
-            return next((x, c) for x, c in good if x is shown_x)
-        if len(good) == 1:
-            return good[0]
-        raise _Undecided
-    same = [(x, c) for x, c in added if (not c.compatible) == level]
-    if not same:
-        return None  # every new combination is at a worse level than the shown one
-    if not b_is_target:
-        # Target X, draft B: X's standing decides first. (shown_x with c) beats o when c stands above o_b; another
-        # x's combination loses when x stands below shown_x, and is undecided otherwise.
-        winner = None
-        for x, c in same:
-            if x is shown_x:
-                if rank(c_id) < rank(o_b):
-                    winner = (x, c)
-            elif not below_shown(x):
-                raise _Undecided
-        return winner
-    # Target B, draft X: B's standing decides first.
-    if rank(c_id) > rank(o_b):
-        return None
-    if level:  # every combination fails: shown_x is X's best class, and (c with shown_x) fails too
-        return next((x, c) for x, c in same if x is shown_x)
-    # c stands above o_b and meets some X classes: the best of those. shown_x was the best X class that passes with
-    # o_b, so it stands above every x that passes with o_b too.
-    if len(same) == 1:
-        return same[0]
-    if any(x is shown_x for x, _ in same) and all(
-        meet(True, x, _old_class(old, o_b)).compatible for x, _ in same if x is not shown_x
-    ):
-        return next((x, c) for x, c in same if x is shown_x)
-    raise _Undecided
-
-
-def _old_class(old: list[BaseClass], class_id: int) -> BaseClass:
-    return next(bc for bc in old if bc.tokenizer_class_id == class_id)
+) -> bool:
+    """Whether a combination of the new class might now be the one the pair shows, where ``new`` and ``shown`` are
+    the standings of the new class and of the pair's own class of that model. ``combinations.choose`` orders by the
+    target class's standing, then the draft class's, then compatibility; the partner class the pair shows already
+    stands highest among the partner's (compatibility only broke ties). So a new class that stands lower loses every
+    combination, and one that stands as high loses too where the shown combination passes and none of the new ones
+    does. Otherwise (it stands higher, or compatibility or the exact class may decide) the pair is settled whole."""
+    if new[:2] > shown[:2]:
+        return False
+    return not (new[:2] == shown[:2] and compatible and not any(c.compatible for _, c in added))

@@ -31,7 +31,8 @@ def local_etag(path: str) -> tuple[str, int]:
     return "local:" + ",".join(f"{st.st_size}:{st.st_mtime_ns}" for st in stats)[:190], size
 
 
-def register_local(path: str | os.PathLike) -> Registration:
+def register_local(path: str | os.PathLike, made_by: tuple[int, int] | None = None) -> Registration:
+    """Register a file on this machine; ``made_by``: the (draft, target) file ids of the adapt job that wrote it."""
     p = Path(path).resolve()
     if p.is_dir():
         raise LocalFileError(f"{p}: is a directory, not a GGUF file")
@@ -43,6 +44,6 @@ def register_local(path: str | os.PathLike) -> Registration:
         info = inspect_source(source, settings.SPECREG_MAX_HEADER_BYTES)
     except InspectError as exc:
         raise LocalFileError(str(exc)) from None
-    reg = register(info, source=source, path=source, etag=etag, size=size)
+    reg = register(info, source=source, path=source, etag=etag, size=size, made_by=made_by)
     finish([reg.file.pk])
     return reg

@@ -27,6 +27,7 @@ from registry.catalog.classes import class_for
 from registry.catalog.naming import family_key, family_name, model_name
 from registry.catalog.orientation import reorient
 from registry.catalog.pairing import compute_pairs
+from registry.catalog.provenance import verify_adapted
 from registry.catalog.stored import load_info, remember
 from registry.jsonsafe import json_safe
 from registry.models import BaseClass, BaseModel, Family, GGUFFile, Model, TokenTable, TokenTypeTable
@@ -60,10 +61,12 @@ def register(
     etag: str = "",
     size: int | None = None,
     base_models: list[str] | None = None,
+    made_by: tuple[int, int] | None = None,
 ) -> Registration:
     """Store ``info`` as the file ``source`` and compute its pairs; an unchanged file is left alone.
 
     ``base_models``: the repository card's ``base_model`` (registry.catalog.bases), where the Hub gave one.
+    ``made_by``: the (draft, target) file ids of the adapt job that wrote this file (its verified provenance).
     """
     info.source = source
     outer = connection.in_atomic_block  # a caller's transaction: see below
@@ -76,7 +79,7 @@ def register(
                 where = Where(
                     repo, revision, path or source, commit or "", etag, size if size is not None else info.file_size
                 )
-                f, resized = _store(info, existing, source, where, base_models)
+                f, resized = _store(info, existing, source, where, base_models, made_by)
             break
         except IntegrityError:
             if attempt == 2:  # not a race lost to a registration of the same file: a real conflict
@@ -127,19 +130,33 @@ class Where:
 
 
 def _store(
-    info: ModelInfo, existing: GGUFFile | None, source: str, where: Where, base_models: list[str] | None
+    info: ModelInfo,
+    existing: GGUFFile | None,
+    source: str,
+    where: Where,
+    base_models: list[str] | None,
+    made_by: tuple[int, int] | None = None,
 ) -> tuple[GGUFFile, bool]:
     """The file stored, and whether its base model's size changed with it."""
     table = _store_table(info.tokens)
     stored = json_safe(info.to_dict())
-    base = base_for(stored, where.repo, where.path, base_models)
+    tclass = class_for(info, table)
+    verified = verify_adapted(stored, source, existing.pk if existing else None, made_by)
+    base = base_for(
+        stored,
+        where.repo,
+        where.path,
+        base_models,
+        class_id=tclass.pk if tclass is not None else None,
+        verified=verified,
+    )
     # The base model before this read (its model's, which _model_for may move to another base model).
     before = Model.objects.filter(pk=existing.model_id).values_list("base_id", flat=True).first() if existing else None
     class_before = existing.tokenizer_class_id if existing else None
     model = _model_for(info, where.repo, where.path, table, base)
     f = existing or GGUFFile(source=source)
     _fill(f, info, stored, where, model, table)
-    f.tokenizer_class = class_for(info, table)
+    f.tokenizer_class = tclass
     f.token_types = store_types(info.token_types)  # beside the texts: adaptability reads them (catalog.adaptable)
     f.save()
     if f.tokenizer_class_id is not None:

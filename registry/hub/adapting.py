@@ -68,7 +68,7 @@ def run_adapt_job(params: dict[str, Any], fetch: Fetch, say: Say) -> dict[str, A
     else:
         say("info", f"{out.name} was adapted before: registered again, not written again")
     try:
-        made = register_local(out).file
+        made = register_local(out, made_by=(draft.pk, target.pk)).file
     except LocalFileError as exc:
         raise AdaptJobError(f"the adapted draft was written but could not be registered: {exc}") from None
     pair = Pair.objects.filter(target_base=target.model.base, draft_base=made.model.base).first()

@@ -12,10 +12,10 @@ from django.shortcuts import get_object_or_404
 from inspector.info import refreshed
 from inspector.spec_flags import draft_label, is_draftless
 from registry.catalog.adaptable import adaptable_drafts, for_pairs
-from registry.catalog.bases import AdaptedFrom, adapted_from
 from registry.catalog.combinations import PairCombinations, classes_dict, pair_combinations
 from registry.catalog.listing import unlisted_partners
 from registry.catalog.pairing import as_draft, as_target
+from registry.catalog.provenance import AdaptedFrom, adapted_from
 from registry.catalog.recheck import STALE
 from registry.catalog.state import state_of
 from registry.models import (
@@ -119,7 +119,7 @@ def model_page(pk: int, file_id: str | None) -> ModelPage:
         base_summary(model),
         unlisted_partners(chosen, "draft"),
         unlisted_partners(chosen, "target"),
-        adapted_from(chosen.info or {}, chosen.pk),
+        adapted_from(chosen.info or {}, model.base, chosen.pk),
         adaptable_drafts(chosen, limit=PARTNER_LIMIT, decide=False),
     )
 
