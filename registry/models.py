@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from inspector.spec_flags import Setting
 from registry.sort_keys import sort_key_indexes
@@ -712,6 +713,37 @@ class HubJob(models.Model):
     @property
     def finished(self) -> bool:
         return self.status in self.FINISHED
+
+
+class StoredFile(models.Model):
+    """A file a user's job brought into the model folder (SPECREG_MODEL_DIR): an adapt job's adapted draft, or a
+    download of a benchmark run or an adapt job. Its bytes count against its owner's SPECREG_USER_QUOTA_BYTES; the
+    owner and staff may remove it, and ``expire_model_files`` removes it once nothing refers to it and it went
+    unused for long (registry.catalog.stored_files).
+
+    ``path`` is relative to the model folder (never a path the web names); a download is the Hub cache's entry for one
+    shard (a link to its blob). ``owner`` None: nobody's (a run from the command line, or a file already in the
+    folder before files were recorded), counted against no one."""
+
+    ADAPTED, DOWNLOAD = "adapted", "download"
+    KINDS = [(k, k) for k in (ADAPTED, DOWNLOAD)]
+
+    path = models.CharField(max_length=1024, unique=True)
+    kind = models.CharField(max_length=16, choices=KINDS)
+    size = models.BigIntegerField(default=0)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The registered file it is (an adapted draft) or holds the bytes of (a download); None once unregistered.
+    file = models.ForeignKey(GGUFFile, null=True, blank=True, on_delete=models.SET_NULL, related_name="stored_files")
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-last_used", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.path} ({self.size:,} bytes)"
 
 
 class Crawl(models.Model):

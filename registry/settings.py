@@ -71,7 +71,7 @@ DATA_DIR = private_data_dir(Path(os.environ.get("SPECREG_DATA_DIR", BASE_DIR / "
 
 DEBUG = envbool("DEBUG", "False")
 # A per-installation key kept with the data, so a fresh checkout works without set-up and
-# sessions survive restarts.
+# login sessions survive restarts.
 SECRET_KEY = os.environ.get("SECRET_KEY", "") or installation_key(DATA_DIR / "secret_key")
 # Which installation made a record, in exported knowledge bases (registry.kb): public, unlike the
 # key, and stable for the data folder's life. Machines sharing one database should share it
@@ -321,6 +321,11 @@ SPECREG_UPLOADS_PER_MINUTE = envint("SPECREG_UPLOADS_PER_MINUTE", 10)
 SPECREG_UPLOAD_BYTES_PER_HOUR = envint("SPECREG_UPLOAD_BYTES_PER_HOUR", 256 * 1024 * 1024)
 SPECREG_MODEL_DIR = Path(os.environ.get("SPECREG_MODEL_DIR", DATA_DIR / "models"))
 SPECREG_DISK_BUDGET_BYTES = envint("SPECREG_DISK_BUDGET_BYTES", 100 * 1024**3)
+# What one account's jobs may keep in the model folder (adapted drafts, downloads they brought in), so that no one
+# user fills the budget for everyone; staff and the command line are held by the budget alone.
+SPECREG_USER_QUOTA_BYTES = envint("SPECREG_USER_QUOTA_BYTES", SPECREG_DISK_BUDGET_BYTES // 4)
+# expire_model_files: files of the model folder nothing refers to go after this many days unused.
+SPECREG_MODEL_FILE_EXPIRY_DAYS = envint("SPECREG_MODEL_FILE_EXPIRY_DAYS", 30)
 LLAMA_CPP_BIN_DIR = os.environ.get("LLAMA_CPP_BIN_DIR", "")
 # Rendered table pages and counts are kept this long (0: off). Writes drop them at once in the
 # writing process; others catch up within the TTL unless CACHE_URL names a shared Redis.

@@ -8,7 +8,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from registry.web import api_views, crawls, hub_jobs, views
+from registry.web import api_views, crawls, hub_jobs, model_folder, views
 from registry.web import tools as views_tools
 
 urlpatterns = [
@@ -31,6 +31,8 @@ urlpatterns = [
     path("pairs/<int:pk>/adapt", hub_jobs.adapt_draft, name="adapt_draft"),
     path("jobs/<int:pk>/", hub_jobs.hub_job, name="hub_job"),
     path("api/jobs/<int:pk>", hub_jobs.hub_job_json, name="api_hub_job"),
+    path("model-folder/", model_folder.files_page, name="model_folder"),
+    path("model-folder/<int:pk>/remove", model_folder.remove_file, name="remove_stored_file"),
     path("local/inspect", views_tools.local_inspect, name="local_inspect"),
     # The JSON API (DRF views over registry.web.api; the same URLs, without trailing slashes, as always).
     path("api/pairs", api_views.PairsView.as_view(), name="api_pairs"),

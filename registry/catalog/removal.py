@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.db import transaction
+
+from registry.cache_keys import bump_generation
+from registry.catalog.bases import recount_quants
 from registry.catalog.columns import refresh_table_columns
+from registry.catalog.combinations import resettle
 from registry.models import BaseClass, GGUFFile, Pair
 
 
@@ -30,3 +35,17 @@ def move_off(file_ids: Iterable[int]) -> int:
     if heirs:
         refresh_table_columns(heirs)  # the rows' search text names the file they are checked on
     return moved
+
+
+def unregister(file_ids: Iterable[int]) -> int:
+    """Delete these files' registrations as the admin's deletion does: what was checked on them moves to other quants
+    first (``move_off``), then the base models' quant counts and pairs are settled again. Returns the files deleted."""
+    ids = list(file_ids)
+    base_ids = list(GGUFFile.objects.filter(pk__in=ids).values_list("model__base_id", flat=True))
+    with transaction.atomic():
+        move_off(ids)
+        _, by_model = GGUFFile.objects.filter(pk__in=ids).delete()
+    recount_quants(base_ids)
+    resettle(base_ids)  # a class may have gone with the file
+    bump_generation()
+    return by_model.get(GGUFFile._meta.label, 0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 
@@ -25,11 +25,17 @@ from inspector.hub_names import hf_source
 from registry.catalog.adaptable import decide
 from registry.catalog.local_files import LocalFileError, register_local
 from registry.catalog.stored import load_info
+from registry.catalog.stored_files import ADAPTED_DIR, quota_problem, record
 from registry.model_folder import model_dir, room_problem
-from registry.models import AdaptCheck, GGUFFile, Pair
+from registry.models import AdaptCheck, GGUFFile, Pair, StoredFile
 
-# A draft's local paths, downloading what is missing: (source, size, sha256) -> paths. Raises AdaptJobError.
-Fetch = Callable[[str, int | None, str], list[Path]]
+
+class Fetch(Protocol):
+    """A draft's local paths, downloading what is missing (charged to ``owner``'s quota). Raises AdaptJobError."""
+
+    def __call__(self, source: str, size: int | None, sha256: str, owner: Any = None) -> list[Path]: ...
+
+
 Say = Callable[[str, str], None]
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -39,7 +45,7 @@ class AdaptJobError(Exception):
 
 
 def adapted_dir() -> Path:
-    return model_dir() / "adapted"
+    return model_dir() / ADAPTED_DIR
 
 
 def output_path(target: GGUFFile, draft: GGUFFile) -> Path:
@@ -52,8 +58,10 @@ def output_path(target: GGUFFile, draft: GGUFFile) -> Path:
     return adapted_dir() / f"{stem(draft)}-for-{stem(target)}-{draft.pk}-{target.pk}.gguf"
 
 
-def run_adapt_job(params: dict[str, Any], fetch: Fetch, say: Say) -> dict[str, Any]:
-    """The job: the adapted draft registered, and its pair with the target. Raises AdaptJobError (one line)."""
+def run_adapt_job(params: dict[str, Any], fetch: Fetch, say: Say, owner: Any = None) -> dict[str, Any]:
+    """The job: the adapted draft registered, and its pair with the target. Raises AdaptJobError (one line).
+    ``owner``: who asked (HubJob.requested_by): the adapted file and the draft's download are theirs, within their
+    quota (registry.catalog.stored_files)."""
     target = GGUFFile.objects.filter(pk=int(params.get("target") or 0)).first()
     draft = GGUFFile.objects.filter(pk=int(params.get("draft") or 0)).first()
     if target is None or draft is None:
@@ -63,14 +71,16 @@ def run_adapt_job(params: dict[str, Any], fetch: Fetch, say: Say) -> dict[str, A
         why = f" ({check.rule}: {check.detail})" if check.rule else ""
         raise AdaptJobError(f"{draft.source} is no longer adaptable to {target.source}{why}")
     out = output_path(target, draft)
-    if not out.is_file():
-        _write(target, draft, out, fetch, say)
+    wrote = not out.is_file()
+    if wrote:
+        _write(target, draft, out, fetch, say, owner)
     else:
         say("info", f"{out.name} was adapted before: registered again, not written again")
     try:
         made = register_local(out, made_by=(draft.pk, target.pk)).file
     except LocalFileError as exc:
         raise AdaptJobError(f"the adapted draft was written but could not be registered: {exc}") from None
+    record(out, StoredFile.ADAPTED, owner if wrote else None, made)  # the writer owns it (set once); used now
     pair = Pair.objects.filter(target_base=target.model.base, draft_base=made.model.base).first()
     # The verdict of the two files themselves, as check_pair gives it: the pair row may show other quants, or be
     # unlisted, and must not make a good adaptation read as a failure.
@@ -80,14 +90,17 @@ def run_adapt_job(params: dict[str, Any], fetch: Fetch, say: Say) -> dict[str, A
     return {"file": made.pk, "pair": pair.pk if pair is not None else None, "path": out.name}
 
 
-def _write(target: GGUFFile, draft: GGUFFile, out: Path, fetch: Fetch, say: Say) -> None:
-    """The draft fetched whole and its adapted copy written, within the model folder's budget; nothing half-written
-    stays (inspector.adapt writes to a temporary name and renames)."""
+def _write(target: GGUFFile, draft: GGUFFile, out: Path, fetch: Fetch, say: Say, owner: Any) -> None:
+    """The draft fetched whole and its adapted copy written, within the model folder's budget and the owner's quota;
+    nothing half-written stays (inspector.adapt writes to a temporary name and renames)."""
     if draft.split_count > 1:
         raise AdaptJobError(f"{draft.source}: a draft split into {draft.split_count} files is not adapted here")
+    if draft.size and (why := quota_problem(owner, draft.size)):  # before fetching: nothing written
+        raise AdaptJobError(f"the adapted draft {why}")
     say("info", f"fetching {draft.source}")
-    paths = fetch(draft.source, draft.size, draft.content_sha256)
-    if why := room_problem(paths[0].stat().st_size):  # the copy is the draft's size
+    paths = fetch(draft.source, draft.size, draft.content_sha256, owner=owner)
+    need = paths[0].stat().st_size  # the copy is the draft's size
+    if why := room_problem(need) or quota_problem(owner, need):
         raise AdaptJobError(f"the adapted draft {why}")
     adapted_dir().mkdir(parents=True, exist_ok=True)
     say("info", f"writing {out.name}")

@@ -58,7 +58,7 @@ def _run(job: HubJob, say, fetch: Fetch | None) -> dict[str, Any]:
     if job.kind == HubJob.ADAPT_DRAFT:
         if fetch is None:
             raise AdaptJobError("adapting a draft downloads it: it runs in a runner worker (runner.tasks.adapt_job)")
-        return run_adapt_job(job.params, fetch, say)
+        return run_adapt_job(job.params, fetch, say, owner=job.requested_by)
     if job.kind == HubJob.IMPORT_REPO:
         report = import_hf(
             job.params["repo"],

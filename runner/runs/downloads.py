@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from huggingface_hub import hf_hub_download, try_to_load_from_cache
 from huggingface_hub.errors import HfHubHTTPError
@@ -13,9 +14,10 @@ from tqdm.auto import tqdm
 from inspector.hf_spec import parse_hf_spec
 from inspector.hub_names import hub_token, shard_names
 from inspector.sources import SourceError, is_remote
+from registry.catalog.stored_files import quota_problem, record, touch
 from registry.hub.adapting import AdaptJobError
 from registry.model_folder import model_dir, room_problem
-from registry.models import SHA256
+from registry.models import SHA256, GGUFFile, StoredFile
 from runner.cache import sha256_file
 
 Progress = Callable[[int, int | None], None]  # bytes done, bytes total
@@ -43,24 +45,29 @@ def _progress_class(report: Progress | None):
     return Reporting
 
 
-def local_paths(source: str, size: int | None = None, sha256: str = "", progress: Progress | None = None) -> list[Path]:
+def local_paths(
+    source: str, size: int | None = None, sha256: str = "", progress: Progress | None = None, owner: Any = None
+) -> list[Path]:
     """Local paths of every shard of ``source``, downloading what is missing.
 
     huggingface_hub resumes partial downloads and keeps files by commit; the download goes to a
     temporary name and only appears complete, so a failure leaves nothing half-usable behind.
-    ``sha256`` (the Hub's LFS hash) is checked when given.
+    ``sha256`` (the Hub's LFS hash) is checked when given. ``owner``: the user whose run or job asks; a download it
+    brings into the model folder is theirs, within their quota (registry.catalog.stored_files).
     """
     if not is_remote(source):
         paths = [Path(s) for s in shard_names(source)]
         missing = [p for p in paths if not p.is_file()]
         if missing:
             raise DownloadError(f"{missing[0]}: no such file on this worker")
+        touch(paths)  # an adapted draft of the folder, used now
         return paths
     folder = model_dir()
     folder.mkdir(parents=True, exist_ok=True)
     # A file already in the folder needs no room: asking first would let one user who filled the folder make every
-    # later benchmark of a cached file fail on the budget.
-    if size is not None and cached_paths(source) is None and (why := room_problem(size)):
+    # later benchmark of a cached file fail on the budget. Nor is it charged to anyone's quota.
+    cached = cached_paths(source)
+    if size is not None and cached is None and (why := room_problem(size) or quota_problem(owner, size)):
         raise DownloadError(f"{source}: {why}")
     out = []
     for shard in shard_names(source):
@@ -89,6 +96,9 @@ def local_paths(source: str, size: int | None = None, sha256: str = "", progress
         if actual != sha256:
             out[0].unlink(missing_ok=True)
             raise DownloadError(f"{source}: sha256 {actual[:12]}… does not match the Hub's {sha256[:12]}…; removed")
+    registered = GGUFFile.objects.filter(source=source).first()
+    for path in out:  # a file that was here already stays whoever's it was (no one's, if it predates the records)
+        record(path, StoredFile.DOWNLOAD, owner if cached is None else None, registered)
     return out
 
 
@@ -110,10 +120,10 @@ def cached_paths(source: str) -> list[Path] | None:
     return out
 
 
-def fetch_whole(source: str, size: int | None, sha256: str) -> list[Path]:
+def fetch_whole(source: str, size: int | None, sha256: str, owner: Any = None) -> list[Path]:
     """``local_paths`` for a Hub job that needs a whole file (registry.hub.adapting's ``fetch``): its failure is the
     job's one line."""
     try:
-        return local_paths(source, size, sha256)
+        return local_paths(source, size, sha256, owner=owner)
     except DownloadError as exc:
         raise AdaptJobError(str(exc)) from None

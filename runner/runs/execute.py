@@ -71,7 +71,9 @@ def _requester_may_use_token(run_id: int) -> bool:
 
 
 def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
-    run = BenchmarkRun.objects.select_related("pair__target", "pair__draft", "target_file", "draft_file").get(pk=run_id)
+    run = BenchmarkRun.objects.select_related(
+        "pair__target", "pair__draft", "target_file", "draft_file", "requested_by"
+    ).get(pk=run_id)
     pair, p = run.pair, run.params
     try:
         build = binaries.build_info()
@@ -88,8 +90,8 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
     )
     alone = bool(p.get("target_alone"))
     try:
-        target_path = _fetch(run_id, reporter, run.measured_target, (0.0, 0.05 if not alone else 0.1))
-        draft_path = "" if alone else _fetch(run_id, reporter, run.measured_draft, (0.05, 0.1))
+        target_path = _fetch(reporter, run, run.measured_target, (0.0, 0.05 if not alone else 0.1))
+        draft_path = "" if alone else _fetch(reporter, run, run.measured_draft, (0.05, 0.1))
     except DownloadError as exc:
         return BenchmarkRun.FAILED, str(exc)
     if reporter.should_cancel():
@@ -234,7 +236,8 @@ def _time_saved(result: Any, first: dict[str, Any]) -> float | None:
     return round(max(0, spared) * sum(timed) / len(timed) - sum(first["seconds"].values()), 1)
 
 
-def _fetch(run_id: int, reporter: Reporter, f: GGUFFile, share: tuple[float, float]) -> Any:
+def _fetch(reporter: Reporter, run: BenchmarkRun, f: GGUFFile, share: tuple[float, float]) -> Any:
+    """The file's local path; a download is the run's requester's, within their quota in the model folder."""
     lo, hi = share
 
     def report(done: int, total: int | None) -> None:
@@ -245,5 +248,5 @@ def _fetch(run_id: int, reporter: Reporter, f: GGUFFile, share: tuple[float, flo
 
     if is_remote(f.source):
         reporter.step(f"fetching {f.source} ({(f.size or 0) / 1e6:.0f} MB) unless already downloaded")
-    paths = local_paths(f.source, f.size, f.etag, report)
+    paths = local_paths(f.source, f.size, f.etag, report, owner=run.requested_by)
     return paths[0]
