@@ -26,7 +26,7 @@ from tests.test_adapt_draft import made, qwen05, r1_target  # noqa: F401 - fixtu
 from tests.test_adapt_job import near_miss  # noqa: F401 - fixture
 from tests.test_runner_downloads import SPEC, hub_with_smollm2  # noqa: F401 - fixture
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
 
 
 def account(name: str, staff: bool = False) -> User:

@@ -18,7 +18,7 @@ from registry.models import BaseClass, BaseModel, GGUFFile, Model, Pair, Reporte
 from tests.models import MODELS
 from tests.test_adapt_draft import adapted, header_of, made, qwen05, r1_target, rewrite  # noqa: F401 - fixtures
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.db_service]
 
 
 def reg(path: Path, repo: str, name: str, etag: str = "", base_models: list[str] | None = None) -> GGUFFile:
