@@ -11,7 +11,7 @@ from inspector.llama_flags import PINNED_SERVER_HELP, capabilities_from_help
 from inspector.spec_flags import Setting
 from runner.llama import binaries
 from runner.models import CostMeasurement
-from runner.predict import prediction, round_cost
+from runner.predict import conditions, prediction, round_cost
 from runner.predict.prediction import CostModel, round_residual, step_seconds
 from runner.predict.round_cost import RoundRun
 
@@ -79,15 +79,22 @@ def test_the_hardware_page_shows_each_model_files_residual_per_round(client):
     assert "q15.gguf, batch 2: 50.0 ms" in html
 
 
+def rows_conditions() -> list[dict]:
+    return [r.data["conditions"] for r in CostMeasurement.objects.all() if "round" in r.data]
+
+
 @pytest.mark.llama
 @pytest.mark.django_db
 def test_real_rounds_are_timed_once_per_pair_and_kept_with_their_residual(smollm2_path, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECREG_CACHE_DIR", str(tmp_path / "cache"))
+    # reuse, whatever the conditions the runs had beside other tests (retaking is tests/test_cost_conditions.py's)
+    monkeypatch.setattr(conditions, "quiet_now", lambda window_s=0.5: False)
     gen = binaries.GenParams(n_predict=8, threads=2)
     target = prediction.measure_cost(smollm2_path, gen, round_cost.ROUND_K + 1, reps=3)
-    run, extra = round_cost.measure_rounds(
+    run, extra, cond = round_cost.measure_rounds(
         smollm2_path, smollm2_path, gen, lambda r: round_residual(r, target, target), timeout_s=300
     )
+    assert cond is not None and rows_conditions() == [cond.to_dict()]
     assert extra == pytest.approx(round_residual(run, target, target))
     # llama.cpp's own counts: every round yields its accepted tokens and one of the target's
     assert run.rounds == run.n_decoded - run.n_accept > 0
@@ -104,4 +111,4 @@ def test_real_rounds_are_timed_once_per_pair_and_kept_with_their_residual(smollm
     # kept: a second prediction of the pair on this machine reads it instead of running llama.cpp again
     # kept with its residual: another moment's cost model does not change what was measured
     again = round_cost.measure_rounds(smollm2_path, smollm2_path, gen, lambda r: 0.0, timeout_s=300)
-    assert again == (run, extra) and CostMeasurement.objects.count() == 2  # the cost model and the rounds
+    assert again[:2] == (run, extra) and CostMeasurement.objects.count() == 2  # the cost model and the rounds

@@ -18,16 +18,17 @@ the draft model's time per decoded batch. A speculative step then costs
                                          (n-gram methods draft from tables: no model time)
 
 against plain decoding's verify(1) + sample per token. Sampling is the fixed cost a round pays per position
-beyond the decodes (the whole chain runs over the vocabulary: ~0.2-1 ms, a visible share for small models).
+beyond the decodes (the whole chain runs over the vocabulary: a visible share for small models).
 Other bookkeeping per round (cache trims, batch building, on a GPU launches and synchronisations) is measured, not
 assumed: runner.predict.round_cost times real rounds of the pair itself (p-min 0), and the seconds they took beyond
 these parts, per decode call, are added to every draft-model round (``CostModel.extra_per_call_s``, shown per round
 on the hardware page). What it leaves out, and the benchmark measures: the context growing during the run (the cost
-model is taken at one depth), the two models' decodes slowing each other when they alternate (a Qwen2.5 1.5B + 0.5B
-round measured 6% slower than its parts timed apart, on 2 cores, before rounds were timed whole), and the machine's
-speed at the moment of the benchmark: on a shared 2-core VM a batch of one (bound by memory bandwidth) measured 24
-to 32 ms within an hour while larger batches moved less, so a cost model taken at one moment can be 10-15% off a
+model is taken at one depth), the two models' decodes slowing each other beyond what the pair's timed rounds hold,
+and the machine's speed at the moment of the benchmark: on a shared machine a batch of one (bound by memory
+bandwidth) moves more from hour to hour than larger batches do, so a cost model taken at one moment can be off a
 benchmark taken at another.
+
+(figures: docs/benchmarks.md, "Figures behind design choices")
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from inspector.spec_flags import Setting, chain_parts, is_chain, uses_draft_file
 from inspector.speculative import NGRAM_METHODS
 from runner.hardware import gpu_layers, hardware_class, measurement_class, ram_bytes
 from runner.llama import binaries
-from runner.predict import changed_tokens, forced, kept, replay, round_cost
+from runner.predict import changed_tokens, conditions, forced, kept, replay, round_cost
 from runner.prompts import TaskSet, read_chat_template, render_prompt
 from runner.state import checkpointed
 
@@ -97,6 +98,16 @@ class CostModel:
     # restore one, as the timing measured them; 0 for a model with a KV cache, which needs none.
     checkpoint_save: float = 0.0
     checkpoint_restore: float = 0.0
+    # Where its figures came from and under what conditions (runner.predict.conditions): "measured" now, "kept"
+    # (reused), "checked" (reused after a fresh batch agreed with it), "remeasured" (a kept one was disturbed or had
+    # drifted); ``conditions`` as recorded, with ``disturbed``. The round residual's own, where one was measured.
+    source: str = "measured"
+    conditions: dict[str, Any] = field(default_factory=dict)
+    residual_conditions: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def disturbed(self) -> bool:
+        return bool(self.conditions.get("disturbed") or self.residual_conditions.get("disturbed"))
 
     def token(self) -> float:
         """Plain decoding's cost per token: a batch of one and its sampling."""
@@ -129,30 +140,60 @@ def measure_cost(
     timeout_s: float = replay.TIMEOUT_S,
 ) -> CostModel:
     """The model's cost model on this machine, measured once per model file, build, threads, GPU layers and batch range
-    and kept (runner.predict.kept: on this machine and in the database, where the hardware page shows it). A machine's
-    speed does not change between predictions; a new build, another thread count or another ``gen.gpu_layers`` (in
-    the options, so in the key) measures again."""
+    and kept (runner.predict.kept: on this machine and in the database, where the hardware page shows it), with the
+    conditions it was measured under (runner.predict.conditions). A disturbed measurement is taken again; a kept one
+    that was disturbed is taken again when the machine is quiet now (else reused and marked), and a kept quiet one
+    past its age is compared with one fresh batch of a token and taken again where it drifted. A new build, another
+    thread count or another ``gen.gpu_layers`` (in the options, so in the key) measures again."""
     caps = binaries.capabilities(binaries.find_binary(replay.SPEC_TOOL))
     ctx = max(gen.ctx_size or 0, COST_DEPTH + max_batch + 64)
     gen = replace(gen, temperature=0.0, ctx_size=ctx, n_predict=1)
     options = binaries.generation_argv(caps, gen, "x")
     timing = f"{COST_DEPTH},{max_batch},{reps}"
     meta = {"threads": gen.threads, "depth": COST_DEPTH}
+
+    def timed(spec: str) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory() as d:
+            out = Path(d) / "timing.json"
+            argv = timing_argv(replay.tool(), model, options, out)
+            replay.run_tool(argv, timeout_s, {**os.environ, "SPECREG_TIMING": spec}, should_cancel)
+            return json.loads(out.read_text())
+
     found = kept.find(kept.COSTS, model, [*options, timing], **meta)
+    source = "measured"
     if found is not None:
         try:
-            return _cost_model(model, found)
+            cost = _cost_model(model, found)
         except (ValueError, KeyError, TypeError):
-            pass  # damaged: measured again
+            cost = None  # damaged: measured again
+        if cost is not None:
+            verdict = _reuse(cost, found, lambda: float(timed(f"{COST_DEPTH},1,3")["seconds"][0]))
+            if verdict in ("kept", "checked"):
+                return replace(cost, source=verdict)
+        source = "remeasured"
     started = time.monotonic()
-    with tempfile.TemporaryDirectory() as d:
-        out = Path(d) / "timing.json"
-        argv = timing_argv(replay.tool(), model, options, out)
-        replay.run_tool(argv, timeout_s, {**os.environ, "SPECREG_TIMING": timing}, should_cancel)
-        data = json.loads(out.read_text())
-    cost = _cost_model(model, data)
+
+    def once() -> tuple[dict[str, Any], float | None]:
+        data = timed(timing)
+        spreads = [float(x) for x in data.get("spread") or []]
+        return data, max(spreads) if spreads else None
+
+    data, cond = conditions.quietly(once)
+    data["conditions"] = cond.to_dict()
+    cost = replace(_cost_model(model, data), source=source)
     kept.keep(kept.COSTS, model, [*options, timing], data, seconds=time.monotonic() - started, **meta)
     return cost
+
+
+def _reuse(cost: CostModel, found: dict[str, Any], batch_of_one: Callable[[], float]) -> str:
+    """Whether a kept cost model stands for the machine now: "kept" or "checked" (reuse it), "remeasure"."""
+    c = conditions.Conditions.from_dict(found.get("conditions"))
+    if c is not None and c.disturbed:
+        # measured while other work held the CPU: again if the machine is quiet now, else reused, marked as it is
+        return "remeasure" if conditions.quiet_now() else "kept"
+    if not conditions.needs_check(c):
+        return "kept"
+    return "remeasure" if conditions.drifted(cost.batch(1), batch_of_one()) else "checked"
 
 
 def timing_argv(exe: Path | str, model: Path | str, options: list[str], out: Path | str) -> list[str]:
@@ -164,6 +205,7 @@ def timing_argv(exe: Path | str, model: Path | str, options: list[str], out: Pat
 def _cost_model(model: Path | str, data: dict[str, Any]) -> CostModel:
     """The tool's timing JSON (fresh or cached) as a CostModel."""
     ckpt = data.get("checkpoint") or {}
+    cond = conditions.Conditions.from_dict(data.get("conditions"))
     return CostModel(
         str(model),
         int(data["depth"]),
@@ -173,6 +215,7 @@ def _cost_model(model: Path | str, data: dict[str, Any]) -> CostModel:
         tuple(float(s) for s in data.get("seconds_last", ())),
         checkpoint_save=float(ckpt.get("save_s", 0.0)),
         checkpoint_restore=float(ckpt.get("restore_s", 0.0)),
+        conditions=cond.to_dict() if cond is not None else {},
     )
 
 
@@ -187,8 +230,9 @@ def step_seconds(setting: Setting, drafted: int, target: CostModel, draft: CostM
 def step_extra(setting: Setting, drafted: int, target: CostModel, draft: CostModel | None) -> float:
     """What a real round costs beyond its parts, measured for the pair (so for draft-model settings only): per decode
     call, as the two models' alternation and, on a GPU, each call's launches and synchronisations cost; never below
-    the parts (a negative residual is the parts' noise, not a saving). Measured on 2 cores with the 1.5B + 0.5B pair,
-    the residual taken per round made p-min 0.75's shorter rounds 7-10% too slow; per call it follows them."""
+    the parts (a negative residual is the parts' noise, not a saving). Per call, not per round: a setting whose
+    rounds are shorter (a higher p-min stops drafting early) makes fewer calls, and a residual taken per round would
+    price them as full rounds."""
     if not uses_draft_file(setting.method) or draft is None or target.extra_per_call_s is None:
         return 0.0
     return max(0.0, target.extra_per_call_s) * decode_calls(setting, drafted)
@@ -365,7 +409,10 @@ class PredictionRun:
             "predictions": [p.to_dict() for p in self.predictions],
             "best": self.best(),
             "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
-            "cost_model": {name: asdict(c) for name, c in self.costs.items()},
+            "cost_model": {name: asdict(c) | {"disturbed": c.disturbed} for name, c in self.costs.items()},
+            # cost records measured while other work held the CPU, used because it still does: the figures they
+            # give are slower than the machine's own
+            "disturbed_costs": sorted(name for name, c in self.costs.items() if c.disturbed),
             # which class's timings these are, and how many layers every process offloaded to get them
             **(asdict(self.offload) if self.offload is not None else {}),
             **({"changed_tokens": self.changed_tokens} if self.changed_tokens is not None else {}),
@@ -538,15 +585,17 @@ def _cost_models(
         t = costs["target"]
         d = costs["draft"] = measure_cost(draft, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)
         ckpt = (checkpointed(str(target), "target"), checkpointed(str(draft), "draft"))
-        _, extra = round_cost.measure_rounds(
+        rounds = round_cost.measure_rounds(
             target,
             draft,
             gen,
             lambda r: round_residual(r, t, d, ckpt),
             should_cancel=should_cancel,
             timeout_s=timeout_s,
+            again="remeasured" in (t.source, d.source),  # taken with cost models that no longer hold
         )
-        costs["target"] = replace(t, extra_per_call_s=extra)
+        held = rounds.conditions.to_dict() if rounds.conditions is not None else {}
+        costs["target"] = replace(t, extra_per_call_s=rounds.extra, residual_conditions=held)
     return costs
 
 

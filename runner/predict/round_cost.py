@@ -2,7 +2,7 @@
 
 The cost model (runner.predict.prediction) times decodes and sampling, each alone. A real round pays more: the loop's
 bookkeeping (cache trims, batch building, the sampler's state), the two models slowing each other as they alternate,
-and on a GPU each step's launches and synchronisations, which users have seen reach ~20 ms per round (llama.cpp
+and on a GPU each step's launches and synchronisations, which can cost as much as several decodes (llama.cpp
 #25908). This module runs ``llama-speculative-simple`` with the pair itself (draft-simple, K = ROUND_K, p-min 0) and
 keeps what it printed: the decode loop's seconds, its rounds (n_decoded − n_accept: each round yields its accepted
 tokens and one of the target's) and its drafted tokens. runner.predict.prediction subtracts the modelled parts and
@@ -10,10 +10,11 @@ keeps the rest per llama.cpp decode call, ``CostModel.extra_per_call_s`` (shown 
 
 Why p-min 0: the draft then proposes K tokens every round whatever the target accepts (only the generation budget's
 last rounds draft fewer), so each round's modelled part is known without a transcript. Why the pair's own draft and
-not one standard run: measured on 2 cores (2026-11-27), the target drafting for itself left +18.8 ms per round
-beyond its parts, but added to the rounds of its 0.5 B draft it doubled the prediction's error (5.1% to 11.8%): what
-a round leaves out depends on the draft. Kept like a cost model (runner.predict.kept): per target file, draft file
-(its sha256 in the options), build, options and machine.
+not one standard run: what a round leaves out depends on the draft, and another draft's residual added to the pair's
+rounds makes the prediction worse than none. Kept like a cost model (runner.predict.kept): per target file, draft
+file (its sha256 in the options), build, options and machine.
+
+(figures: docs/benchmarks.md, "Figures behind design choices")
 """
 
 from __future__ import annotations
@@ -21,17 +22,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from inspector.spec_flags import Setting
 from runner.llama import binaries, output, procs
-from runner.predict import kept
+from runner.predict import conditions, kept
+from runner.predict.conditions import MAX_SPREAD, Conditions, quietly, spread_of
 from runner.predict.tool import ReplayCancelled, ReplayError
 from runner.state import checkpointed
 
 ROUND_K = 4  # a short draft: most rounds of a real pair, and cheap to time
 ROUND_TOKENS = 48  # about ten rounds per run
-ROUND_REPEATS = 3  # the median run: one slow moment of a shared machine does not decide the figure
+ROUND_REPEATS = 3  # the median run; their spread says whether the machine was steady (runner.predict.conditions)
 # Text to continue: about 250 tokens with common tokenizers, so that the rounds run near the cost model's context
 # depth (runner.predict.prediction.COST_DEPTH): decodes at another depth cost another time.
 ROUND_PROMPT = (
@@ -94,6 +96,12 @@ def round_argv(
     return binaries.method_argv(caps, target, draft, ROUND_PROMPT, gen, setting, round_log=round_log)
 
 
+class Rounds(NamedTuple):
+    run: RoundRun  # the median run
+    extra: float  # seconds per decode call beyond the modelled parts
+    conditions: Conditions | None  # None: kept before conditions were recorded
+
+
 def measure_rounds(
     target: Path | str,
     draft: Path | str,
@@ -102,13 +110,17 @@ def measure_rounds(
     *,
     should_cancel: Callable[[], bool] | None = None,
     timeout_s: float,
-) -> tuple[RoundRun, float]:
+    again: bool = False,
+) -> Rounds:
     """The median of ROUND_REPEATS timed runs of the pair, kept per target and draft file, build, options and machine
     like a cost model (a kept one is returned without running), and ``residual`` of it (seconds per decode call
     beyond the modelled parts, which the hardware page shows per round), taken with the cost models of the moment it
     was measured and kept with it. A kept run's residual is the kept one, never the kept seconds set against a cost
-    model measured at another moment: on a shared VM that difference alone read -67 ms per round where +7 ms had
-    been measured. Raises ReplayError (one line) when llama.cpp fails."""
+    model measured at another moment (on a shared machine that difference alone can outweigh the residual). Measured
+    again where the kept one was disturbed and the machine is quiet now, or ``again`` (a cost model it was taken
+    with was measured anew); runs taken while other work held the CPU, or lying far apart, are taken again
+    (runner.predict.conditions) and kept marked where they stay so. Raises ReplayError (one line) when llama.cpp
+    fails."""
     gen = replace(gen, temperature=0.0, n_predict=ROUND_TOKENS, ctx_size=max(gen.ctx_size or 0, 1024))
     caps = binaries.capabilities(binaries.find_binary(binaries.SPECULATIVE))
     # the key holds the files' contents (runner.predict.kept), not where they lie
@@ -117,12 +129,24 @@ def measure_rounds(
     options = [("-" if a in paths else a) for a in argv]
     options += [f"draft:{kept.file_sha256(draft)}", f"rounds:{ROUND_REPEATS}"]
     found = kept.find(kept.COSTS, target, options)
-    if found is not None:
+    if found is not None and not again:
         try:
-            return RoundRun.from_dict(found["round"]), float(found["extra_per_call_s"])
+            kept_rounds = Rounds(
+                RoundRun.from_dict(found["round"]),
+                float(found["extra_per_call_s"]),
+                Conditions.from_dict(found.get("conditions")),
+            )
         except (KeyError, TypeError, ValueError):
             pass  # damaged, or kept before the residual was: measured again
-    runs = [_run_once(caps, target, draft, gen, should_cancel, timeout_s) for _ in range(ROUND_REPEATS)]
+        else:
+            if not _disturbed(kept_rounds.conditions, found) or not conditions.quiet_now():
+                return kept_rounds
+
+    def once() -> tuple[list[RoundRun], float | None]:
+        runs = [_run_once(caps, target, draft, gen, should_cancel, timeout_s) for _ in range(ROUND_REPEATS)]
+        return runs, spread_of([r.decode_s for r in runs])
+
+    runs, cond = quietly(once)
     run = sorted(runs, key=lambda r: r.decode_s)[len(runs) // 2]
     spent = sum(r.decode_s for r in runs)
     extra = residual(run)
@@ -132,9 +156,18 @@ def measure_rounds(
         "extra_per_call_s": extra,
         "calls_per_round": ROUND_K + 2,  # a full round: the target's batch, K draft decodes, the draft's intake
         "draft": Path(draft).name[:255],
+        "conditions": cond.to_dict(),
     }
     kept.keep(kept.COSTS, target, options, data, seconds=spent, threads=gen.threads, depth=run.n_encoded)
-    return run, extra
+    return Rounds(run, extra, cond)
+
+
+def _disturbed(c: Conditions | None, found: dict[str, Any]) -> bool:
+    """A kept record's conditions; one kept before conditions were says only how far its runs lay apart."""
+    if c is not None:
+        return c.disturbed
+    spread = spread_of([float(x) for x in found.get("decode_s_all") or []])
+    return spread is not None and spread > MAX_SPREAD
 
 
 def _run_once(

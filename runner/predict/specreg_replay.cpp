@@ -22,7 +22,8 @@
 //       batch of b = 1..MAXB tokens *with logits for every token* (as a verify step needs them; llama-bench
 //       computes only the last token's, which understates the output layer with a large vocabulary), and with
 //       only the last token's logits (what a draft model pays to take in the target's batch). Writes
-//       {"depth", "batch": [...], "seconds": [...], "seconds_last": [...], "sample_s", "draft_sample_s"}.
+//       {"depth", "batch": [...], "seconds": [...], "seconds_last": [...], "spread": [...], "sample_s",
+//       "draft_sample_s"}.
 //
 //   specreg-replay forced TRANSCRIPT.json OUT.json [llama.cpp options: -m DRAFT -c N ...]   (env SPECREG_FORCED=MAXK,PMIN,ENDED)
 //       The fast path for draft models: one teacher-forced pass of the draft over prompt + transcript. Up to
@@ -285,10 +286,18 @@ static int timing(common_params & params, const std::string & out_path) {
         std::sort(t.begin(), t.end());
         return t[t.size() / 2];
     };
-    std::vector<double> seconds, seconds_last;
+    // How far each batch's repeats lie apart: (third quartile - first) / median. A quiet machine's repeats agree;
+    // specreg keeps no timing whose repeats do not as the machine's figure (runner.predict.conditions).
+    auto spread = [](std::vector<double> t) {
+        std::sort(t.begin(), t.end());
+        const double mid = t[t.size() / 2];
+        return mid > 0 ? (t[(3 * t.size()) / 4] - t[t.size() / 4]) / mid : 0.0;
+    };
+    std::vector<double> seconds, seconds_last, spreads;
     for (int b = 1; b <= max_b; ++b) {
         seconds.push_back(median(every_t[b - 1]));
         seconds_last.push_back(median(last_t[b - 1]));
+        spreads.push_back(spread(every_t[b - 1]));
     }
     // Sampling, which a step pays besides its decodes: the target samples every verified position with the run's
     // own chain (speculative-simple.cpp: common_sampler_sample_and_accept_n), plain decoding one per token, and
@@ -337,6 +346,10 @@ static int timing(common_params & params, const std::string & out_path) {
     os << "], \"seconds_last\": [";
     for (size_t i = 0; i < seconds_last.size(); ++i) {
         os << (i ? "," : "") << seconds_last[i];
+    }
+    os << "], \"spread\": [";
+    for (size_t i = 0; i < spreads.size(); ++i) {
+        os << (i ? "," : "") << spreads[i];
     }
     os << "]}\n";
     return os.good() ? 0 : fail("the timings could not be written");

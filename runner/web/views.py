@@ -22,7 +22,7 @@ from registry.web.serializers import stability_dict
 from runner.errors import BenchmarkError
 from runner.methods import nothing_drafted
 from runner.models import CostMeasurement, KeptTranscript
-from runner.predict import kept
+from runner.predict import conditions, kept
 from runner.predict.runs import drafted_apart, predictions_by_setting
 from runner.runs import records, submit
 from runner.runs.submit import queue_soak
@@ -236,7 +236,10 @@ def hardware(request: HttpRequest, name: str) -> HttpResponse:
             per_call, calls = c.data.get("extra_per_call_s"), c.data.get("calls_per_round")
             if isinstance(per_call, (int, float)) and isinstance(calls, int):
                 draft = str(c.data.get("draft") or "its draft")
-                rounds.setdefault((c.model_sha256, c.host), f"{per_call * calls * 1000:+.2f} ms with {draft}")
+                said = (
+                    f"{per_call * calls * 1000:+.2f} ms with {draft}; {conditions.described(c.data.get('conditions'))}"
+                )
+                rounds.setdefault((c.model_sha256, c.host), said)
         else:
             latest.setdefault((c.model_sha256, c.host), c)
     # Worker host names are the installation's own, shown to those who may see server paths; others see each
@@ -249,8 +252,18 @@ def hardware(request: HttpRequest, name: str) -> HttpResponse:
         secs = [float(x) for x in (c.data.get("seconds") or [])]
         label = c.model_name if len(hosts) == 1 else f"{c.model_name} on {alias[c.host]}"
         per_round = rounds.get((c.model_sha256, c.host))
+        said = conditions.described(c.data.get("conditions"))
         costs.append(
-            {"label": label, "row": c, "host": alias[c.host], "seconds": secs, "depth": c.depth, "round": per_round}
+            {
+                "label": label,
+                "row": c,
+                "host": alias[c.host],
+                "seconds": secs,
+                "depth": c.depth,
+                "round": per_round,
+                "conditions": said,
+                "disturbed": said.startswith("disturbed"),
+            }
         )
     costs.sort(key=lambda c: c["label"])
     transcripts = (

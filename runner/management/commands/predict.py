@@ -123,6 +123,13 @@ class Command(SpecregCommand):
                 )
         for m, w in why.items():
             self.stdout.write(f"{m}: {w}")
+        for name, cost in run.costs.items():  # measured while other work held the CPU, and it still does
+            if cost.disturbed:
+                held = cost.conditions if cost.conditions.get("disturbed") else cost.residual_conditions
+                self.stderr.write(
+                    f"warning: the {name}'s cost record was measured while the machine was busy ({held.get('why')}): "
+                    "these speeds are slower than the machine's own; predict again when it is quiet"
+                )
         took = ", ".join(f"{k} {v:.1f} s" for k, v in run.seconds.items())
         where = ""
         if run.offload is not None:  # which machine's timings these are: a GPU's and a CPU's differ many times over
