@@ -23,8 +23,8 @@ ordinary texts, a diffusion or memory-less model (the architecture rule) and spe
 The file is written by hand, streamed: the header is the draft's, key-value pair by key-value pair as stored, with
 the changed pairs re-encoded and ``specreg.adapted.*`` pairs appended; the tensor infos and the tensor data are
 copied as stored, in chunks, hashing each tensor on the way. Not gguf-py's GGUFReader / GGUFWriter, because:
-GGUFReader maps the whole file and builds a numpy object per array element (~12 s for Qwen's 151,936 tokens and
-151,387 merges on this machine) and cannot open a header-only TARGET; GGUFWriter re-encodes every value from Python
+GGUFReader maps the whole file and builds a numpy object per array element (seconds for a real vocabulary's tokens
+and merges) and cannot open a header-only TARGET; GGUFWriter re-encodes every value from Python
 objects (it needs each array's element type, refuses empty arrays, rewrites strings through ``str`` and always
 writes version 3), where copying the unchanged pairs' bytes keeps them identical by construction. General.alignment
 is carried as stored, and the tensor offsets with it (they are relative to the data section). The result is then

@@ -2,7 +2,7 @@
 
 Written out by hand from ``ggml/include/ggml.h``, ``ggml/include/gguf.h`` and ``include/llama.h`` of
 the pinned source (tests/test_ggml_constants.py compares them with it): the ``gguf`` package's
-tables follow its own, newer release, and importing it loads numpy (~0.25 s) for every command.
+tables follow its own, newer release, and importing it loads numpy for every command.
 """
 
 from __future__ import annotations

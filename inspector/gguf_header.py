@@ -1,7 +1,7 @@
 """A streaming GGUF header reader: metadata and tensor infos, never the tensor data.
 
 Written by hand because gguf-py's ``GGUFReader`` memory-maps the whole file (so it cannot read a
-partial or remote file) and builds a numpy object per token (~13 s on a 262k-token vocabulary).
+partial or remote file) and builds a numpy object per token (seconds for a large vocabulary).
 This reader pulls bytes from a ``Source`` on demand, checks every length against the bytes that
 can exist before using it, keeps large arrays as byte ranges, and walks string arrays by their
 length prefixes only. Constants come from ``ggml_constants`` and ``ggml_types`` (the pinned build's).

@@ -5,7 +5,7 @@ bytes (which the HTTP source fetches while it opens the file), then everything u
 the header's end made from those bytes. An open-ended request closed early is no substitute: what
 the server already pushed into socket buffers is sent anyway. The estimate walks what is there
 (metadata count, tensor count, the tokenizer model, the token count and as many token lengths as
-arrived) and fills in what is not from the shapes real vocabularies have. Measured on llama.cpp's
+arrived) and fills in what is not from the shapes real vocabularies have: those of llama.cpp's
 19 ``ggml-vocab-*.gguf`` files and the test models (``tests/bench/bench_inspector.py``).
 """
 

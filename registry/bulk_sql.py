@@ -1,9 +1,9 @@
 """Statements on many rows that cost the database, not Django and the driver.
 
 ``filter(pk__in=ids)`` sends one parameter per id: with thousands, building the lookup and psycopg's splitting of the
-query into placeholders cost far more than the query (measured at 9,000 files: 0.77 s per call of
-``listing.with_evidence`` over ~40,000 pair ids, nearly all of it in Django and psycopg). PostgreSQL takes the list as
-one array parameter instead; SQLite keeps ``IN`` (its callers keep lists within its variable limit).
+query into placeholders cost far more than the query itself. PostgreSQL takes the list as one array parameter
+instead; SQLite keeps ``IN`` (its callers keep lists within its variable limit). (figures: docs/benchmarks.md,
+"Figures behind design choices")
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ def bulk_set(model: type[models.Model], objs: Sequence[models.Model], fields: Se
     """``model.objects.bulk_update(objs, fields)``, as one ``UPDATE … FROM (VALUES …)`` per batch on PostgreSQL.
 
     Hand-written because Django's bulk_update writes a CASE over every row for every column, which both Django and
-    the server evaluate per row: 631 ms for 300 pairs and 11 columns, where this statement takes 34 ms (measured at
-    9,000 files; a base model whose shown file changes moves thousands of pairs in one registration)."""
+    the server evaluate per row; this statement sends each row's values once and joins them by primary key. A base
+    model whose shown file changes moves thousands of pairs in one registration."""
     if not objs:
         return
     _refuse_too_long(model, objs, fields)

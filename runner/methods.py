@@ -1,9 +1,9 @@
 """Speculation methods as a benchmark dimension: which methods a run measures and which settings of each.
 
 Draft models and MTP heads: each K at each p-min (``--spec-draft-p-min`` decides whether they pay: users
-report MTP 26-37% faster at 0.75 where the default 0 was slower). n-gram methods: their own draft length
-times one other option of theirs (the lookup length), at most ``MAX_SETTINGS``; ``ngram-cache`` has no
-option to sweep. The options themselves are inspector.spec_flags'.
+report MTP faster at 0.75 than at the default 0). n-gram methods: their own draft length times one other option of
+theirs (the lookup length), at most ``MAX_SETTINGS``; ``ngram-cache`` has no option to sweep. The options themselves
+are inspector.spec_flags'. (figures: docs/benchmarks.md, "Figures behind design choices")
 """
 
 from __future__ import annotations

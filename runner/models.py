@@ -73,9 +73,9 @@ class KeptTranscript(KeptResult):
 class CostMeasurement(KeptResult):
     """A model file's cost model on one machine (runner.predict.prediction.measure_cost): the time to decode a batch of
     1, 2, … tokens with every token's logits at a context depth, and to sample one position (``data``: the
-    tool's timing JSON). Kept per machine, not per hardware class: two machines of one class have measured 35
-    and 14 tokens/s for the same model, so one machine's cost model never predicts for another; the hardware
-    page shows every machine's."""
+    tool's timing JSON). Kept per machine, not per hardware class: two machines of one class can decode the same
+    model at very different speeds, so one machine's cost model never predicts for another; the hardware page shows
+    every machine's."""
 
     host = models.CharField(max_length=255)
     threads = models.IntegerField(null=True)

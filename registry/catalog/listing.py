@@ -36,9 +36,11 @@ def rank(base: BaseModel | None) -> Rank:
     """Smaller drafts first (an unknown size last), then the earliest registered.
 
     Not the key, at one size: fine-tunes of one model share its parameter count, so a new one whose key sorted first
-    took a place from a listed one in every target of its family (measured at 3,000 Zipf files: a new 0.5B draft
-    wrote 237 pairs and dropped 220, 470 ms), and an uploader could push every listed draft of a family out with
-    names chosen to sort first. So a later upload takes a place only by being smaller."""
+    would take a place from a listed one in every target of its family (writing and dropping hundreds of pairs in one
+    registration), and an uploader could push every listed draft of a family out with names chosen to sort first.
+    So a later upload takes a place only by being smaller.
+
+    (figures: docs/benchmarks.md, "Figures behind design choices")"""
     if base is None:
         return (math.inf, 0)
     return (float(base.parameter_count) if base.parameter_count > 0 else math.inf, base.pk)
@@ -55,9 +57,11 @@ def with_evidence(pair_ids: Iterable[int]) -> set[int]:
     pair, found from the model's relations so that a new kind of evidence is kept without a change here).
 
     A few ids are named in each query (one array parameter on PostgreSQL: registry.bulk_sql). Many are not: a small
-    draft joining a big family reads the listed pairs of thousands of targets, and naming 40,000 ids cost 0.3 s per
-    call even as one array (2.7 s as one parameter each), measured at 9,000 files. Evidence is rare beside pairs, so
-    each table then gives the pairs it points at, and those among these are kept."""
+    draft joining a big family reads the listed pairs of thousands of targets, and naming tens of thousands of ids is
+    slow even as one array, while evidence is rare beside pairs. So each table then gives the pairs it points at,
+    and those among these are kept.
+
+    (figures: docs/benchmarks.md, "Figures behind design choices")"""
     wanted = set(pair_ids)
     if not wanted:
         return set()

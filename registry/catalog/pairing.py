@@ -155,9 +155,9 @@ def partner_files(
     class index and the (base model, class) table, so the read grows with base models, not with files.
 
     Plain rows, one query: a new base model in a big family meets hundreds of partners, and reading each class as
-    six model instances (class row, base model, file, model, family, token table) cost 62 ms per registration in the
-    largest family at 3,000 files. The partner base models are bare instances holding what ranking reads (pk,
-    parameter count, key).
+    six model instances (class row, base model, file, model, family, token table) would be a large share of the
+    registration's time. The partner base models are bare instances holding what ranking reads (pk,
+    parameter count, key). (figures: docs/benchmarks.md, "Figures behind design choices")
 
     ``paired``: base models to leave out (already in a compatible pair with ``base``: nothing ``f`` brings changes
     the files such a pair shows, and a popular small draft is in thousands)."""
@@ -319,8 +319,8 @@ def compute_pairs(
     if new_class:
         # Every other pair of this base model has one more combination per class of its partner, partners outside
         # the new class's candidate window included (those combinations fail on the class columns alone).
-        # (None for a base model new to the registry: its pairs are all new, settled above. Reading its partners'
-        # classes for nothing cost 19 ms per new base model in the largest family at 3,000 files.)
+        # (None for a base model new to the registry: its pairs are all new, settled above, and with no other pair
+        # its partners' classes are not read at all.)
         rest = [row for row in rows if row.pk not in done]
         if rest and fresh and f.tokenizer_class_id is not None:
             settled.add(settle_gained_class(base, f.tokenizer_class_id, rest, record=record_classes))
@@ -428,9 +428,10 @@ class _Batch:
             for k, v in fields.items():
                 setattr(pair, k, v)
             self.changed.append(pair)
-        # Settled before they are written (every one changes: it had no files), so each row is inserted once: inserted
-        # with the check's file and then settled, most rows of a base model with several classes were written twice
-        # ("all" to "partial", the files moved to the best-standing classes), each time into every index of the table.
+        # Settled before they are written (every one changes: it had no files), so each row is inserted once: a row
+        # inserted with the check's file and settled afterwards would be written twice for most base models with
+        # several classes ("all" to "partial", the files moved to the best-standing classes), each time into every
+        # index of the table.
         self.new = settle(new, self.verdicts.record)
         self.pending = []
 
@@ -454,8 +455,8 @@ class _Batch:
                 p.pk = ids.get((p.target_base_id, p.draft_base_id))
             self.new = [p for p in self.new if p.pk is not None]
         if self.changed:
-            # One UPDATE … FROM VALUES (registry.bulk_sql): Django's bulk_update wrote a CASE per row and column,
-            # 252 ms per call where a new class rechecks a few hundred incompatible pairs (profiled at 3,000 files).
+            # One UPDATE … FROM VALUES (registry.bulk_sql), not Django's bulk_update, which writes a CASE per row and
+            # column: a new class rechecks a few hundred incompatible pairs here.
             bulk_set(Pair, self.changed, ["target", "draft", *self.columns], batch=500)
             # An answer stored before is out of date; the pair page computes the whole check from now on.
             PairCheckResult.objects.filter(pair__in=self.changed).delete()

@@ -1,7 +1,8 @@
 """The Hub's Celery tasks: thin wrappers that pass a HubJob id to registry.hub.jobs, a crawl's ids to
 registry.hub.crawl. Imported by registry.tasks, where Celery's autodiscovery looks.
 
-hub_job's name stays ``runner.tasks.hub_job`` (where it used to live), so messages already queued find it.
+hub_job's registered name is ``runner.tasks.hub_job``, whatever module defines it: a task's name is part of the
+messages on the broker, so it never changes with the code's layout and messages already queued find it.
 """
 
 from __future__ import annotations

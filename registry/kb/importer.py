@@ -169,8 +169,8 @@ class Outline:
 
 
 class RecordBound:
-    """One record of a list (a run, a deployment, a soak…) is built whole when imported, at about 16 times its size
-    in memory: each is bounded, in values (SPECREG_KB_MAX_RECORD_VALUES) and bytes (SPECREG_KB_MAX_RECORD_BYTES;
+    """One record of a list (a run, a deployment, a soak…) is built whole when imported, in memory several times its
+    size: each is bounded, in values (SPECREG_KB_MAX_RECORD_VALUES) and bytes (SPECREG_KB_MAX_RECORD_BYTES;
     token tables and token types, one string each, excepted), and refused in one line as soon as it passes either."""
 
     def __init__(self) -> None:

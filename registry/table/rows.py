@@ -39,8 +39,9 @@ FILE_FIELDS = (
     "model__base__parameter_count",
     "model__base__name",
 )
-# Up to ~100 ids PostgreSQL joins the files by primary key; from ~200 it hashes the whole file
-# table (10 times slower at 10,000 files), so longer lists go in batches.
+# A short list of ids PostgreSQL joins to the files by primary key; a long one makes it hash the whole file
+# table, whose cost grows with the registry, so longer lists go in batches of this many.
+# (figures: docs/benchmarks.md, "Figures behind design choices")
 BATCH = 100
 PAIR_FIELDS = (
     "pk",

@@ -1,8 +1,9 @@
 """The team app's Celery tasks: deployment scrapes, thin wrappers over registry.team.telemetry.
 
 Both go to the telemetry queue (CELERY_TASK_ROUTES; queue_scrape names it too), whose worker does nothing
-else: a slow /metrics never holds a queued check or Hub job. Their names stay ``runner.tasks.…`` (where
-they used to live), so messages already queued and the beat schedule find them.
+else: a slow /metrics never holds a queued check or Hub job. Their registered names are ``runner.tasks.…``,
+whatever module defines them: a task's name is part of the messages on the broker and of the beat schedule, so it
+never changes with the code's layout and messages already queued find it.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ PUBLIC_GAP = "telemetry unavailable"
 # After the deadline the watchdog shuts the scrape's socket; the reading thread ends within this.
 WATCHDOG_GRACE_S = 1.0
 # Deployments scraped at once by the beat's round: a round of slow servers takes about one deadline,
-# not one deadline per server (the threads wait on sockets, not on the 2 cores).
+# not one deadline per server (the threads wait on sockets, not on the CPU).
 SCRAPE_THREADS = 8
 # A queued "scrape now" older than this is taken as lost (its worker died): another may be queued.
 SCRAPE_PENDING_FOR = timedelta(minutes=5)

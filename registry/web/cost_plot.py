@@ -1,8 +1,8 @@
 """An inline SVG of a machine's cost model: the time to decode a batch of b tokens with every token's logits (what
 a verify step costs) against b, one colour per model file, and each batch's time per token against one token's.
 
-On a 2-core CPU the dashed per-token line stays near 100% (verifying K tokens costs nearly K decodes, so only high
-acceptance pays); on a GPU it falls steeply (verifying is nearly free). That shape decides the best K.
+On a CPU with few cores the dashed per-token line stays near 100% (verifying K tokens costs nearly K decodes, so
+only high acceptance pays); on a GPU it falls steeply (verifying is nearly free). That shape decides the best K.
 """
 
 from __future__ import annotations

@@ -272,8 +272,7 @@ def generation_argv(caps: Capabilities, gen: GenParams, prompt: str) -> list[str
     if caps.has("--no-escape"):
         argv.append("--no-escape")  # prompts are sent verbatim; "\n" in code must stay two characters
     if caps.has("--fit"):
-        # fitting only adjusts options left unset (we set them) and loads the model an extra time:
-        # about a second per process for a 1.5B model on 2 cores
+        # fitting only adjusts options left unset (we set them) and loads the model an extra time in every process
         argv += ["--fit", "off"]
     return argv
 

@@ -10,7 +10,7 @@ build faults on its first quantized matrix product (``tilezero`` in ``tinygemm_k
 issues #28328, #28756, #20824). Neither CPUID nor XCR0 tells, so AMX is compiled in only when a child
 process has executed a tile instruction here. ``GGML_CPU_ALL_VARIANTS`` does not avoid it either: it
 chooses its ``sapphirerapids`` variant from CPUID alone. One explicit instruction set per machine also
-compiles ggml-cpu once, not a dozen times, which keeps the build near 10 minutes on 2 cores.
+compiles ggml-cpu once, not once per variant (about a dozen), which keeps the build short.
 
 The wheel is cached per flag set in ``~/.cache/specreg/llama-wheel/<key>/`` and built with pip's own
 cache off (pip keys it by the sdist alone, blind to ``CMAKE_ARGS``): a native wheel built earlier on

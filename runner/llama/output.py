@@ -84,7 +84,7 @@ class ServerFigures:
 
 
 # "\d+(?:\.\d*)?", not "\d+\.?\d*": the same numbers, but a run of digits splits one way only (the second form
-# backtracks quadratically: "accept = " and 20,000 digits of a model's output took 13 s).
+# backtracks quadratically, and a model's output after "accept = " can be a long run of digits).
 _NUM = r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)"
 _DECODED = re.compile(rf"decoded\s+(\d+) tokens in\s+{_NUM} seconds, speed:\s+{_NUM} t/s")
 _ENCODED = re.compile(rf"encoded\s+(\d+) tokens in\s+{_NUM} seconds")

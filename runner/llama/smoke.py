@@ -156,8 +156,8 @@ def smoke(timeout_s: float = 120.0, binary: Path | None = None) -> Smoke:
         ]
         gpu = binaries.build_backend(exe.parent) == "cuda"
         if gpu:  # a GPU build is checked on the GPU: every layer offloaded
-            # -lv 4: the pinned build prints its load log ("offloaded 3/3 layers to GPU") at info level only
-            # (seen on an H200: without it the log held no offload line, and a working build was refused)
+            # -lv 4: the pinned build prints its load log ("offloaded 3/3 layers to GPU") at info level only;
+            # without it the log holds no offload line, and a working build would be refused
             argv += ["-ngl", "99", "-lv", "4"]
         started = time.monotonic()
         try:

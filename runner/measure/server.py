@@ -9,8 +9,8 @@ draft settings are disabled in current builds, so a setting is a server of its o
 The speculative server is started afresh for every request: in llama-server the n-gram methods keep
 what they saw across requests (``ngram-mod``'s hash pool lives as long as the slot:
 ``common/speculative.cpp``, ``common_speculative_impl_ngram_mod::begin`` only adds the new prompt), so
-a repeat of the same prompt would find its own earlier answer and draft it perfectly. Measured that
-way on Qwen2.5-Coder-1.5B, ngram-mod read 1.62x on a code prompt where fresh requests drafted nothing.
+a repeat of the same prompt would find its own earlier answer and draft it perfectly, and read as a gain where
+fresh requests draft nothing. (figures: docs/benchmarks.md, "Figures behind design choices")
 Each request therefore starts from what a first request on a new server has; traffic that repeats
 itself may gain more in production, which the deployment's observed figures show.
 """

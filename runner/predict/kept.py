@@ -86,7 +86,7 @@ def _file_ident(model: Path | str) -> list[Any]:
 
 def file_sha256(model: Path | str) -> str:
     """The model file's sha256, computed once per file version (path, size, modification time) on this machine:
-    about a second per gigabyte, paid only when the local copy misses."""
+    its time grows with the file's size, so it is paid only when the local copy misses."""
     ident = _file_ident(model)
     memo = cache_dir() / "sha256" / (hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:32] + ".txt")
     try:

@@ -116,7 +116,7 @@ def _headers(log: Callable[[str], None] = _say) -> Path:
 
 
 def tool(log: Callable[[str], None] = _say) -> Path:
-    """The built tool for the llama.cpp build in use (``build_in_use``), compiled on first use (about 20 s)."""
+    """The built tool for the llama.cpp build in use (``build_in_use``), compiled on first use."""
     build = build_in_use()
     lib, version = build.lib, build.label
     ident = f"{version}|{lib.resolve()}|{build.mtime_ns}"

@@ -4,7 +4,7 @@ Benchmarks take one worker (``--pool solo``: one run at a time, as the measureme
 for hours; Hub imports and searches, queued checks and the sweep go to the general queue, whose own
 worker keeps its beat on time while a benchmark runs. Telemetry scrapes have a queue and a worker of
 their own: a scrape may wait on a slow /metrics for its whole deadline, and a visitor's queued check
-must not wait behind it. That worker sleeps on sockets, so the 2 cores stay with the other two. Crawls of the
+must not wait behind it. That worker sleeps on sockets, so the CPU stays with the other two. Crawls of the
 Hub (import_hf --author/--search) have a fourth, with SPECREG_CRAWL_CONCURRENCY threads: a crawl's tasks
 mostly wait on the Hub, and one of thousands of repositories must not hold up the general queue.
 
