@@ -82,11 +82,11 @@ SPECREG_INSTALLATION_ID = os.environ.get("SPECREG_INSTALLATION_ID", "").strip() 
 if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", SPECREG_INSTALLATION_ID):
     raise ValueError("SPECREG_INSTALLATION_ID: 1 to 64 letters, digits, '.', '_' or '-'")
 # Largest knowledge-base file import_kb reads. It is streamed (memory stays about one record), so this bounds
-# time: the import is one transaction, ~10 s per 50 MB on 2 cores. 256 MiB holds what real installations
-# export: a distinct vocabulary's token table is 1-4 MB (4 real models export as 10 MB), so ~50 vocabularies
-# and ~10,000 benchmark runs fit. Raise it for more.
+# time: the import is one transaction, whose time grows with the file. 256 MiB holds what real installations
+# export, whose size is mostly their distinct vocabularies' token tables. Raise it for more.
+# (figures: docs/benchmarks.md, "Figures behind design choices")
 SPECREG_KB_MAX_BYTES = envint("SPECREG_KB_MAX_BYTES", 256 * 1024**2)
-# One record (a run with its results, a deployment with its samples) is built whole: ~16x its size in memory.
+# One record (a run with its results, a deployment with its samples) is built whole, in memory several times its size.
 SPECREG_KB_MAX_RECORD_BYTES = envint("SPECREG_KB_MAX_RECORD_BYTES", 16 * 1024**2)
 SPECREG_KB_MAX_RECORD_VALUES = envint("SPECREG_KB_MAX_RECORD_VALUES", 2_000_000)
 
@@ -131,10 +131,16 @@ MIDDLEWARE = [
 ROOT_URLCONF = "registry.urls"
 WSGI_APPLICATION = "registry.wsgi.application"
 
+# The site's templates: the checkout's top-level templates/ folder. An installed wheel has no checkout around
+# it (BASE_DIR is then site-packages) and carries a copy as package data, put there by setup.py's build_py.
+SITE_TEMPLATES = BASE_DIR / "templates"
+if not ((BASE_DIR / "manage.py").is_file() and SITE_TEMPLATES.is_dir()):
+    SITE_TEMPLATES = Path(__file__).resolve().parent / "_bundled" / "templates"
+
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [SITE_TEMPLATES],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

@@ -6,7 +6,7 @@ import io
 import struct
 import subprocess
 import sys
-import time
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -16,6 +16,7 @@ from gguf import GGUFValueType as T
 from inspector.gguf_header import read_header
 from inspector.info import InspectError, inspect_source
 from inspector.sources import FileSource
+from tests.budget import python_lines
 from tests.ggufgen import vocab, write_gguf
 
 ALL_SCALARS = {
@@ -204,10 +205,15 @@ def test_hostile_headers_fail_fast_with_one_line(tmp_path, name):
     data, message = HOSTILE[name]
     p = tmp_path / "bad.gguf"
     p.write_bytes(data)
-    start = time.perf_counter()
-    with pytest.raises(InspectError) as exc:
-        inspect_source(str(p))
-    assert time.perf_counter() - start < 2
+    tracemalloc.start()
+    try:
+        with python_lines(5_000) as lines, pytest.raises(InspectError) as exc:
+            inspect_source(str(p))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # fast, counted: a few hundred Python lines and kilobytes, whatever count or length the header claims
+    assert lines.count <= 5_000 and peak < 1_000_000, (lines, peak)
     text = str(exc.value)
     assert message in text and str(p) in text and "\n" not in text
 

@@ -184,7 +184,7 @@ def test_an_import_job_ends_at_its_deadline_and_keeps_what_it_imported(three_fil
     job = HubJob.objects.create(kind=HubJob.IMPORT_REPO, queue="specreg", params={"repo": REPO})
     started = time.monotonic()
     assert execute_job(job.pk) == "failed"
-    assert time.monotonic() - started < JOB_DEADLINE + 2  # was: hours (a minute per file at the default deadline)
+    assert time.monotonic() - started < JOB_DEADLINE + 10  # does not hang: was hours (a minute per file at the default)
     job.refresh_from_db()
     assert job.error == (
         f"{REPO}: stopped at the job's deadline of {JOB_DEADLINE} s (SPECREG_HUB_JOB_DEADLINE_SECONDS) "
@@ -205,7 +205,7 @@ def test_a_dripping_hub_listing_ends_at_the_jobs_deadline_and_nothing_starts_aft
         started = time.monotonic()
         with pytest.raises(JobDeadlinePassed) as exc:
             import_hf(REPO)
-        assert time.monotonic() - started < JOB_DEADLINE + 2  # was: one socket read timeout per byte, never
+        assert time.monotonic() - started < JOB_DEADLINE + 10  # does not hang: was one socket read timeout per byte
         assert str(exc.value) == (
             f"hf://{REPO}: the job's deadline of {JOB_DEADLINE} s passed (SPECREG_HUB_JOB_DEADLINE_SECONDS)"
         )
@@ -224,7 +224,7 @@ def test_a_dripping_hub_listing_ends_at_the_header_deadline_outside_a_job(three_
         started = time.monotonic()
         with pytest.raises(SourceError, match=r"the Hub did not answer within 3 s \(SPECREG_HEADER_DEADLINE_SECONDS\)"):
             call()
-        assert time.monotonic() - started < 3 + 2  # was: HfApi's 30 s per socket read, and no end
+        assert time.monotonic() - started < 3 + 10  # does not hang: was HfApi's 30 s per socket read, and no end
 
 
 def test_the_import_command_shares_one_deadline_too(three_files, db, settings):
@@ -233,7 +233,7 @@ def test_the_import_command_shares_one_deadline_too(three_files, db, settings):
     started = time.monotonic()
     with pytest.raises(UserError) as exc:
         call_command("import_hf", REPO)
-    assert time.monotonic() - started < 3 + 2
+    assert time.monotonic() - started < 3 + 10  # one deadline for the job: was a minute for the first file alone
     assert str(exc.value) == (
         f"{REPO}: stopped at the job's deadline of 3 s (SPECREG_HUB_JOB_DEADLINE_SECONDS) "
         "after 0 of 3 file(s); what they registered is kept"

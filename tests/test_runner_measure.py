@@ -125,8 +125,8 @@ def test_cancel_stops_the_cell(smollm2):
         should_cancel=lambda: time.monotonic() - start > 0.5,
     )
     assert res.status == "cancelled"
-    assert time.monotonic() - start < 6
-    assert len(res.runs) == 1 and res.runs[0].state == "cancelled"
+    assert len(res.runs) == 1 and res.runs[0].state == "cancelled"  # its first run killed, no other started
+    assert time.monotonic() - start < 30  # does not hang: 3 x 2 runs of 4,000 tokens would take minutes
 
 
 @pytest.mark.llama

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -43,8 +44,8 @@ def _child_pid(stdout: str) -> int:
 def test_timeout_kills_the_whole_group(long_generation):
     start = time.monotonic()
     res = run_process(long_generation, timeout_s=1.0)
-    assert time.monotonic() - start < 6
     assert res.timed_out and not res.cancelled and res.state == "timeout" and not res.ok
+    assert time.monotonic() - start < 30  # does not hang: 100,000 tokens would take many minutes
     assert group_members(res.pid) == []
     assert not _alive(_child_pid(res.stdout))
 
@@ -52,23 +53,25 @@ def test_timeout_kills_the_whole_group(long_generation):
 @pytest.mark.llama
 def test_cancel_callback_kills_the_whole_group(long_generation):
     start = time.monotonic()
-    polls = []
+    answers: list[bool] = []
 
     def should_cancel() -> bool:
-        polls.append(time.monotonic())
-        return time.monotonic() - start > 1.0
+        answers.append(time.monotonic() - start > 1.0)
+        return answers[-1]
 
     res = run_process(long_generation, timeout_s=60, should_cancel=should_cancel, poll_s=0.2)
     assert res.cancelled and not res.timed_out and res.state == "cancelled"
-    assert 1.0 <= res.wall_s < 5
-    assert len(polls) >= 3
+    assert res.wall_s >= 1.0 and len(answers) >= 3  # polled while it ran, every 0.2 s
+    assert answers.count(True) == 1 and answers[-1]  # stopped at the first poll that said cancel, asked no more
+    assert res.wall_s < 30  # does not hang: 100,000 tokens would take many minutes
     assert group_members(res.pid) == []
     assert not _alive(_child_pid(res.stdout))
 
 
 def test_sigterm_ignored_escalates_to_sigkill():
     res = run_process(["/bin/sh", "-c", 'trap "" TERM; sleep 30 & echo $!; wait'], timeout_s=0.5)
-    assert res.timed_out and res.wall_s < 5
+    assert res.timed_out and res.rc == -signal.SIGKILL  # the SIGTERM it ignored, then the SIGKILL
+    assert res.wall_s < 20  # the kill, not the 30 s sleep
     assert group_members(res.pid) == []
     assert not _alive(_child_pid(res.stdout))
 
@@ -94,9 +97,8 @@ def test_missing_program_is_a_state_not_an_exception(tmp_path):
 
 def test_grandchild_holding_the_pipes_does_not_hang():
     # the leader exits at once; the background sleep keeps stdout open
-    start = time.monotonic()
     res = run_process(["/bin/sh", "-c", "sleep 30 & echo started"], timeout_s=10)
-    assert res.rc == 0 and time.monotonic() - start < 8
+    assert res.rc == 0 and not res.timed_out  # done when the leader exited, not at the 10 s time-out
     assert group_members(res.pid) == []
     assert os.getpgid(os.getpid()) != res.pid
 
