@@ -3,6 +3,7 @@ kept per model file and machine, added to draft-model rounds and shown on the ha
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -74,7 +75,7 @@ def test_the_hardware_page_shows_each_model_files_residual_per_round(client):
     data = {"round": run, "extra_per_call_s": 0.0007, "calls_per_round": 6, "draft": "q05.gguf"}
     CostMeasurement.objects.create(key="r", depth=250, data=data, **common)
     html = client.get("/hardware/cpu-2c/").content.decode()
-    assert "+4.20 ms with q05.gguf" in html and "not measured" not in html
+    assert "+4.20 ms at K 4 with q05.gguf" in html and "not measured" not in html
     # the round record is no cost model of its own: the plot and table still read the timing row
     assert "q15.gguf, batch 2: 50.0 ms" in html
 
@@ -112,3 +113,33 @@ def test_real_rounds_are_timed_once_per_pair_and_kept_with_their_residual(smollm
     # kept with its residual: another moment's cost model does not change what was measured
     again = round_cost.measure_rounds(smollm2_path, smollm2_path, gen, lambda r: 0.0, timeout_s=300)
     assert again[:2] == (run, extra) and CostMeasurement.objects.count() == 2  # the cost model and the rounds
+
+
+def test_the_residual_is_fitted_from_two_k_and_priced_by_what_a_round_drafts():
+    # 2 ms per round and 0.5 ms per drafted token: full rounds at K 4 and K 8 lie on that line
+    line = round_cost.fit([(4, 0.004), (8, 0.006)])
+    assert line is not None and (line.per_round, line.per_token) == (pytest.approx(0.002), pytest.approx(0.0005))
+    assert round_cost.fit([(4, 0.004)]) is None  # one K: no line, the residual goes per decode call
+    assert round_cost.fit([(4, 0.006), (8, 0.004)]) == round_cost.Fit(pytest.approx(0.005), 0.0)  # never a saving
+    assert round_cost.fit([(4, 0.001), (8, 0.006)]).per_round == 0.0  # a negative part is left out
+    t = prediction.CostModel("t", 256, (0.03, 0.05), extra_per_call_s=0.001, residual_fit=(0.002, 0.0005))
+    d = prediction.CostModel("d", 256, (0.01, 0.02))
+    s = Setting("draft-simple", 8, 0.75)
+    # a round that drafted 3 of its 8 (p-min stopped it) pays the round's part and three tokens' parts
+    assert prediction.step_extra(s, 3, t, d) == pytest.approx(0.002 + 3 * 0.0005)
+    # without a fit: per decode call (1 + 3 + 1 + 1 calls at 1 ms)
+    per_call = replace(t, residual_fit=None)
+    assert prediction.step_extra(s, 3, per_call, d) == pytest.approx(0.001 * prediction.decode_calls(s, 3))
+
+
+@pytest.mark.django_db
+def test_the_hardware_page_shows_the_residuals_fit_over_two_k(client):
+    common = {"model_sha256": "f" * 64, "model_name": "q15.gguf", "model_size": 1, "build": "11434.0.0",
+              "hardware_class": "cpu-2c/avx2", "host": "a", "threads": 2}  # fmt: skip
+    CostMeasurement.objects.create(key="t", depth=256, data={"depth": 256, "seconds": [0.03, 0.05]}, **common)
+    for key, k, per_call in (("r4", 4, 0.004 / 6), ("r8", 8, 0.006 / 10)):
+        run = RoundRun(k, 1.0, 49, 44, 44, 250).to_dict()
+        data = {"round": run, "extra_per_call_s": per_call, "calls_per_round": k + 2, "draft": "q05.gguf"}
+        CostMeasurement.objects.create(key=key, depth=250, data=data, **common)
+    html = client.get("/hardware/cpu-2c/").content.decode()
+    assert "fitted over K 4, 8: +2.00 ms per round +0.50 ms per drafted token" in html

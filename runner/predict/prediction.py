@@ -94,6 +94,9 @@ class CostModel:
     # llama.cpp decode call of a round: signed as measured, negative where the parts' timings overstate a real round;
     # None where not measured (n-gram settings only).
     extra_per_call_s: float | None = None
+    # How that residual grows with a round's drafted tokens, fitted from full rounds at two K (round_cost.fit):
+    # (seconds per round, seconds per drafted token); None where one K was timed, and the residual goes per call.
+    residual_fit: tuple[float, float] | None = None
     # A checkpoint of the model's recurrent state (llama.cpp's common_prompt_checkpoint): seconds to save one and to
     # restore one, as the timing measured them; 0 for a model with a KV cache, which needs none.
     checkpoint_save: float = 0.0
@@ -232,9 +235,12 @@ def step_extra(setting: Setting, drafted: int, target: CostModel, draft: CostMod
     call, as the two models' alternation and, on a GPU, each call's launches and synchronisations cost; never below
     the parts (a negative residual is the parts' noise, not a saving). Per call, not per round: a setting whose
     rounds are shorter (a higher p-min stops drafting early) makes fewer calls, and a residual taken per round would
-    price them as full rounds."""
+    price them as full rounds. Where it was timed at two K, the fitted line (a part per round, a part per drafted
+    token) replaces the per-call guess (runner.predict.round_cost.fit)."""
     if not uses_draft_file(setting.method) or draft is None or target.extra_per_call_s is None:
         return 0.0
+    if target.residual_fit is not None:  # measured at two K: how it grows, as fitted
+        return max(0.0, round_cost.Fit(*target.residual_fit).at(drafted))
     return max(0.0, target.extra_per_call_s) * decode_calls(setting, drafted)
 
 
@@ -577,8 +583,8 @@ def _cost_models(
     timeout_s: float,
 ) -> dict[str, CostModel]:
     """The target's cost model, and the draft's when a setting decodes with it."""
-    # a round of runner.predict.round_cost verifies ROUND_K + 1 tokens: timed, not extrapolated
-    timed = min(max(max_k, round_cost.ROUND_K) + 1, MAX_TIMED_BATCH)
+    # the rounds of runner.predict.round_cost verify up to FIT_K + 1 tokens: timed, not extrapolated
+    timed = min(max(max_k, round_cost.FIT_K) + 1, MAX_TIMED_BATCH)
     # the run's limit per process holds for each tool process as for each llama.cpp one
     costs = {"target": measure_cost(target, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)}
     if draft is not None and any(uses_draft_file(s.method) for s in settings):
@@ -596,6 +602,25 @@ def _cost_models(
         )
         held = rounds.conditions.to_dict() if rounds.conditions is not None else {}
         costs["target"] = replace(t, extra_per_call_s=rounds.extra, residual_conditions=held)
+        if os.environ.get("SPECREG_RESIDUAL_FIT", "1") != "0":  # how it grows: a second K, and the line through both
+            longer = round_cost.measure_rounds(
+                target,
+                draft,
+                gen,
+                lambda r: round_residual(r, t, d, ckpt),
+                should_cancel=should_cancel,
+                timeout_s=timeout_s,
+                again="remeasured" in (t.source, d.source),
+                k=round_cost.FIT_K,
+            )
+            line = round_cost.fit(
+                [
+                    (k, per_round(e, k))
+                    for k, e in ((round_cost.ROUND_K, rounds.extra), (round_cost.FIT_K, longer.extra))
+                ]
+            )
+            if line is not None:
+                costs["target"] = replace(costs["target"], residual_fit=(line.per_round, line.per_token))
     return costs
 
 

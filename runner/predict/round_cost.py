@@ -32,6 +32,7 @@ from runner.predict.tool import ReplayCancelled, ReplayError
 from runner.state import checkpointed
 
 ROUND_K = 4  # a short draft: most rounds of a real pair, and cheap to time
+FIT_K = 8  # a second, longer draft: how a round's residual grows with K is fitted from the two (``fit``)
 ROUND_TOKENS = 48  # about ten rounds per run
 ROUND_REPEATS = 3  # the median run; their spread says whether the machine was steady (runner.predict.conditions)
 # Text to continue: about 250 tokens with common tokenizers, so that the rounds run near the cost model's context
@@ -86,11 +87,11 @@ class RoundRun:
 
 
 def round_argv(
-    caps: binaries.Capabilities, target: Path | str, draft: Path | str, gen: binaries.GenParams
+    caps: binaries.Capabilities, target: Path | str, draft: Path | str, gen: binaries.GenParams, k: int = ROUND_K
 ) -> list[str]:
-    """``llama-speculative-simple -m T -md D``: draft-simple at K = ROUND_K and p-min 0, with the prediction's GPU
+    """``llama-speculative-simple -m T -md D``: draft-simple at K = ``k`` and p-min 0, with the prediction's GPU
     layers for both (``-ngl`` and the build's draft option, as a benchmark passes them)."""
-    setting = Setting("draft-simple", ROUND_K, 0.0)
+    setting = Setting("draft-simple", k, 0.0)
     # a checkpointed target's rounds are read from the debug log: its printed totals count replayed tokens
     round_log = checkpointed(str(target), "target")
     return binaries.method_argv(caps, target, draft, ROUND_PROMPT, gen, setting, round_log=round_log)
@@ -111,6 +112,7 @@ def measure_rounds(
     should_cancel: Callable[[], bool] | None = None,
     timeout_s: float,
     again: bool = False,
+    k: int = ROUND_K,
 ) -> Rounds:
     """The median of ROUND_REPEATS timed runs of the pair, kept per target and draft file, build, options and machine
     like a cost model (a kept one is returned without running), and ``residual`` of it (seconds per decode call
@@ -125,7 +127,7 @@ def measure_rounds(
     caps = binaries.capabilities(binaries.find_binary(binaries.SPECULATIVE))
     # the key holds the files' contents (runner.predict.kept), not where they lie
     paths = {str(target), str(draft)}
-    argv = round_argv(caps, target, draft, gen)[1:]
+    argv = round_argv(caps, target, draft, gen, k)[1:]
     options = [("-" if a in paths else a) for a in argv]
     options += [f"draft:{kept.file_sha256(draft)}", f"rounds:{ROUND_REPEATS}"]
     found = kept.find(kept.COSTS, target, options)
@@ -143,7 +145,7 @@ def measure_rounds(
                 return kept_rounds
 
     def once() -> tuple[list[RoundRun], float | None]:
-        runs = [_run_once(caps, target, draft, gen, should_cancel, timeout_s) for _ in range(ROUND_REPEATS)]
+        runs = [_run_once(caps, target, draft, gen, should_cancel, timeout_s, k) for _ in range(ROUND_REPEATS)]
         return runs, spread_of([r.decode_s for r in runs])
 
     runs, cond = quietly(once)
@@ -154,7 +156,7 @@ def measure_rounds(
         "round": run.to_dict(),
         "decode_s_all": [r.decode_s for r in runs],
         "extra_per_call_s": extra,
-        "calls_per_round": ROUND_K + 2,  # a full round: the target's batch, K draft decodes, the draft's intake
+        "calls_per_round": k + 2,  # a full round: the target's batch, K draft decodes, the draft's intake
         "draft": Path(draft).name[:255],
         "conditions": cond.to_dict(),
     }
@@ -177,9 +179,10 @@ def _run_once(
     gen: binaries.GenParams,
     should_cancel: Callable[[], bool] | None,
     timeout_s: float,
+    k: int = ROUND_K,
 ) -> RoundRun:
     res = procs.run_process(
-        round_argv(caps, target, draft, gen),
+        round_argv(caps, target, draft, gen, k),
         timeout_s=timeout_s,
         should_cancel=should_cancel,
         env=procs.benchmark_env(),
@@ -193,4 +196,39 @@ def _run_once(
         raise ReplayError(f"timing the pair's rounds failed: {fig.message}")
     if fig.n_decoded - fig.n_accept <= 0:
         raise ReplayError("timing the pair's rounds: llama-speculative-simple reported no round")
-    return RoundRun(ROUND_K, fig.decode_s, fig.n_decoded, fig.n_drafted, fig.n_accept, fig.n_encoded, fig.rounds)
+    return RoundRun(k, fig.decode_s, fig.n_decoded, fig.n_drafted, fig.n_accept, fig.n_encoded, fig.rounds)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How a round's residual grows with what it drafts: ``per_round`` seconds every round pays, plus ``per_token``
+    seconds per drafted token, fitted to the residual of full rounds at two K (ROUND_K and FIT_K). Per round, per
+    decode call and per drafted token are its special cases (per_token 0; per_round twice per_token, as a round of d
+    tokens makes d + 2 calls; per_round 0); which one the machine and pair follow is measured, not assumed."""
+
+    per_round: float
+    per_token: float
+
+    def at(self, drafted: int) -> float:
+        return self.per_round + self.per_token * drafted
+
+    def describe(self) -> str:
+        return f"{self.per_round * 1000:+.2f} ms per round {self.per_token * 1000:+.2f} ms per drafted token"
+
+
+def fit(points: list[tuple[int, float]]) -> Fit | None:
+    """The line through (K, seconds beyond the parts per full round) at two or more K, neither part below zero (a
+    part that would be is left out and the other fitted alone: the parts' noise is no saving). None with one K."""
+    ks = {k for k, _ in points}
+    if len(ks) < 2:
+        return None
+    n = len(points)
+    mk, mr = sum(k for k, _ in points) / n, sum(r for _, r in points) / n
+    var = sum((k - mk) ** 2 for k, _ in points)
+    slope = sum((k - mk) * (r - mr) for k, r in points) / var
+    base = mr - slope * mk
+    if slope < 0:
+        return Fit(max(0.0, mr), 0.0)
+    if base < 0:
+        return Fit(0.0, max(0.0, sum(k * r for k, r in points) / sum(k * k for k, _ in points)))
+    return Fit(base, slope)

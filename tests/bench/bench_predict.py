@@ -41,6 +41,7 @@ from runner import hardware  # noqa: E402
 from runner.llama import binaries as llamacpp  # noqa: E402
 from runner.measure.cells import CellResult  # noqa: E402
 from runner.predict.prediction import Prediction, per_round, predict  # noqa: E402
+from runner.predict.round_cost import FIT_K, ROUND_K, Fit  # noqa: E402
 from runner.predict.runs import trimmed_tasks  # noqa: E402
 from runner.prompts import load_task_set  # noqa: E402
 from runner.sweep.sweep import SweepConfig, run_sweep  # noqa: E402
@@ -157,6 +158,12 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
             without.append(abs(100 * (old - c.speedup) / c.speedup))
     per_call = prun.costs["target"].extra_per_call_s
     shown_round = "not measured" if per_call is None else f"{per_round(per_call) * 1000:+.2f} ms"
+    line = prun.costs["target"].residual_fit
+    if line is not None:  # SPECREG_RESIDUAL_FIT=0 prices it per decode call instead: run both to compare
+        shown_round += f" at K {ROUND_K}; fitted over K {ROUND_K} and {FIT_K}: {Fit(*line).describe()}"
+    disturbed = [n for n, c in prun.costs.items() if c.disturbed]
+    if disturbed:
+        print(f"warning: cost records measured while the machine was busy: {', '.join(disturbed)}")
     if without:
         print(f"per round beyond the parts: {shown_round}; without it the speedup error would be: mean "
               f"{mean(without):.1f}%, worst {max(without):.1f}%")  # fmt: skip
