@@ -15,8 +15,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_a_partial_row_and_its_pair_page(page, live_server, tmp_path):
     reg(synth(tmp_path, "big", tensors=BIG), "Org/Big-7B-GGUF", "big-Q4_K_M", ["Org/Big-7B"])
     plain = reg(synth(tmp_path, "small", tensors=SMALL), "Org/Small-0.5B-GGUF", "small-Q4_K_M", CARD)
-    reg(synth(tmp_path, "pad", vocab(5129), tensors=SMALL), "bob/small-GGUF", "small-padded", CARD)
-    reg(synth(tmp_path, "txt", other_text(3000), tensors=SMALL), "eve/small-GGUF", "small-other-text", CARD)
+    reg(synth(tmp_path, "pad", vocab(5129), tensors=SMALL), "Org/Small-0.5B-GGUF", "small-padded", CARD)
+    reg(synth(tmp_path, "txt", other_text(3000), tensors=SMALL), "Org/Small-0.5B-GGUF", "small-other-text", CARD)
     page.goto(f"{live_server.url}/?verdict=partial")
     page.wait_for_selector("#pairs")
     rows = page.locator("#pairs tbody tr")

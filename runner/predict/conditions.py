@@ -126,12 +126,10 @@ def quiet_now(window_s: float = 0.5) -> bool:
 
 
 def described(data: Any) -> str:
-    """A kept record's conditions in words, for the hardware page."""
+    """A kept record's conditions in a few words, for the hardware page (``Conditions.why`` says it whole)."""
     c = Conditions.from_dict(data)
     if c is None:
-        return "not recorded (kept before conditions were)"
-    if c.disturbed:
-        return f"disturbed: {c.why()}"
-    share = "unknown" if c.other_cpu_share is None else f"{c.other_cpu_share:.0%}"
-    spread = "" if c.spread is None else f", repeats {c.spread:.0%} apart"
-    return f"quiet (other work {share}{spread})"
+        return "not recorded"
+    share = "?" if c.other_cpu_share is None else f"{c.other_cpu_share:.0%}"
+    spread = "" if c.spread is None else f", spread {c.spread:.0%}"
+    return f"{'disturbed' if c.disturbed else 'quiet'}: others {share}{spread}"

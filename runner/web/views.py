@@ -230,7 +230,7 @@ def hardware(request: HttpRequest, name: str) -> HttpResponse:
     if not rows and not BenchmarkRun.objects.filter(hardware_class=name).exists():
         raise Http404("nothing has been measured on this hardware class")
     latest: dict[tuple[str, str], CostMeasurement] = {}
-    rounds: dict[tuple[str, str], str] = {}  # runner.predict.round_cost's records, shown per round
+    rounds: dict[tuple[str, str], dict[str, str]] = {}  # runner.predict.round_cost's records, shown per round
     points: dict[tuple[str, str, str], dict[int, float]] = {}  # per pair: each K's residual per full round
     for c in rows:  # newest first: the first of each model file and machine is its latest
         if "round" not in c.data:
@@ -240,15 +240,19 @@ def hardware(request: HttpRequest, name: str) -> HttpResponse:
         k = (c.data.get("round") or {}).get("k")
         if isinstance(per_call, (int, float)) and isinstance(calls, int) and isinstance(k, int):
             draft = str(c.data.get("draft") or "its draft")
-            held = conditions.described(c.data.get("conditions"))
-            rounds.setdefault(
-                (c.model_sha256, c.host), f"{per_call * calls * 1000:+.2f} ms at K {k} with {draft}; {held}"
-            )
+            shown = {
+                "value": f"{per_call * calls * 1000:+.2f} ms at K {k} with {draft}",
+                "draft": draft,
+                "conditions": conditions.described(c.data.get("conditions")),
+                "fit": "",
+            }
+            rounds.setdefault((c.model_sha256, c.host), shown)
             points.setdefault((c.model_sha256, c.host, draft), {}).setdefault(k, per_call * calls)
     for (sha, host, draft), by_k in points.items():
         line = round_cost.fit(sorted(by_k.items()))
-        if line is not None and (sha, host) in rounds and f" with {draft};" in rounds[(sha, host)]:
-            rounds[(sha, host)] += f"; fitted over K {', '.join(map(str, sorted(by_k)))}: {line.describe()}"
+        newest = rounds.get((sha, host))
+        if line is not None and newest is not None and newest["draft"] == draft:
+            newest["fit"] = f"fitted over K {', '.join(map(str, sorted(by_k)))}: {line.describe()}"
     # Worker host names are the installation's own, shown to those who may see server paths; others see each
     # machine by a number of its own on this page.
     show_hosts = may_see_paths(request.user)
