@@ -153,6 +153,12 @@ def publisher_of(hub_base_models: list[str] | None) -> str:
     return bases[0].split("/", 1)[0].strip()[:100] if len(bases) == 1 and "/" in bases[0] else ""
 
 
+def stored_key(k: BaseKey, architecture: str) -> str:
+    """The key a base model is stored under: with its architecture (``with_architecture``), but for an adapted one,
+    whose key carries its original's key, architecture and all."""
+    return k.key[:300] if k.rule == BaseModel.RULE_ADAPTED else with_architecture(k.key, architecture)
+
+
 def with_architecture(key: str, architecture: str) -> str:
     """A base model holds one model: its key carries the architecture, so a Mamba-2 or Qwen3-Next file that
     shares a name (a header, a card's claim) with an attention-only model never joins it."""
@@ -173,8 +179,7 @@ def base_for(
     which decides whether it may join an existing base model its names claim (``admitted``)."""
     k = base_key(info, repo, path, hub_base_models, verified)
     arch = str(info.get("architecture") or "")[:64]
-    # An adapted key carries its original's key, architecture and all.
-    key = k.key[:300] if k.rule == BaseModel.RULE_ADAPTED else with_architecture(k.key, arch)
+    key = stored_key(k, arch)
     if k.rule in (BaseModel.RULE_HUB, BaseModel.RULE_HEADER):
         claimed = BaseModel.objects.filter(key=key).first()
         if claimed is not None and not admitted(claimed, repo, class_id):

@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from django.db import transaction
 
 from registry.cache_keys import bump_generation
-from registry.catalog.bases import admitted_classes, base_key, recount_quants, repository_key, with_architecture
+from registry.catalog.bases import (
+    admitted_classes,
+    base_key,
+    recount_quants,
+    repository_key,
+    stored_key,
+    with_architecture,
+)
 from registry.catalog.combinations import resettle
 from registry.catalog.pairing import compute_pairs
 from registry.catalog.provenance import claims_adaptation, verify_adapted
@@ -136,7 +143,7 @@ def _adapted(base: BaseModel, out: Regrouped, dry_run: bool) -> None:
         if verified is None:
             out.unverified.append(f.source)
         k = base_key(info, f.repo, f.path, None, verified)
-        key = k.key[:300] if verified is not None else with_architecture(k.key, f.model.architecture)
+        key = stored_key(k, f.model.architecture)
         wanted.setdefault(f.model_id, (key, k.name, k.rule))
     adapted = {w for w in wanted.values() if w[2] == BaseModel.RULE_ADAPTED}
     if len(adapted) == 1:

@@ -591,28 +591,25 @@ def _cost_models(
         t = costs["target"]
         d = costs["draft"] = measure_cost(draft, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)
         ckpt = (checkpointed(str(target), "target"), checkpointed(str(draft), "draft"))
-        rounds = round_cost.measure_rounds(
-            target,
-            draft,
-            gen,
-            lambda r: round_residual(r, t, d, ckpt),
-            should_cancel=should_cancel,
-            timeout_s=timeout_s,
-            again="remeasured" in (t.source, d.source),  # taken with cost models that no longer hold
-        )
-        held = rounds.conditions.to_dict() if rounds.conditions is not None else {}
-        costs["target"] = replace(t, extra_per_call_s=rounds.extra, residual_conditions=held)
-        if os.environ.get("SPECREG_RESIDUAL_FIT", "1") != "0":  # how it grows: a second K, and the line through both
-            longer = round_cost.measure_rounds(
+        again = "remeasured" in (t.source, d.source)  # taken with cost models that no longer hold
+
+        def rounds_at(k: int) -> round_cost.Rounds:
+            return round_cost.measure_rounds(
                 target,
                 draft,
                 gen,
                 lambda r: round_residual(r, t, d, ckpt),
                 should_cancel=should_cancel,
                 timeout_s=timeout_s,
-                again="remeasured" in (t.source, d.source),
-                k=round_cost.FIT_K,
+                again=again,
+                k=k,
             )
+
+        rounds = rounds_at(round_cost.ROUND_K)
+        held = rounds.conditions.to_dict() if rounds.conditions is not None else {}
+        costs["target"] = replace(t, extra_per_call_s=rounds.extra, residual_conditions=held)
+        if os.environ.get("SPECREG_RESIDUAL_FIT", "1") != "0":  # how it grows: a second K, and the line through both
+            longer = rounds_at(round_cost.FIT_K)
             line = round_cost.fit(
                 [
                     (k, per_round(e, k))
