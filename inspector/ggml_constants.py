@@ -1,7 +1,7 @@
 """GGUF and ggml constants of the pinned llama.cpp build (b11434), kept here rather than imported.
 
 Written out by hand from ``ggml/include/ggml.h``, ``ggml/include/gguf.h`` and ``include/llama.h`` of
-the pinned source (tests/test_ggml_constants.py compares them with it): the ``gguf`` package's
+the pinned source (tests/inspector/test_ggml_constants.py compares them with it): the ``gguf`` package's
 tables follow its own, newer release, and importing it loads numpy for every command.
 """
 

@@ -1,7 +1,7 @@
 """ggml's tensor type table of the pinned build (b11434): name, block size and block bytes per type id.
 
 Copied from ``type_traits`` in ``ggml/src/ggml.c`` (sizes are ``sizeof(block_*)`` of
-``ggml/src/ggml-common.h``); tests/test_ggml_types.py compiles those expressions from the pinned
+``ggml/src/ggml-common.h``); tests/inspector/test_ggml_types.py compiles those expressions from the pinned
 source and compares. Removed and deprecated ids keep their slot with block size 0, which is how
 llama.cpp's loader recognises them (it refuses such tensors).
 """

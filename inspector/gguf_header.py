@@ -7,7 +7,7 @@ can exist before using it, keeps large arrays as byte ranges, and walks string a
 length prefixes only. Constants come from ``ggml_constants`` and ``ggml_types`` (the pinned build's).
 
 It refuses what ``gguf_init_from_file_impl`` (ggml/src/gguf.cpp, b11434) refuses from the header
-alone, in the same order, with llama.cpp's reason in words; tests/test_gguf_agrees.py holds the two
+alone, in the same order, with llama.cpp's reason in words; tests/inspector/test_gguf_agrees.py holds the two
 verdicts equal on generated files. Its cost is bounded: every count is checked against the bytes
 that exist (and fetched) before anything is allocated for it, arrays are walked without a Python
 object per element, and the objects a header may make are capped (MAX_KEYS, MAX_TENSORS,

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urljoin
 
 import httpx2
+from huggingface_hub import constants, hf_hub_url
 from huggingface_hub.errors import (
     HFValidationError,
 )
@@ -19,6 +21,7 @@ from .deadlines import Deadline, header_deadline_seconds
 from .errors import SourceError
 from .hf_spec import HfSpec, hub_endpoint
 from .hub_http import (
+    MAX_REDIRECTS,
     NET_ERRORS,
     net_error,
     no_address,
@@ -27,8 +30,9 @@ from .hub_http import (
     request_token,
     same_origin,
     stream_request,
+    url_origin,
 )
-from .hub_names import hf_source
+from .hub_names import hf_source, shard_names
 
 MAX_API_BODY = 64 << 20  # of a Hub API answer (a listing of thousands of files is a few MB)
 
@@ -117,6 +121,62 @@ def list_gguf_files(repo_id: str, revision: str | None = None, include: str | No
         if s.rfilename.lower().endswith(".gguf") and (include is None or fnmatch.fnmatch(s.rfilename, include))
     ]
     return RepoListing(repo_id, info.sha, sorted(files, key=lambda f: f.path), _card_base_models(info))
+
+
+def gguf_file(repo_id: str, revision: str | None, path: str) -> RepoListing:
+    """One ``.gguf`` file of a model repository (a split file named by its first shard: all its shards) as a listing
+    of that file alone, without listing the repository: its commit, gating and card from one API answer limited to
+    those fields, each file's size and etag from the Hub's answer to a one-byte Range request at that commit (the
+    etag a listing gives: the LFS sha256, else the git blob id)."""
+    name = hf_source(repo_id, revision, path)
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        raise SourceError(f"{name}: invalid repository id {repo_id!r}") from None
+    spec = HfSpec(repo_id, revision, path)
+    api_path = f"models/{repo_id}" + ("" if revision is None else f"/revision/{quote(revision, safe='')}")
+    info = _model_info(name, _hub_api(name, api_path, {"expand": ["sha", "gated", "cardData"]}, spec))
+    gated = bool(info.gated)
+    pinned = info.sha or revision
+    files = [_file_at(HfSpec(repo_id, pinned, p), gated) for p in shard_names(path)]
+    return RepoListing(repo_id, info.sha, files, _card_base_models(info))
+
+
+def _file_at(spec: HfSpec, gated: bool) -> RemoteFile:
+    """The size and etag of one file, from the Hub's headers (an LFS file's X-Linked-Size and X-Linked-Etag on its
+    redirect to the CDN, which is not followed) or a small file's own 206 answer."""
+    name = hf_source(spec.repo_id, spec.revision, spec.path)
+    url = hf_hub_url(spec.repo_id, spec.path, revision=spec.revision, endpoint=hub_endpoint())
+    headers = {**build_hf_headers(token=request_token()), "Range": "bytes=0-0", "Accept-Encoding": "identity"}
+    seconds = header_deadline_seconds()
+    reason = f"the Hub did not answer within {seconds:g} s (SPECREG_HEADER_DEADLINE_SECONDS)"
+    with Deadline(seconds, reason=reason) as d:
+        try:
+            for _ in range(MAX_REDIRECTS):
+                with stream_request(name, url, headers, d, follow_redirects=False) as r:
+                    raise_for_error(r)
+                    linked = r.headers.get(constants.HUGGINGFACE_HEADER_X_LINKED_SIZE, "")
+                    etag = _etag(r.headers.get(constants.HUGGINGFACE_HEADER_X_LINKED_ETAG))
+                    if etag and linked.isdigit():
+                        return RemoteFile(spec.path, int(linked), etag, gated)
+                    if r.is_redirect and r.headers.get("Location"):
+                        url = urljoin(url, r.headers["Location"])
+                        if url_origin(url) != url_origin(hub_endpoint()):  # (the token stays on the Hub)
+                            raise SourceError(f"{name}: sent off the Hub without the file's size and etag")
+                        continue  # a renamed repository
+                    if r.status_code != 206:
+                        raise SourceError(f"{name}: unexpected HTTP {r.status_code} to a Range request")
+                    total = re.fullmatch(r"bytes\s+\d+-\d+/(\d+)", r.headers.get("Content-Range", "").strip())
+                    return RemoteFile(spec.path, int(total[1]) if total else None, _etag(r.headers.get("ETag")), gated)
+            raise SourceError(f"{name}: more than {MAX_REDIRECTS} redirects")
+        except SourceError:
+            raise
+        except NET_ERRORS as exc:
+            raise net_error(name, exc, spec, d) from None
+
+
+def _etag(value: str | None) -> str | None:
+    return value.removeprefix("W/").strip('"') if value else None
 
 
 def _card_base_models(info: ModelInfo) -> list[str]:

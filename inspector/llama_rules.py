@@ -1,7 +1,7 @@
 """What llama.cpp (pinned build b11434) makes of a GGUF's tokenizer keys and architecture name.
 
 Copied by reading ``src/llama-vocab.cpp`` (``llama_vocab::impl::load``) and ``src/llama-arch.cpp``
-of llama.cpp build 11434; ``tests/test_llama_source.py`` re-reads those files from the pinned
+of llama.cpp build 11434; ``tests/inspector/test_llama_source.py`` re-reads those files from the pinned
 source and fails when these tables drift. Older builds differ (they always compared BOS/EOS
 ids and stored the vocab type differently); specreg follows this build and says so.
 """

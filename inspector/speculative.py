@@ -3,7 +3,7 @@
 Follows the pinned build (b11434): ``common_speculative_types_from_gguf`` in common/speculative.cpp
 (what ``-md FILE`` auto-detects), the loaders of the sidecar architectures (src/models/eagle3.cpp,
 src/models/dflash.cpp) and the checks the implementations make when they start. Only header facts
-are used; what the headers cannot tell is said, not guessed. tests/test_speculative.py compares the
+are used; what the headers cannot tell is said, not guessed. tests/inspector/test_speculative.py compares the
 names with the pinned source.
 """
 
@@ -39,7 +39,7 @@ EAGLE3_LAYERS = 3  # llama_model_eagle3: "EAGLE3 requires exactly 3 entries"
 FINAL_LAYER_INPUT_ARCHS = ("deepseek4", "mimo2", "nemotron_h", "nemotron_h_moe")
 # Architectures whose graph exposes its blocks' inputs (res->t_layer_inp[il] = …). Any other target aborts
 # at its first decode once an EAGLE-3 or DFlash sidecar asks for one: GGML_ASSERT "layer input tensor is
-# null" (src/llama-graph.cpp:1413, run for every graph by src/llama-model.cpp:2915). tests/test_speculative.py
+# null" (src/llama-graph.cpp:1413, run for every graph by src/llama-model.cpp:2915). tests/inspector/test_speculative.py
 # derives this list from the pinned source.
 LAYER_INPUT_ARCHS = (
     "bailingmoe3",

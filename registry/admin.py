@@ -8,11 +8,13 @@ from django.db import transaction
 
 from registry.cache_keys import bump_generation
 from registry.catalog.bases import recount_quants
-from registry.catalog.combinations import SETTLED_FIELDS, pair_combinations, resettle, settle
+from registry.catalog.combinations import pair_combinations
 from registry.catalog.regroup import merge, move_out
 from registry.catalog.removal import move_off
+from registry.catalog.settling import resettle, settle
 from registry.models import (
     BaseModel,
+    BenchmarkRun,
     Family,
     GGUFFile,
     Model,
@@ -111,9 +113,7 @@ class PairAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change) -> None:
         super().save_model(request, obj, form, change)
         # The verdict of the files chosen (pinned) or of the best combination again (unpinned).
-        settled = settle([Pair.objects.select_related("target", "draft").get(pk=obj.pk)])
-        if settled:
-            Pair.objects.bulk_update(settled, SETTLED_FIELDS)
+        settle([Pair.objects.select_related("target", "draft").get(pk=obj.pk)]).save()
         PairCheckResult.objects.filter(pair=obj).delete()
         bump_generation()
 
@@ -197,3 +197,16 @@ class TokenizerClassAdmin(admin.ModelAdmin):
     list_display = ("fingerprint", "vocab_type", "n_tokens", "add_bos", "add_eos", "vocab_key")
     search_fields = ("fingerprint", "vocab_key")
     readonly_fields = ("fingerprint", "token_table", "created_at")
+
+
+@admin.register(BenchmarkRun)
+class BenchmarkRunAdmin(admin.ModelAdmin):
+    """Runs are written by submission and the workers (runner.runs): staff browse them here, by kind and status."""
+
+    list_display = ("pk", "kind", "status", "pair", "hardware_class", "requested_by", "created_at", "finished_at")
+    list_filter = ("kind", "status", "hardware_class")
+    list_select_related = ("pair__target", "pair__draft", "requested_by")
+    readonly_fields = [f.name for f in BenchmarkRun._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False

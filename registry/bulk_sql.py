@@ -8,12 +8,20 @@ instead; SQLite keeps ``IN`` (its callers keep lists within its variable limit).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.db import connection, models
 from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
+
+
+def chunks(ids: list[int]) -> Iterable[list[int]]:
+    """Id lists short enough for one statement's parameters (SQLite's limit; one chunk on PostgreSQL)."""
+    size = max(100, (connection.features.max_query_params or len(ids) + 10) - 10)
+    for start in range(0, len(ids), size):
+        yield ids[start : start + size]
 
 
 def id_in(model: type[models.Model], field: str, ids: Iterable[int]) -> Q | RawSQL:
@@ -61,6 +69,22 @@ def bulk_set(model: type[models.Model], objs: Sequence[models.Model], fields: Se
         sql = head + f'WHERE "{meta.db_table}"."{pk.column}" = v."_pk"::{pk.db_type(connection)}'
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
+
+
+def update_by_value(
+    model: type[models.Model], columns: Sequence[str], values: Mapping[int, tuple[object, ...]]
+) -> None:
+    """Set ``columns`` of each row (by primary key) to its tuple in ``values``: one UPDATE per distinct tuple (and
+    per chunk of ids), in the order the tuples first appear. Thousands of rows given the same values (a class a
+    popular draft gains turns all its pairs "partial") cost one statement, where ``bulk_update`` would build a CASE
+    per row and column."""
+    groups: dict[tuple[object, ...], list[int]] = defaultdict(list)
+    for pk, row in values.items():
+        groups[row].append(pk)
+    pk_name = model._meta.pk.name if model._meta.pk is not None else "id"
+    for row, pks in groups.items():
+        for ids in chunks(pks):
+            model._default_manager.filter(id_in(model, pk_name, ids)).update(**dict(zip(columns, row, strict=True)))
 
 
 def _refuse_too_long(model: type[models.Model], objs: Sequence[models.Model], fields: Sequence[str]) -> None:

@@ -30,7 +30,7 @@ def cached(name: str, key: str, compute: Callable[[], T], ttl: int | None = None
     """``compute()``, remembered for ``ttl`` seconds (default TTL) in this registry generation.
 
     ``viewer`` names what the viewer may see where the answer depends on it (the table's "public" or "paths",
-    registry.table.query.TableQuery.viewer): it is part of the key, so work done for a viewer who may see server
+    registry.table.request.TableQuery.viewer): it is part of the key, so work done for a viewer who may see server
     paths is never served to one who may not, nor the other way round.
     """
     ttl = TTL if ttl is None else ttl

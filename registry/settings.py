@@ -336,6 +336,16 @@ LLAMA_CPP_BIN_DIR = os.environ.get("LLAMA_CPP_BIN_DIR", "")
 # Rendered table pages and counts are kept this long (0: off). Writes drop them at once in the
 # writing process; others catch up within the TTL unless CACHE_URL names a shared Redis.
 SPECREG_TABLE_CACHE_SECONDS = envint("SPECREG_TABLE_CACHE_SECONDS", 10)
+# Functions named by dotted path (registry.hooks): code a lower layer calls without importing the layer above it.
+# The pair's full llama.cpp check where none is stored (Pair.result): the catalog's, above the models.
+SPECREG_PAIR_FULL_CHECK = os.environ.get("SPECREG_PAIR_FULL_CHECK", "registry.catalog.pairing.full_check")
+# Conditions adding pairs to the table's search (each takes the search text, returns a Q or None): the team's notes.
+_SEARCH_HOOKS = os.environ.get("SPECREG_TABLE_SEARCH_HOOKS", "registry.team.notes.note_search_q")
+SPECREG_TABLE_SEARCH_HOOKS = [p.strip() for p in _SEARCH_HOOKS.split(",") if p.strip()]
+# The N of M draft quants of the table's partial rows (stored nowhere: counted per page from the per-class rows).
+SPECREG_TABLE_QUANT_COUNTS = os.environ.get(
+    "SPECREG_TABLE_QUANT_COUNTS", "registry.catalog.combinations.compatible_quants"
+)
 # Limits on what one user may ask the benchmark machines for. The process cap counts every
 # llama.cpp process a run may start (plain and speculative runs, K extension included); the
 # default admits the default benchmark and refuses requests far beyond it.

@@ -1,4 +1,5 @@
-"""Shared fixtures: the real small models (fetched once per machine) and the local test Hub."""
+"""Shared fixtures: the real small models (fetched once per machine); the plugins below hold the rest (the local
+test Hub, the worker, the browser, registered files, accounts, near-miss files, llama.cpp's probe ...)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,18 @@ import pytest
 
 from tests.models import model_path
 
-pytest_plugins = ["tests.hub", "tests.worker", "tests.browser"]
+pytest_plugins = [
+    "tests.hub",
+    "tests.worker",
+    "tests.browser.chromium",
+    "tests.registering",
+    "tests.accounts",
+    "tests.near_miss",
+    "tests.llama_probe",
+    "tests.hub_repos",
+    "tests.real_files",
+    "tests.knowledge_bases",
+]
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +69,7 @@ def still_clock(monkeypatch):
 def _cost_measurements_once():
     """The suite runs beside itself (two workers on two cores), so nearly every cost measurement it takes is
     disturbed (runner.predict.conditions) and would be taken three times: here once, kept marked.
-    tests/test_cost_conditions.py sets the retakes it tests."""
+    tests/runner/test_cost_conditions.py sets the retakes it tests."""
     import os
 
     os.environ.setdefault("SPECREG_COST_REMEASURE", "0")

@@ -3,7 +3,7 @@
 ``HANDCRAFTED`` mirrors the 34 kinds of llama.cpp's tests/test-gguf.cpp (``handcrafted_file_type``)
 and how ``get_handcrafted_file`` writes them, with Python's random generator in place of mt19937;
 ``EXTRA`` adds the refusals (and near misses that must be accepted) that test-gguf.cpp does not
-write. tests/test_gguf_agrees.py gives every file to llama.cpp and to specreg.
+write. tests/inspector/test_gguf_agrees.py gives every file to llama.cpp and to specreg.
 """
 
 from __future__ import annotations

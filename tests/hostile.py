@@ -1,4 +1,4 @@
-"""Hostile GGUF headers (cost attacks), shared by tests/test_hostile_headers.py and the benchmark."""
+"""Hostile GGUF headers (cost attacks), shared by the tests of the header reader and of uploads, and the benchmark."""
 
 from __future__ import annotations
 
@@ -95,3 +95,12 @@ def tiny_tokens_header(
     block = b"".join(s(t) for t in texts)
     n = (size - len(head) - 8) // len(block)
     return head + struct.pack(bo + "Q", n * len(texts)) + block * n
+
+
+def tensor_file(path: Path, *tensors: tuple[bytes, list[int], int, int]) -> Path:
+    """A header of no keys and ``tensors`` (name, dims, type, offset), as they are given, and 64 bytes of data."""
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), 0)
+    for name, dims, ttype, offset in tensors:
+        out += struct.pack("<Q", len(name)) + name + struct.pack(f"<I{len(dims)}QiQ", len(dims), *dims, ttype, offset)
+    path.write_bytes(out + bytes(-len(out) % 32 + 64))
+    return path

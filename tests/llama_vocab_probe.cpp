@@ -1,6 +1,6 @@
 // Loads GGUF files vocab-only through the real libllama and prints what llama.cpp itself
 // makes of them (one JSON object per file), then llama.cpp's own compatibility verdict for
-// the first file as target and each other as draft. Used by tests/test_llama_agrees.py.
+// the first file as target and each other as draft. Used by tests/inspector/test_llama_agrees.py.
 #include "llama.h"
 
 #include <cstdio>

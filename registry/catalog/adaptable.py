@@ -10,7 +10,8 @@ decisions only, and a page of incompatible rows costs what any other does. They 
 registers files (an import, a crawl step, a local file, a draft search: ``registration.finish``), for the near-miss
 pairs of the registered files' base models that lack one (``decide_pending``): the quants of one repository share
 their tables, so a job reads them once, not once per file. A single pair (its page, the API's pair, a Hub job's
-preview) still decides a missing or stale one on read.
+preview) still decides a missing or stale one on read. Reading the stored decisions alone is
+registry.adapt_stored's (the table's read side imports that, not this module).
 
 Only pairs whose first failing rule is bos, eos or token_text can be adaptable: plan refuses every other one
 (architecture, vocab_type, vocab_size, a sidecar's method rules) before it looks at a token, so those pairs are
@@ -21,43 +22,27 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable
-from typing import Any, Protocol
 
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from inspector.adapt import NotAdaptable, Side, plan
 from inspector.info import TYPES_KEY, ModelInfo
-from inspector.llama_rules import LLAMA_CPP_BUILD
+from registry.adapt_stored import (
+    CANDIDATE_RULES,
+    FRESH,
+    VERSION,
+    FilePair,
+    PairLike,
+    candidates,
+    stored_decisions,
+)
 from registry.bulk_sql import id_in
 from registry.catalog.pairing import as_target
 from registry.catalog.stored import load_info, types_for
 from registry.jsonsafe import json_safe
 from registry.models import AdaptCheck, GGUFFile, Pair
-
-CANDIDATE_RULES = ("bos", "eos", "token_text")
-# The rules a stored decision was made under: another pinned build or a change of plan's rules decides it again.
-VERSION = f"{LLAMA_CPP_BUILD}/adapt-1"
-
-FilePair = tuple[int, int]  # (target file id, draft file id)
-
-# A stored decision still holds: made under these rules, and after both files were last inspected (pages and
-# decide_pending read by this one condition).
-FRESH = Q(version=VERSION, decided_at__gte=F("target__inspected_at")) & Q(decided_at__gte=F("draft__inspected_at"))
-
-
-class PairLike(Protocol):
-    """A Pair or a table row (registry.table.rows.TablePair): what the decision needs of either."""
-
-    pk: int
-    compatible: bool
-    failed_rule: str
-
-
-def candidate(compatible: bool, failed_rule: str | None) -> bool:
-    """Whether a pair with this verdict could be adaptable at all (see the module's docstring)."""
-    return not compatible and (failed_rule or "") in CANDIDATE_RULES
 
 
 def types_missing(f: GGUFFile) -> bool:
@@ -97,15 +82,7 @@ def decisions(wanted: Collection[FilePair], decide: bool = True) -> dict[FilePai
     """The decision for each (target file, draft file): stored rows in one query; missing ones, and those older than
     either file's inspection or made under other rules, decided now and stored (``decide`` False: left out)."""
     wanted = set(wanted)
-    if not wanted:
-        return {}
-    out: dict[FilePair, AdaptCheck] = {}
-    # By the two id lists rather than an OR per pair (a streamed chunk of 500 rows would nest too deep for SQLite's
-    # parser); a row of another combination of the same files is read and left.
-    stored = AdaptCheck.objects.filter(FRESH, target_id__in={t for t, _ in wanted}, draft_id__in={d for _, d in wanted})
-    for r in stored:
-        if (r.target_id, r.draft_id) in wanted:
-            out[(r.target_id, r.draft_id)] = r
+    out = stored_decisions(wanted)
     missing = wanted - out.keys()
     if missing and decide:
         out.update(_decide_and_store(missing))
@@ -174,38 +151,12 @@ def _decide_and_store(missing: set[FilePair]) -> dict[FilePair, AdaptCheck]:
     return out
 
 
-def _files(p: PairLike) -> FilePair:
-    # A Pair carries the ids without loading its files; a table row carries its files' ids.
-    t = getattr(p, "target_id", None)
-    d = getattr(p, "draft_id", None)
-    if t is None or d is None:
-        return (p.target.pk, p.draft.pk)  # type: ignore[attr-defined]
-    return (t, d)
-
-
 def for_pairs(pairs: Iterable[PairLike], decide: bool = True) -> dict[int, AdaptCheck]:
     """The decisions for the pairs among these that could be adaptable (on the two files each shows), by pair id;
     ``decide`` False: the stored ones only (a page of many rows: see the module's docstring)."""
-    cands = {p.pk: _files(p) for p in pairs if candidate(p.compatible, p.failed_rule)}
+    cands = candidates(pairs)
     found = decisions(set(cands.values()), decide)
     return {pk: found[fp] for pk, fp in cands.items() if fp in found}
-
-
-def api_value(row: AdaptCheck | None) -> dict[str, Any] | None:
-    """The API's ``adaptable``: null, or what adapting changes in a few fields (the page shows the rest)."""
-    if row is None or row.state != AdaptCheck.ADAPTABLE or not row.plan:
-        return None
-    return {
-        "changed_tokens": len(row.plan.get("changed_ids") or []),
-        "keys": row.plan.get("keys") or [],
-        "summary": row.plan.get("summary") or "",
-    }
-
-
-def label(row: AdaptCheck | None) -> str:
-    """The table row's words: "adaptable: 7 special tokens, BOS", or "" when it is not."""
-    value = api_value(row)
-    return f"adaptable: {value['summary']}" if value else ""
 
 
 def adaptable_drafts(target: GGUFFile, limit: int = 50, decide: bool = True) -> list[tuple[Pair, AdaptCheck]]:
@@ -225,15 +176,3 @@ def adaptable_drafts(target: GGUFFile, limit: int = 50, decide: bool = True) -> 
         if row is not None and row.state == AdaptCheck.ADAPTABLE:
             out.append((p, row))
     return out
-
-
-def adaptable_rows() -> Q:
-    """Pairs whose two shown files have a fresh "adaptable" decision: the table's ``verdict=adaptable`` filter. Read
-    from the stored decisions only (a page never decides one), through their (target, draft) index."""
-    return Q(compatible=False, failed_rule__in=CANDIDATE_RULES) & Q(
-        Exists(
-            AdaptCheck.objects.filter(
-                FRESH, state=AdaptCheck.ADAPTABLE, target_id=OuterRef("target_id"), draft_id=OuterRef("draft_id")
-            )
-        )
-    )

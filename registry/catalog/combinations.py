@@ -9,27 +9,22 @@ sizes more than 128 apart) fail from the class columns alone, without reading a 
 
 From the combinations follow the row's verdict (all, partial, none: ``Pair.verdict``), the files the row shows,
 checks and benchmarks by default (``choose``), and N of M quants against a target file (read from the per-class
-counts in ``BaseClass.files`` when a page asks, never stored per pair).
+counts in ``BaseClass.files`` when a page asks, never stored per pair). Writing them on the pairs is
+registry.catalog.settling's.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-
-from django.db import connection
-from django.db.models import Q
+from dataclasses import dataclass
 
 from inspector.compat import check_pair
 from inspector.info import ModelInfo
 from inspector.llama_rules import LLAMA_CPP_BUILD, speculates
 from inspector.tokens import MAX_SIZE_DIFFERENCE
-from registry.bulk_sql import bulk_set, id_in
-from registry.catalog.columns import table_columns
-from registry.catalog.sizes import pair_ratio
 from registry.catalog.stored import load_info
-from registry.models import BaseClass, BaseModel, ClassCheck, GGUFFile, Pair, PairCheckResult, TokenizerClass
+from registry.models import BaseClass, BaseModel, ClassCheck, GGUFFile, Pair, TokenizerClass
 
 # Rules in check_pair's order; the class columns decide all but token_text.
 RULES = ("vocab_type", "bos", "eos", "vocab_size", "token_text")
@@ -212,10 +207,7 @@ class PairCombinations:
     draft_classes: list[BaseClass]
     combos: list[Combination]
     chosen: Combination | None
-
-    @property
-    def verdict(self) -> str:
-        return verdict_of(self.combos)
+    verdict: str  # over every combination (verdict_of)
 
 
 def pair_combinations(pairs: list[Pair], record: bool = True) -> list[PairCombinations]:
@@ -231,100 +223,8 @@ def pair_combinations(pairs: list[Pair], record: bool = True) -> list[PairCombin
             combos = [combine(t, t, verdicts) for t in ts]
         else:
             combos = [combine(t, d, verdicts) for t in ts for d in ds]
-        out.append(PairCombinations(p, ts, ds, combos, choose(combos, standing)))
+        out.append(PairCombinations(p, ts, ds, combos, choose(combos, standing), verdict_of(combos)))
     return out
-
-
-@dataclass
-class Settled:
-    """Pairs whose settled columns changed (unsaved), those of them whose files moved, and pairs (by id, not read as
-    objects) whose verdict alone changed."""
-
-    pairs: list[Pair] = field(default_factory=list)
-    moved: set[int] = field(default_factory=set)
-    verdicts: dict[int, str] = field(default_factory=dict)
-
-    def add(self, other: Settled) -> None:
-        self.pairs += other.pairs
-        self.moved |= other.moved
-        self.verdicts.update(other.verdicts)
-
-    def __len__(self) -> int:
-        return len(self.pairs) + len(self.verdicts)
-
-
-def settle(pairs: list[Pair], record: bool = True) -> list[Pair]:
-    """Set each pair's verdict and the two files it shows from its combinations; return the pairs that changed
-    (unsaved). A pair whose base models have no classes (files without a tokenizer) keeps what it has."""
-    return settle_pairs(pairs, record).pairs
-
-
-def settle_pairs(pairs: list[Pair], record: bool = True) -> Settled:
-    """``settle``, telling which pairs' files moved (``save_settled`` writes the others with a few UPDATEs)."""
-    out = Settled()
-    for pc in pair_combinations(pairs, record):
-        p, c = pc.pair, pc.chosen
-        if c is None:
-            continue
-        target, draft = c.target.file, c.draft.file
-        if p.files_pinned:  # staff chose the files: keep them, with their own combination's verdict
-            c = next(
-                (
-                    x
-                    for x in pc.combos
-                    if (x.target.tokenizer_class_id, x.draft.tokenizer_class_id)
-                    == (p.target.tokenizer_class_id, p.draft.tokenizer_class_id)
-                ),
-                c,
-            )
-            # (not written into the combination: its class rows are shared by every pair of the batch)
-            target, draft = p.target, p.draft
-        before = (p.target_id, p.draft_id)
-        if apply_combination(p, pc.verdict, c, target, draft):
-            out.pairs.append(p)
-            if (p.target_id, p.draft_id) != before:
-                out.moved.add(p.pk)
-    return out
-
-
-def apply_combination(p: Pair, verdict: str, c: Combination, target: GGUFFile, draft: GGUFFile) -> bool:
-    """Give ``p`` the verdict ``verdict`` and combination ``c`` shown on these two files; whether anything changed.
-    The names, search text and size ratio the table shows follow the files where they moved."""
-    fields = {
-        "verdict": verdict,
-        "compatible": c.compatible,
-        "llama_cpp_compatible": c.llama_cpp_compatible,
-        "failed_rule": c.failed_rule,
-        "rules_from": c.rules_from,
-        "target_id": target.pk,
-        "draft_id": draft.pk,
-    }
-    if all(getattr(p, k) == v for k, v in fields.items()):
-        return False
-    files_moved = (p.target_id, p.draft_id) != (target.pk, draft.pk)
-    for k, v in fields.items():
-        setattr(p, k, v)
-    if files_moved:
-        p.target, p.draft = target, draft
-        for k, v in table_columns(target, draft).items():
-            setattr(p, k, v)
-        p.size_ratio = pair_ratio(target, draft)
-    return True
-
-
-SETTLED_FIELDS = [
-    "verdict",
-    "compatible",
-    "llama_cpp_compatible",
-    "failed_rule",
-    "rules_from",
-    "target",
-    "draft",
-    "target_name",
-    "draft_name",
-    "search_text",
-    "size_ratio",
-]
 
 
 def class_of_file(f: GGUFFile) -> BaseClass | None:
@@ -402,53 +302,3 @@ def classes_dict(rows: list[BaseClass], visible: int = 50) -> list[dict[str, obj
         }
         for bc in rows
     ]
-
-
-# The columns a settled pair whose files stayed can change: its chosen combination's (and the verdict).
-VERDICT_COLUMNS = ("verdict", "compatible", "llama_cpp_compatible", "failed_rule", "rules_from")
-
-
-def chunks(ids: list[int]) -> Iterable[list[int]]:
-    """Id lists short enough for one statement's parameters (SQLite's limit; one chunk on PostgreSQL)."""
-    size = max(100, (connection.features.max_query_params or len(ids) + 10) - 10)
-    for start in range(0, len(ids), size):
-        yield ids[start : start + size]
-
-
-def save_settled(settled: Settled) -> None:
-    """Write settled pairs with a number of statements that does not grow with them where their files stayed.
-
-    A class a popular draft gains can change the verdict of thousands of its pairs at once ("all" → "partial"),
-    each to the same values: one UPDATE per distinct set of verdict columns writes them all (``bulk_update``
-    would build a CASE per row and column). Pairs whose files moved get every settled column, per row, and lose
-    their stored full check (it was of the files they no longer show)."""
-    moved = [p for p in settled.pairs if p.pk in settled.moved]
-    if moved:
-        bulk_set(Pair, moved, SETTLED_FIELDS)  # one UPDATE … FROM VALUES, not a CASE per row (registry.bulk_sql)
-        for ids in chunks([p.pk for p in moved]):
-            PairCheckResult.objects.filter(id_in(PairCheckResult, "pair", ids)).delete()
-    groups: dict[tuple[object, ...], list[int]] = defaultdict(list)
-    for p in settled.pairs:
-        if p.pk not in settled.moved:
-            groups[tuple(getattr(p, k) for k in VERDICT_COLUMNS)].append(p.pk)
-    for values, pks in groups.items():
-        for ids in chunks(pks):
-            Pair.objects.filter(id_in(Pair, "id", ids)).update(**dict(zip(VERDICT_COLUMNS, values, strict=True)))
-    by_verdict: dict[str, list[int]] = defaultdict(list)
-    for pk, verdict in settled.verdicts.items():
-        by_verdict[verdict].append(pk)
-    for verdict, pks in by_verdict.items():
-        for ids in chunks(pks):
-            Pair.objects.filter(id_in(Pair, "id", ids)).update(verdict=verdict)
-
-
-def resettle(base_ids: Iterable[int | None]) -> int:
-    """Settle every pair of these base models again (after their files or classes changed outside registration:
-    files moved to another base model, deleted, pinned); returns how many changed."""
-    ids = {b for b in base_ids if b is not None}
-    pairs = list(
-        Pair.objects.filter(Q(target_base_id__in=ids) | Q(draft_base_id__in=ids)).select_related("target", "draft")
-    )
-    settled = settle_pairs(pairs)
-    save_settled(settled)
-    return len(settled)

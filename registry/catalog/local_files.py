@@ -10,7 +10,7 @@ from django.conf import settings
 from inspector.hub_names import shard_names
 from inspector.info import InspectError, inspect_source
 from inspector.sources import SourceError
-from registry.catalog.registration import Registration, find_unchanged, finish, register
+from registry.catalog.registration import Registered, find_unchanged, finish, register
 
 
 class LocalFileError(Exception):
@@ -31,7 +31,7 @@ def local_etag(path: str) -> tuple[str, int]:
     return "local:" + ",".join(f"{st.st_size}:{st.st_mtime_ns}" for st in stats)[:190], size
 
 
-def register_local(path: str | os.PathLike, made_by: tuple[int, int] | None = None) -> Registration:
+def register_local(path: str | os.PathLike, made_by: tuple[int, int] | None = None) -> Registered:
     """Register a file on this machine; ``made_by``: the (draft, target) file ids of the adapt job that wrote it."""
     p = Path(path).resolve()
     if p.is_dir():
@@ -39,7 +39,7 @@ def register_local(path: str | os.PathLike, made_by: tuple[int, int] | None = No
     source = str(p)
     etag, size = local_etag(source)
     if (same := find_unchanged(source, etag, size)) is not None:
-        return Registration(same, "unchanged")
+        return Registered(same, "unchanged")
     try:
         info = inspect_source(source, settings.SPECREG_MAX_HEADER_BYTES)
     except InspectError as exc:

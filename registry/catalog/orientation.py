@@ -17,8 +17,8 @@ from django.utils import timezone
 from inspector.compat import check_pair
 from registry.cache_keys import bump_generation
 from registry.catalog.bases import resize
-from registry.catalog.combinations import save_settled, settle_pairs
 from registry.catalog.pairing import base_is_target, pair_fields
+from registry.catalog.settling import settle
 from registry.catalog.stored import load_info
 from registry.formatting import params
 from registry.models import BaseModel, Pair, PairCheckResult, VerdictChange
@@ -52,7 +52,7 @@ def _turn(p: Pair) -> None:
         setattr(p, k, v)
     p.save()
     PairCheckResult.objects.filter(pair=p).delete()  # the full check was of the other direction
-    save_settled(settle_pairs([p]))  # every class combination in the new direction, and the files it shows
+    settle([p]).save()  # every class combination in the new direction, and the files it shows
     p.refresh_from_db()
     bigger, smaller = p.target_base, p.draft_base
     if bigger is None or smaller is None:  # reorient turns only pairs of two base models

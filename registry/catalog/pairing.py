@@ -20,21 +20,13 @@ from inspector.compat import check_pair
 from inspector.info import ModelInfo, size_label_count
 from inspector.llama_rules import speculates
 from inspector.tokens import MAX_SIZE_DIFFERENCE, candidate_keys
-from registry.bulk_sql import bulk_set
+from registry.bulk_sql import bulk_set, chunks
 from registry.catalog.bases import own_original
 from registry.catalog.classes import candidate_classes
 from registry.catalog.columns import table_columns
-from registry.catalog.combinations import (
-    chunks,
-    pair_combinations,
-    save_settled,
-    settle,
-    settle_pairs,
-    special_method,
-    vocabulary_check,
-)
-from registry.catalog.gained import PairRow, pair_objects, pair_rows, settle_gained_class
+from registry.catalog.combinations import owner, pair_combinations, special_method, vocabulary_check
 from registry.catalog.listing import Listing, rank
+from registry.catalog.settling import Gained, PairRow, Rose, Settled, pair_objects, pair_rows, settle
 from registry.catalog.sizes import pair_ratio
 from registry.catalog.stored import load_info
 from registry.jsonsafe import json_safe
@@ -106,7 +98,7 @@ def verdict_fields(result: HasVerdict, now: datetime) -> dict[str, Any]:
     """The Pair row's verdict columns for a check result (registration and recheck_pairs both write these)."""
     return {
         "compatible": result.compatible,
-        # refined over every class combination by combinations.settle; one combination known so far
+        # refined over every class combination by settling.settle; one combination known so far
         "verdict": Pair.VERDICT_ALL if result.compatible else Pair.VERDICT_NONE,
         "llama_cpp_compatible": result.llama_cpp_compatible,
         "failed_rule": result.failed_rule or "",
@@ -270,7 +262,7 @@ def compute_pairs(
     attached to it, is never dropped: its verdict is updated.
 
     ``fresh``: ``f`` was registered just now for the first time, so its base model's classes only grew (by ``f``'s,
-    where that class is new to it): its other pairs are settled from what they hold (registry.catalog.gained)
+    where that class is new to it): its other pairs are settled from what they hold (``settling.Gained``)
     rather than over every combination again. Otherwise (a file read again, whose class may have left its base
     model) they are settled the whole way.
     """
@@ -279,6 +271,11 @@ def compute_pairs(
         return 0, 0, []
     new_class = _class_is_new(f, base)
     if new_class is None:
+        if f.tokenizer_class_id is not None and _owner_is_new(f, base):
+            # Nothing to check on f, but its class now stands higher in its model: rows showing another class may
+            # move to it (combinations.choose puts standing first).
+            rest = pair_rows(Pair.objects.filter(Q(target_base=base) | Q(draft_base=base)))
+            settle(rest, known=Rose(base, f.tokenizer_class_id), record=record_classes).save()
         return 0, 0, []
     # The pairs of this base model as plain rows (a popular small draft has thousands), by the other side's base
     # model; as objects only those checked again below. Every one of them (its own pair, a pair a user asked for in
@@ -313,28 +310,36 @@ def compute_pairs(
     listing.drop()
     batch.write()
     # Every combination of the two sides' classes decides the verdict (all, partial, none) and which files the row
-    # shows: by the sides' standing, never by what came last (registry.catalog.combinations).
+    # shows: by the sides' standing, never by what came last (registry.catalog.settling).
     done = {p.pk for p in [*batch.new, *batch.changed]} | set(listing.dropped)
-    settled = settle_pairs(batch.changed, record=record_classes)  # (the new ones were settled before they were written)
-    if new_class:
-        # Every other pair of this base model has one more combination per class of its partner, partners outside
-        # the new class's candidate window included (those combinations fail on the class columns alone).
-        # (None for a base model new to the registry: its pairs are all new, settled above, and with no other pair
-        # its partners' classes are not read at all.)
-        rest = [row for row in rows if row.pk not in done]
-        if rest and fresh and f.tokenizer_class_id is not None:
-            settled.add(settle_gained_class(base, f.tokenizer_class_id, rest, record=record_classes))
-        elif rest:
-            settled.add(settle_pairs(list(pair_objects(row.pk for row in rest).values()), record=record_classes))
-    else:
-        settled.add(settle_pairs([p for p in batch.touched if p.pk not in done], record=record_classes))
-    save_settled(settled)
+    settled = settle(batch.changed, record=record_classes)  # (the new ones were settled before they were written)
+    rest = [row for row in rows if row.pk not in done]
+    settled.add(_settle_others(f, base, new_class, fresh, rest, batch.touched, record_classes))
+    settled.save()
     return len(batch.new), len(batch.changed), batch.compatible
 
 
+def _settle_others(
+    f: GGUFFile, base: BaseModel, new_class: bool, fresh: bool, rest: list[PairRow], touched: list[Pair], record: bool
+) -> Settled:
+    """Settle ``rest``, the pairs of ``base`` this registration did not check again on ``f``: where ``f`` brought no
+    class new to ``base``, only those whose combinations it changed (``touched``)."""
+    if not new_class:
+        pks = {row.pk for row in rest}
+        return settle([p for p in touched if p.pk in pks], record=record)
+    # Every other pair of this base model has one more combination per class of its partner, partners outside the new
+    # class's candidate window included (those combinations fail on the class columns alone). (None for a base model
+    # new to the registry: its pairs are all new, settled above, and with no other pair its partners' classes are
+    # not read at all.) A file registered for the first time only added its class: the caller knows that much.
+    if not rest:
+        return Settled()
+    known = Gained(base, f.tokenizer_class_id) if fresh and f.tokenizer_class_id is not None else None
+    return settle(rest, known=known, record=record)
+
+
 def _class_is_new(f: GGUFFile, base: BaseModel) -> bool | None:
-    """Whether ``f`` brings its base model a tokenizer class it lacked; None where nothing ``f`` brings can change
-    a pair (so registration stops here)."""
+    """Whether ``f`` brings its base model a tokenizer class it lacked; None where ``f`` brings nothing to check
+    (registration checks no pair on it; its class may still stand higher: ``_owner_is_new``)."""
     if f.tokenizer_class_id is None:
         return True
     # Registration wrote the (base model, class) row with the file (registry.catalog.registration): it names
@@ -346,6 +351,15 @@ def _class_is_new(f: GGUFFile, base: BaseModel) -> bool | None:
         # pair was checked on this file, so nothing can change. The common case costs two indexed reads.
         return None
     return not seen
+
+
+def _owner_is_new(f: GGUFFile, base: BaseModel) -> bool:
+    """Whether ``f`` is the first file of its class in ``base`` from its repository's owner: then the class stands
+    higher in the model (one more distinct owner, perhaps the publisher: combinations.standings)."""
+    name = owner(f.repo)
+    same = GGUFFile.objects.filter(model__base=base, tokenizer_class_id=f.tokenizer_class_id).exclude(pk=f.pk)
+    mine = Q(repo__iexact=name) | Q(repo__istartswith=f"{name}/") if name else Q(repo="")
+    return not same.filter(mine).exists()
 
 
 def _by_partner(rows: list[PairRow], base: BaseModel) -> dict[int, PairRow]:
@@ -432,7 +446,7 @@ class _Batch:
         # inserted with the check's file and settled afterwards would be written twice for most base models with
         # several classes ("all" to "partial", the files moved to the best-standing classes), each time into every
         # index of the table.
-        self.new = settle(new, self.verdicts.record)
+        self.new = settle(new, record=self.verdicts.record).pairs
         self.pending = []
 
     def write(self) -> None:

@@ -18,8 +18,9 @@ from django.utils import timezone
 from inspector.compat import PairCheck, check_pair
 from inspector.info import ModelInfo
 from registry.cache_keys import bump_generation
-from registry.catalog.combinations import SETTLED_FIELDS, settle, vocabulary_check
+from registry.catalog.combinations import vocabulary_check
 from registry.catalog.pairing import VERDICT_FIELDS, verdict_fields
+from registry.catalog.settling import settle
 from registry.catalog.stored import load_info
 from registry.jsonsafe import json_safe
 from registry.models import BaseClass, ClassCheck, GGUFFile, Pair, PairCheckResult, VerdictChange
@@ -128,9 +129,8 @@ def recheck_pairs(
                 # Every class combination of the pair again (the class checks were rechecked above): its verdict
                 # over all of them and the files it shows.
                 settled = settle(updated)
-                if settled:
-                    Pair.objects.bulk_update(settled, SETTLED_FIELDS)
-                    PairCheckResult.objects.filter(pair__in=settled).delete()
+                settled.save()
+                PairCheckResult.objects.filter(pair__in=settled.pairs).delete()
         if progress:
             progress(checked)
     if not dry_run and (checked or classes_changed):

@@ -35,7 +35,10 @@ from registry.results.examples import apply_reported_examples
 
 
 @dataclass
-class Registration:
+class Registered:
+    """A file registered, whichever door it came through (a local path, a Hub file, a Hub repository's files, the
+    command line): the file as stored, whether it was new, read again or unchanged, and the pairs it made."""
+
     file: GGUFFile
     status: str  # "added", "updated" or "unchanged"
     pairs_added: int = 0
@@ -62,7 +65,7 @@ def register(
     size: int | None = None,
     base_models: list[str] | None = None,
     made_by: tuple[int, int] | None = None,
-) -> Registration:
+) -> Registered:
     """Store ``info`` as the file ``source`` and compute its pairs; an unchanged file is left alone.
 
     ``base_models``: the repository card's ``base_model`` (registry.catalog.bases), where the Hub gave one.
@@ -75,7 +78,7 @@ def register(
             with transaction.atomic():
                 existing = GGUFFile.objects.filter(source=source).first()
                 if existing and etag and existing.etag == etag and existing.size == size:
-                    return Registration(existing, "unchanged")
+                    return Registered(existing, "unchanged")
                 where = Where(
                     repo, revision, path or source, commit or "", etag, size if size is not None else info.file_size
                 )
@@ -96,7 +99,7 @@ def register(
     # processes can see the new rows (a page cached in between would be stale).
     bump_generation()
     transaction.on_commit(bump_generation)
-    return Registration(f, "updated" if existing else "added", added, updated, compatible)
+    return Registered(f, "updated" if existing else "added", added, updated, compatible)
 
 
 def finish(file_ids: Iterable[int]) -> None:

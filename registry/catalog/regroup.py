@@ -6,7 +6,7 @@ started a base model of its own joins the base model it belongs to (``merge``). 
 rules to a registry grouped by older ones (``manage.py regroup_bases``): files that joined a base model by claimed
 names alone move out, and adapted drafts are keyed by verified provenance. Nothing attached to a pair is lost:
 pairs stay with the base models they joined (results, notes and deployments with them), each settled again on the
-files its models still have (registry.catalog.combinations).
+files its models still have (registry.catalog.settling).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from registry.catalog.bases import (
     stored_key,
     with_architecture,
 )
-from registry.catalog.combinations import resettle
 from registry.catalog.pairing import compute_pairs
 from registry.catalog.provenance import claims_adaptation, verify_adapted
+from registry.catalog.settling import resettle
 from registry.catalog.stored import load_info
 from registry.models import BaseClass, BaseModel, GGUFFile, Model
 

@@ -11,7 +11,7 @@ from django.db import transaction
 from registry.cache_keys import bump_generation
 from registry.catalog.bases import recount_quants
 from registry.catalog.columns import refresh_table_columns
-from registry.catalog.combinations import resettle
+from registry.catalog.settling import resettle
 from registry.models import BaseClass, GGUFFile, Pair
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import cast
 
 from django.db.models import F, QuerySet
 
@@ -258,9 +257,9 @@ def _import_choice(c: HubCandidate) -> FileOutcome | None:
 
 def check_candidate(target: GGUFFile, c: HubCandidate) -> None:
     outcome = _import_choice(c)
-    if outcome is None:
+    if outcome is None or outcome.registered is None:  # (failed: None above)
         return
-    found = GGUFFile.objects.get(pk=cast(int, outcome.file_id))  # not failed (None above): it names its file
+    found = outcome.registered.file
     if c.sidecar or found.architecture in SIDECAR_ARCHS:
         # A draft search can meet a sidecar too (a tagged or same-family repo): it is checked as one.
         c.sidecar = True

@@ -1,23 +1,24 @@
-"""Importing GGUF files from the Hugging Face Hub: list a repository, read each header remotely, register it."""
+"""Importing GGUF files from the Hugging Face Hub: list a repository (or name one file), read each header remotely,
+register it."""
 
 from __future__ import annotations
 
 import fnmatch
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from django.conf import settings
 
 from inspector.deadlines import Deadline, current_job_deadline, job_deadline
 from inspector.hf_spec import parse_hf_spec
-from inspector.hub_api import RemoteFile, RepoListing, list_gguf_files
+from inspector.hub_api import RemoteFile, RepoListing, gguf_file, list_gguf_files
 from inspector.hub_names import SHARD, first_shard, have_token, hf_source, model_repo_id, shard_names
 from inspector.info import InspectError, ModelInfo, inspect_source
 from inspector.sources import SourceError, Unreachable
-from registry.catalog.registration import find_unchanged, finish, register
+from registry.catalog.registration import Registered, find_unchanged, finish, register
 from registry.catalog.reread import RereadError
 from registry.models import GGUFFile
 
@@ -56,12 +57,21 @@ def _job_out_of_time() -> Deadline | None:
 
 @dataclass
 class FileOutcome:
+    """One file of an import: registered (``registered``: the file and what registering it did), or failed."""
+
     path: str
     source: str
     status: str  # added, updated, unchanged, failed
     message: str = ""
-    file_id: int | None = None
-    pairs_added: int = 0
+    registered: Registered | None = None
+
+    @property
+    def file_id(self) -> int | None:
+        return self.registered.file.pk if self.registered is not None else None
+
+    @property
+    def pairs_added(self) -> int:
+        return self.registered.pairs_added if self.registered is not None else 0
 
 
 @dataclass
@@ -150,22 +160,34 @@ def group_shards(files: list[RemoteFile]) -> list[Entry]:
     return sorted(singles, key=lambda e: e.path)
 
 
-def list_repo(repo_id: str, revision: str | None = None, include: str | None = None) -> tuple[RepoListing, list[Entry]]:
+_T = TypeVar("_T")
+
+
+def _ask_hub(read: Callable[[], _T]) -> _T:
+    """``read()``, a read of the Hub, with its errors as this module's (one line each)."""
     try:
-        listing = list_gguf_files(repo_id, revision)
+        return read()
     except Unreachable as exc:
         if _job_out_of_time():  # not the Hub's fault: the job has no time left for anything
             raise JobDeadlinePassed(str(exc)) from None
         raise HubUnreachable(str(exc)) from None
     except SourceError as exc:
         raise HubImportError(str(exc)) from None
+
+
+def list_repo(repo_id: str, revision: str | None = None, include: str | None = None) -> tuple[RepoListing, list[Entry]]:
+    listing = _ask_hub(lambda: list_gguf_files(repo_id, revision))
     files = [f for f in listing.files if include is None or _matches(f.path, include)]
     if not files:
         what = f" matching {include!r}" if include else ""
         raise HubImportError(f"{repo_id}: no .gguf files{what} in the repository")
+    _refuse_gated(repo_id, files)
+    return listing, group_shards(files)
+
+
+def _refuse_gated(repo_id: str, files: list[RemoteFile]) -> None:
     if any(f.gated for f in files) and not have_token():
         raise HubImportError(f"{repo_id} is gated: set HF_TOKEN to a token that has been granted access")
-    return listing, group_shards(files)
 
 
 def _matches(path: str, include: str) -> bool:
@@ -242,7 +264,7 @@ def import_entry(listing: RepoListing, entry: Entry, revision: str | None, cap: 
         return FileOutcome(entry.path, source, "failed", entry.problem)
     try:
         if (same := find_unchanged(source, entry.etag, entry.size)) is not None:
-            return FileOutcome(entry.path, source, "unchanged", file_id=same.pk)
+            return FileOutcome(entry.path, source, "unchanged", registered=Registered(same, "unchanged"))
         info = inspect_source(listing.spec(entry.path), cap or settings.SPECREG_MAX_HEADER_BYTES)
         reg = register(
             info,
@@ -261,7 +283,7 @@ def import_entry(listing: RepoListing, entry: Entry, revision: str | None, cap: 
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
         why = f"unexpected {type(exc).__name__}" + (f": {first}" if first else "")
         return FileOutcome(entry.path, source, "failed", why)
-    return FileOutcome(entry.path, source, reg.status, file_id=reg.file.pk, pairs_added=reg.pairs_added)
+    return FileOutcome(entry.path, source, reg.status, registered=reg)
 
 
 def _strip_spec(message: str) -> str:
@@ -309,19 +331,20 @@ class RegisteredHeaders:
             raise RereadError(_strip_spec(str(exc))) from None
 
 
-def import_source(spec: str) -> FileOutcome:
-    """Register one ``hf://OWNER/REPO[@REV]/PATH`` file (a split file by its first shard)."""
+def import_source(spec: str) -> Registered:
+    """Register one ``hf://OWNER/REPO[@REV]/PATH`` file (a split file by its first shard), read alone: the
+    repository is not listed (inspector.hub_api.gguf_file)."""
 
     try:
         s = parse_hf_spec(spec)
     except SourceError as exc:
         raise HubImportError(str(exc)) from None
-    listing, entries = list_repo(s.repo_id, s.revision, None)
-    wanted = [e for e in entries if e.path == s.path]
-    if not wanted:
+    if not s.path.lower().endswith(".gguf") or first_shard(s.path) != s.path:
         raise HubImportError(f"{spec}: no such .gguf file in {s.repo_id} (a split file is named by its first shard)")
-    outcome = import_entry(listing, wanted[0], s.revision)
-    if outcome.status == "failed":
+    listing = _ask_hub(lambda: gguf_file(s.repo_id, s.revision, s.path))
+    _refuse_gated(s.repo_id, listing.files)
+    outcome = import_entry(listing, group_shards(listing.files)[0], s.revision)
+    if outcome.registered is None:
         raise HubImportError(f"{spec}: {outcome.message}")
-    finish([outcome.file_id] if outcome.file_id is not None else [])
-    return outcome
+    finish([outcome.registered.file.pk])
+    return outcome.registered

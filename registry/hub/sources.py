@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import cast
-
 from inspector.sources import is_remote
 from registry.catalog.local_files import LocalFileError, register_local
+from registry.catalog.registration import Registered
 from registry.hub.importing import HubImportError, import_source
 from registry.models import GGUFFile
 
@@ -15,25 +13,15 @@ class SourceRegistrationError(Exception):
     """The source cannot be registered; one line."""
 
 
-@dataclass
-class Registered:
-    file: GGUFFile
-    status: str  # "added", "updated" or "unchanged"
-    pairs_added: int = 0
-
-
 def register_source(spec: str) -> Registered:
     """Register ``spec`` (a path on this machine or hf://OWNER/REPO[@REVISION]/PATH) and compute its pairs."""
     spec = spec.strip()
     try:
         if spec.startswith("hf://"):
-            outcome = import_source(spec)
-            file_id = cast(int, outcome.file_id)  # import_source raises for a failed file: the others name theirs
-            return Registered(GGUFFile.objects.get(pk=file_id), outcome.status, outcome.pairs_added)
+            return import_source(spec)
         if is_remote(spec):
             raise SourceRegistrationError(f"{spec}: name a Hub file as hf://OWNER/REPO[@REVISION]/PATH")
-        reg = register_local(spec)
-        return Registered(reg.file, reg.status, reg.pairs_added)
+        return register_local(spec)
     except (HubImportError, LocalFileError) as exc:
         raise SourceRegistrationError(str(exc)) from None
 

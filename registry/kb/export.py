@@ -15,10 +15,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from inspector.llama_rules import LLAMA_CPP_BUILD
-from registry.catalog.state import state_of
 from registry.kb.schema import FORMAT, SCHEMA_VERSION, now_iso
 from registry.kb.sections import ExportContext, load_sections
 from registry.models import BenchmarkRun, GGUFFile, Pair, ReportedResult, TokenTable, TokenTypeTable
+from registry.pair_state import state_of
 from registry.results.figures import FIGURES, LOAD_FIGURES
 
 RESULT_FIELDS = (

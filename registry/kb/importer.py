@@ -638,6 +638,7 @@ class _Importer:
             target_file=self.file(r.target),
             draft_file=self.file(r.draft),
             status=r.status,
+            kind=BenchmarkRun.kind_of(r.params),
             params=r.params,
             queue="",
             hardware=r.hardware,

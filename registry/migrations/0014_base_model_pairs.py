@@ -150,7 +150,7 @@ class Migration(migrations.Migration):
             model_name='baseclass',
             constraint=models.UniqueConstraint(fields=('tokenizer_class', 'base'), name='baseclass_class_base_unique'),
         ),
-        migrations.RunPython(merge, migrations.RunPython.noop),
+        migrations.RunPython(merge, migrations.RunPython.noop, elidable=True),
         migrations.AddConstraint(
             model_name='pair',
             constraint=models.UniqueConstraint(fields=('target_base', 'draft_base'), name='pair_bases_unique'),

@@ -24,5 +24,5 @@ class Migration(migrations.Migration):
             name='quants',
             field=models.PositiveIntegerField(default=0),
         ),
-        migrations.RunPython(count, migrations.RunPython.noop),
+        migrations.RunPython(count, migrations.RunPython.noop, elidable=True),
     ]

@@ -23,5 +23,5 @@ class Migration(migrations.Migration):
             name="speculative_type",
             field=models.CharField(blank=True, default="", max_length=32),
         ),
-        migrations.RunPython(fill, migrations.RunPython.noop),
+        migrations.RunPython(fill, migrations.RunPython.noop, elidable=True),
     ]

@@ -69,5 +69,5 @@ class Migration(migrations.Migration):
             name="reason",
             field=models.CharField(blank=True, default="", max_length=300),
         ),
-        migrations.RunPython(forward, backward),
+        migrations.RunPython(forward, backward, elidable=True),
     ]

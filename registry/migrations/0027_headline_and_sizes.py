@@ -67,7 +67,7 @@ class Migration(migrations.Migration):
             name="best_note",
             field=models.CharField(blank=True, default="", max_length=80),
         ),
-        migrations.RunPython(forward, migrations.RunPython.noop),
+        migrations.RunPython(forward, migrations.RunPython.noop, elidable=True),
         # What a base model's size rests on (registry.catalog.sizes); "" until its next file or
         # ``recheck_pairs --sizes`` sizes it again by the levels of evidence.
         migrations.AddField(

@@ -33,5 +33,5 @@ class Migration(migrations.Migration):
             name="verdict",
             field=models.CharField(default="compatible", max_length=12),
         ),
-        migrations.RunPython(forward, backward),
+        migrations.RunPython(forward, backward, elidable=True),
     ]

@@ -9,7 +9,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from registry.cache_keys import cached
 from registry.table.pages import page_of
-from registry.table.query import TableQuery
+from registry.table.request import TableQuery
 
 
 def rendered_table(tq: TableQuery, sort_links: dict) -> SafeString:

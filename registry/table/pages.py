@@ -17,8 +17,10 @@ from registry.cache_keys import cached
 from registry.models import Pair
 from registry.sort_keys import SortKey, sort_key
 from registry.table import keyset
-from registry.table.query import PAGE_SIZE, Row, TableQuery, filtered_pairs, rows_for
-from registry.table.rows import pairs_by_id
+from registry.table.cells import Row
+from registry.table.filters import filtered_pairs
+from registry.table.request import PAGE_SIZE, TableQuery
+from registry.table.rows import pairs_by_id, rows_for
 
 # Up to this many matching pairs the count is exact (counting them is an index range); above it
 # PostgreSQL's own estimate is shown as "about N" (elsewhere: "more than N").

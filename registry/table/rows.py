@@ -1,20 +1,24 @@
-"""The pairs table's rows as plain records from one narrow query (no model instances, no JSON, no token tables).
-
-``TablePair`` and ``TableFile`` carry the attribute names of ``Pair`` and ``GGUFFile`` that rows,
-``serializers.pair_row`` and the CSV read, so the same code formats both.
+"""The pairs table's rows read from stored columns: one narrow query for a page's pairs with their files and
+models, the stored adaptability decisions, the stored best figure (or the best matching one when filters look inside
+results). Nothing here decides a verdict.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable
 
 from django.db.models import QuerySet
 
+from registry.adapt_stored import api_value, stored_for_pairs
 from registry.bulk_sql import id_in
-from registry.catalog.adaptable import api_value, for_pairs
-from registry.catalog.combinations import compatible_quants
+from registry.hooks import named
 from registry.models import Pair
+from registry.results.figures import Figure, best, figures_for
+from registry.table.cells import Row
+from registry.table.records import TableFile, TableModel, TablePair
+from registry.table.request import TableQuery
+
+QuantCounts = Callable[[list[tuple[int, int | None, int | None, int | None]]], dict[int, tuple[int, int]]]
 
 
 def pairs_by_id(ids: list[int]) -> QuerySet[Pair]:
@@ -69,69 +73,6 @@ PAIR_FIELDS = (
 )
 
 
-@dataclass(slots=True)
-class TableModel:
-    name: str
-    quants: int | None  # files of its base model (None: a model without one)
-    # its base model's size by the best evidence of its files (registry.catalog.sizes): a header-only file has none
-    base_parameters: int | None = None
-    base_name: str | None = None  # rows name the model by its base model (registry.catalog.columns.display_name)
-
-    @property
-    def shown(self) -> str:
-        return self.base_name or self.name
-
-
-@dataclass(slots=True)
-class TableFile:
-    pk: int
-    source: str
-    repo: str
-    architecture: str
-    parameter_count: int
-    file_type: str
-    n_vocab: int
-    vocab_type: str
-    arch_kind: str
-    speculative_type: str
-    model_id: int
-    model: TableModel
-
-
-@dataclass(slots=True)
-class TablePair:
-    pk: int
-    compatible: bool
-    llama_cpp_compatible: bool
-    failed_rule: str
-    rules_from: str
-    checked_at: datetime
-    size_ratio: float | None
-    best_kind: str
-    best_speedup: float | None
-    best_note: str
-    best_k: int | None
-    best_acceptance: float | None
-    best_content_type: str
-    best_method: str
-    predicted_speedup: float | None
-    predicted_k: int | None
-    predicted_method: str
-    predicted_content_type: str
-    verdict: str
-    target_base_id: int | None
-    draft_base_id: int | None
-    target_class_id: int | None
-    target: TableFile
-    draft: TableFile
-    # N of M: the draft base model's files compatible with the row's target file, of all of them (read per page
-    # from the per-class counts, registry.catalog.combinations.compatible_quants; never stored on the pair).
-    compatible_quants: tuple[int, int] | None = None
-    # An incompatible row whose two files adapt_draft could reconcile: the API's ``adaptable`` value
-    # (registry.catalog.adaptable.api_value), None otherwise. Read per page from the stored decisions.
-    adaptable: dict | None = None
-
-
 def fetch_rows(ids: list[int]) -> list[TablePair]:
     """These pairs in this order (a pair deleted meanwhile is left out): one query joining their files and models."""
     n_pair, n_file = len(PAIR_FIELDS), len(FILE_FIELDS)
@@ -145,14 +86,50 @@ def fetch_rows(ids: list[int]) -> list[TablePair]:
             ]
             found[r[0]] = TablePair(*r[:n_pair], *files)
     rows = [found[pk] for pk in ids if pk in found]
-    # Only a partial row needs its classes read: every draft file works with every target file of an "all" row, and
-    # none with any of a "none" row (M is the draft model's quant count either way).
-    partial = [p for p in rows if p.verdict == Pair.VERDICT_PARTIAL]
-    quants = compatible_quants([(p.pk, p.target_base_id, p.target_class_id, p.draft_base_id) for p in partial])
-    for p in rows:
-        m = p.draft.model.quants or 0
-        p.compatible_quants = quants.get(p.pk) or ((m, m) if p.compatible else (0, m))
+    add_quant_counts(rows)
     # Incompatible rows failing on bos, eos or token_text only, as stored (registration decides them).
-    for pk, row in for_pairs(rows, decide=False).items():
+    for pk, row in stored_for_pairs(rows).items():
         found[pk].adaptable = api_value(row)
     return rows
+
+
+def add_quant_counts(rows: list[TablePair]) -> None:
+    """Each row's N of M draft quants. Only a partial row needs its classes read: every draft file works with every
+    target file of an "all" row, and none with any of a "none" row (M is the draft model's quant count either way).
+
+    N of a partial row is stored nowhere (it depends on the target file the row shows against each of the draft
+    model's classes): the function ``SPECREG_TABLE_QUANT_COUNTS`` names counts it (the catalog's, above the table);
+    without one a partial row says "some quants"."""
+    partial = [p for p in rows if p.verdict == Pair.VERDICT_PARTIAL]
+    count: QuantCounts | None = named("SPECREG_TABLE_QUANT_COUNTS") if partial else None
+    quants = count([(p.pk, p.target_base_id, p.target_class_id, p.draft_base_id) for p in partial]) if count else {}
+    for p in rows:
+        m = p.draft.model.quants or 0
+        unknown = count is None and p.verdict == Pair.VERDICT_PARTIAL
+        p.compatible_quants = quants.get(p.pk) or (None if unknown else (m, m) if p.compatible else (0, m))
+
+
+def rows_for(ids: list[int], tq: TableQuery) -> list[Row]:
+    """The rows of these pairs in this order: one narrow query, and one for results when filters look inside them."""
+    items = fetch_rows(ids)
+    if not tq.filters_results:
+        return [Row(p, stored_best(p)) for p in items]
+    figs = figures_for([p.pk for p in items], **tq.result_filters)
+    return [Row(p, best(figs[p.pk])) for p in items]
+
+
+def stored_best(p: Pair | TablePair) -> Figure | None:
+    """The best figure as copied onto the pair row (registry.results.figures.refresh_best), None where it has none."""
+    if not p.best_kind:
+        return None
+    return Figure(
+        p.best_kind,
+        p.best_k or 0,
+        p.best_acceptance,
+        p.best_speedup,
+        p.best_content_type,
+        "",
+        "",
+        method=p.best_method or "draft-simple",
+        note=p.best_note,
+    )

@@ -30,7 +30,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from registry.team.models import Deployment, TelemetrySample
 
 # Sample field → the counter's full name in llama-server's /metrics (checked against the pinned
-# source by tests/test_team_telemetry.py).
+# source by tests/registry/test_team_telemetry.py).
 COUNTERS = {
     "draft_tokens": "llamacpp:spec_decode_num_draft_tokens_total",
     "accepted_tokens": "llamacpp:spec_decode_num_accepted_tokens_total",

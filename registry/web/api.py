@@ -27,8 +27,9 @@ from registry.hub.queue import queue_if_remote
 from registry.models import AdaptCheck, GGUFFile
 from registry.results.examples import reported_examples
 from registry.results.predicted import Comparison
+from registry.table.menus import facets
 from registry.table.pages import iter_rows, page_of
-from registry.table.query import TableQuery, TableQueryError, facets
+from registry.table.request import TableQuery, TableQueryError
 from registry.web.pages import merged_into, model_page, pair_page, tokenizer_view
 from registry.web.serializers import file_ref, model_summary, pair_row, stability_dict, unlisted_ref
 
@@ -40,7 +41,7 @@ def _json(data: object, status: int = 200) -> JsonResponse:
 def pairs(request: HttpRequest) -> HttpResponseBase:
     """A page of the table (``next``/``previous`` are cursor links), or with ``all=1`` every row, streamed."""
     try:
-        # The search matches server paths only for a viewer who may see them (registry.table.query.shown_search).
+        # The search matches server paths only for a viewer who may see them (registry.table.filters.shown_search).
         tq = TableQuery.from_params(request.GET, search_paths=may_see_paths(request.user))
     except TableQueryError as exc:
         return _json({"error": str(exc)}, status=400)

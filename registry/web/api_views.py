@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 
 from registry.models import Pair
 from registry.results.reporting import ReportInvalid, ReportNotAllowed, add_reported
-from registry.table.query import DEFAULT_VERDICT, VERDICTS
+from registry.table.request import DEFAULT_VERDICT, VERDICTS
 from registry.web import api
 
 JSON = OpenApiResponse(OpenApiTypes.OBJECT, description="JSON object")

@@ -17,7 +17,6 @@ from registry.catalog.listing import unlisted_partners
 from registry.catalog.pairing import as_draft, as_target
 from registry.catalog.provenance import AdaptedFrom, adapted_from
 from registry.catalog.recheck import STALE
-from registry.catalog.state import state_of
 from registry.models import (
     AdaptCheck,
     BaseClass,
@@ -29,6 +28,7 @@ from registry.models import (
     StabilityResult,
     VerdictChange,
 )
+from registry.pair_state import state_of
 from registry.results.figures import Figure, PredictionRunInfo, figures_for, prediction_runs
 from registry.results.history import BuildChange, build_changes
 from registry.results.predicted import Comparison, ErrorSummary, compare, error_summary
@@ -223,7 +223,7 @@ class PairPage:
 
     @property
     def state(self) -> dict[str, Any]:
-        """How llama.cpp rolls the pair back after a rejected draft, and what that costs (registry.catalog.state)."""
+        """How llama.cpp rolls the pair back after a rejected draft, and what that costs (registry.pair_state)."""
         return state_of(self.pair).to_dict()
 
     @property

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from registry.catalog.adaptable import api_value, candidate, for_pairs
+from registry.adapt_stored import api_value, candidate
+from registry.catalog.adaptable import for_pairs
 from registry.catalog.combinations import compatible_quants
-from registry.catalog.state import state_of
 from registry.models import BaseClass, GGUFFile, Model, Pair, StabilityResult
+from registry.pair_state import state_of
 from registry.results.figures import Figure
-from registry.table.rows import TableFile, TablePair
+from registry.table.records import TableFile, TablePair
 
 
 def file_ref(f: GGUFFile | TableFile) -> dict[str, Any]:

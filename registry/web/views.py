@@ -22,15 +22,17 @@ from django.views.decorators.http import require_POST
 from registry.access.policy import may_see_paths
 from registry.access.redact import redact_text, replacements
 from registry.cache_keys import cached
-from registry.catalog.state import state_of
 from registry.hub.curated import curated_repos
 from registry.models import GGUFFile, Pair
+from registry.pair_state import state_of
 from registry.results.examples import reported_examples
 from registry.results.reporting import ReportedResultForm, ReportInvalid, may_report
 from registry.results.reporting import add_reported as store_reported
 from registry.table.cache import rendered_table
+from registry.table.cells import PAIR_URL
+from registry.table.menus import facets
 from registry.table.pages import iter_rows
-from registry.table.query import PAIR_URL, SORTS, VERDICTS, TableQuery, TableQueryError, facets
+from registry.table.request import SORTS, VERDICTS, TableQuery, TableQueryError
 from registry.web.forms import ImportForm
 from registry.web.pages import inspection_context, merged_into, model_page, pair_page
 

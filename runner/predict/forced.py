@@ -12,7 +12,7 @@ Above temperature 0 (``expected``) the same pass over a sampled transcript, with
 every position, gives the expected counts.
 
 The pass and the replay can still differ where the draft's top two tokens nearly tie: a batch of 128 tokens
-and the replay's small batches round differently. tests/test_replay.py and tests/bench/bench_predict.py count
+and the replay's small batches round differently. tests/runner/test_replay.py and tests/bench/bench_predict.py count
 how often; ``predict --exact`` replays every setting instead.
 """
 

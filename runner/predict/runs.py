@@ -1,5 +1,5 @@
-"""Prediction as part of a run: a prediction run (the pair page's "Predict" button, the API, ``params["mode"] ==
-"predict"``), and the first step of a benchmark, which predicts every setting and then measures only the best.
+"""Prediction as part of a run: a prediction run (the pair page's "Predict" button, the API; a run of
+``kind`` "predict"), and the first step of a benchmark, which predicts every setting and then measures only the best.
 
 runner.predict.prediction computes; this module chooses what to predict from a run's parameters, stores every prediction
 as a ``PredictedResult`` (the fourth kind of figure) and picks what a benchmark still needs to measure.

@@ -36,7 +36,7 @@
 //       MAXK - 1 tokens or the first below PMIN. Writes {"top": [...], "p": [...], "gap": [...], "cont": [[i, p1, ...],
 //       ...]} (gap: the top token's probability minus the second's; a small gap is a near-tie that the replay's
 //       smaller batches may break the other way).
-//       runner/forced.py turns that into the replay's steps; tests/test_replay.py checks both agree.
+//       runner/forced.py turns that into the replay's steps; tests/runner/test_replay.py checks both agree.
 //
 //   specreg-replay probe OUT.json [llama.cpp options: -m TARGET [-md DRAFT] --spec-type LIST ...]
 //       llama.cpp's own decisions about a pair, for specreg's rules to be tested against: each context's

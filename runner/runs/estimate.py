@@ -35,13 +35,13 @@ def measured_speed(target: GGUFFile, hardware_class: str) -> Speed | None:
     """What a generated token cost on ``hardware_class`` in its newest finished runs of ``target``'s model (any quant),
     else by the target file's cost model there; None when the class has measured neither."""
     same_model = Q(target_file__model__base_id=target.model.base_id) if target.model.base_id else Q(target_file=target)
-    runs = BenchmarkRun.objects.filter(same_model, hardware_class=hardware_class, status=BenchmarkRun.DONE)
-    # a prediction or a soak generates no benchmark's tokens (read in Python: a JSON key absent from older runs'
-    # params compares as NULL, which an SQL exclusion would drop with them)
-    benchmarks = [r for r in runs.order_by("-pk")[: RUNS_READ * 4] if r.params.get("mode") not in ("predict", "soak")]
+    # a prediction or a soak generates no benchmark's tokens
+    runs = BenchmarkRun.objects.filter(
+        same_model, hardware_class=hardware_class, status=BenchmarkRun.DONE, kind=BenchmarkRun.BENCHMARK
+    )
     seconds = tokens = 0.0
     ids = []
-    for run in benchmarks[:RUNS_READ]:
+    for run in runs.order_by("-pk")[:RUNS_READ]:
         elapsed = run.summary.get("elapsed_s") if isinstance(run.summary, dict) else None
         made = sum(2 * r.n_prompts * r.repeats * r.n_predict for r in run.results.all())
         if isinstance(elapsed, (int, float)) and elapsed > 0 and made > 0:

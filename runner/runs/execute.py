@@ -100,10 +100,10 @@ def _execute(run_id: int, reporter: Reporter) -> tuple[str, str | None]:
         task_set = parse_task_set(p["task_set"], "task set") if p.get("task_set") else load_task_set()
     except TaskSetError as exc:
         return BenchmarkRun.FAILED, str(exc)
-    if p.get("mode") == "soak":
+    if run.kind == BenchmarkRun.SOAK:
         gpu = gpu_layers(hw)
         return execute_soak(run, str(target_path), draft_path or None, task_set, hw, build, reporter, server_caps, gpu)
-    if p.get("mode") == "predict":
+    if run.kind == BenchmarkRun.PREDICT:
         return _predict_only(run, str(target_path), draft_path or None, task_set, hw, build, reporter)
     first: dict[str, Any] | None = None
     by_type = None

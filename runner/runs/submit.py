@@ -80,6 +80,7 @@ def queue_benchmark(
                 )
         run = BenchmarkRun.objects.create(
             pair=pair,
+            kind=BenchmarkRun.kind_of(params),
             target_file=target,
             draft_file=draft,
             params=params,

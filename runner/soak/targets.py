@@ -1,7 +1,7 @@
 """What a soak runs: a pair's recommended setting or a team deployment's, its duration and bounds. Queueing one is
 runner.runs.submit.queue_soak; executing it, runner.runs.execute_soak.
 
-A soak is a ``BenchmarkRun`` with ``params["mode"] == "soak"``: it goes to the hardware's benchmark queue and
+A soak is a ``BenchmarkRun`` of ``kind`` "soak": it goes to the hardware's benchmark queue and
 occupies that worker for its whole duration, is cancelled like any run, and a worker stopped with SIGTERM ends it
 as "interrupted" with what it recorded.
 """

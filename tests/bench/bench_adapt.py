@@ -1,7 +1,7 @@
 """An adapted draft against the original pair, predicted and measured side by side.
 
 The near-miss pair is made from real weights: the target is Qwen2.5-Coder-1.5B-Instruct's file given
-DeepSeek-R1-Distill's special tokens and BOS flag (tests.test_adapt_draft.r1_like, tensor data unchanged), which
+DeepSeek-R1-Distill's special tokens and BOS flag (tests.inspector.test_adapt_draft.r1_like, tensor data unchanged), which
 llama.cpp refuses to pair with Qwen2.5-Coder-0.5B-Instruct; the draft is that 0.5B adapted to it by inspector.adapt
 (``manage.py adapt_draft``'s code). Beside it, the original compatible pair: the same two sets of weights with their
 own tokenizers. With the same weights the adapted pair's acceptance should fall within the original's measured
@@ -27,7 +27,7 @@ from inspector.adapt import adapt  # noqa: E402
 from inspector.spec_flags import Setting  # noqa: E402
 from tests.bench import bench_predict  # noqa: E402  (sets Django up)
 from tests.models import model_path  # noqa: E402
-from tests.test_adapt_draft import r1_like  # noqa: E402
+from tests.near_miss import r1_like  # noqa: E402
 
 
 def files(work: Path) -> tuple[Path, Path]:

@@ -168,7 +168,7 @@ def main() -> None:
         )
     httpd.shutdown()
 
-    from tests.test_registry_kb import large_kb
+    from tests.knowledge_bases import large_kb
 
     print(
         f"import_kb of a {args.mb:g} MB file  [goal: memory flat, about one record; time no worse than parsing it whole]"

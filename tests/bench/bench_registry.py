@@ -247,8 +247,9 @@ def keyset_cursors() -> dict[str, list[str]]:
     try:
         from registry.sort_keys import sort_key
         from registry.table import keyset
+        from registry.table.filters import filtered_pairs
         from registry.table.pages import keyed
-        from registry.table.query import TableQuery, filtered_pairs
+        from registry.table.request import TableQuery
     except ImportError:  # a version without keyset paging
         return {}
     out = {}

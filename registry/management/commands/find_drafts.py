@@ -9,9 +9,9 @@ from typing import Any
 from inspector.cli import terminal_safe
 from inspector.management.base import SpecregCommand, UserError
 from inspector.state import STATE_KV, STATE_LABELS
-from registry.catalog.adaptable import api_value, label
-from registry.catalog.state import state_of
+from registry.adapt_stored import api_value, label
 from registry.hub.drafts import AdaptableDraft, DraftSearch, DraftSearchError, find_drafts, sidecar_method
+from registry.pair_state import state_of
 from registry.web.serializers import pair_row, unlisted_ref
 
 

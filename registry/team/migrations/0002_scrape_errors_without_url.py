@@ -19,4 +19,4 @@ class Migration(migrations.Migration):
 
     dependencies = [("team", "0001_notes_deployments_telemetry")]
 
-    operations = [migrations.RunPython(scrub, migrations.RunPython.noop)]
+    operations = [migrations.RunPython(scrub, migrations.RunPython.noop, elidable=True)]

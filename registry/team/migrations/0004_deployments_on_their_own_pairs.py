@@ -30,4 +30,4 @@ def correct(apps, schema_editor) -> None:
 class Migration(migrations.Migration):
     dependencies = [("team", "0003_scrape_queue_and_errors_trimmed"), ("registry", "0020_per_class_verdicts")]
 
-    operations = [migrations.RunPython(correct, migrations.RunPython.noop)]
+    operations = [migrations.RunPython(correct, migrations.RunPython.noop, elidable=True)]
