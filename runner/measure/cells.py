@@ -147,7 +147,14 @@ class CellResult:
 
     @property
     def first_difference(self) -> int | None:
+        """Where the first prompt whose texts parted parted (the report's excerpt is that prompt's)."""
         return self.divergences[0].position if self.divergences else None
+
+    @property
+    def earliest_difference(self) -> int | None:
+        """The earliest character where any prompt's speculative text left its plain text: past it, that prompt's
+        acceptance is another text's, so a comparison of whole-cell figures holds only while this is late."""
+        return min((d.position for d in self.divergences), default=None)
 
 
 def context_size(cell: Cell) -> int:

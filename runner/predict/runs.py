@@ -183,3 +183,30 @@ def drafted_apart(measured: Any, predicted: PredictedResult | None) -> str | Non
         f"{replayed} and the measured run drafts from the text it writes; here both wrote the same text, so they "
         "should agree: this is worth reporting, with the run's log"
     )
+
+
+# Beyond this many points between predicted and measured acceptance, a row whose texts parted says why.
+APART_POINTS = 5.0
+
+
+def acceptance_apart(measured: Any, predicted: PredictedResult | None) -> str | None:
+    """Why a measured acceptance is more than APART_POINTS from its prediction, where the speculative run's text
+    parted from the plain one; None otherwise (or where ``drafted_apart`` already explains the row).
+
+    The replay's rounds equal the real run's round by round until the two texts part; from there the real run
+    writes another text (batches of another shape broke one of the target's near-ties the other way), and its
+    acceptance is that text's. The prediction cannot know which way a near-tie breaks, so this is its limit, said
+    beside the figure rather than hidden in an average."""
+    if predicted is None or measured.status != "ok" or measured.identical is not False:
+        return None
+    if predicted.acceptance is None or measured.acceptance is None or drafted_apart(measured, predicted):
+        return None
+    if abs(100 * (predicted.acceptance - measured.acceptance)) <= APART_POINTS:
+        return None
+    at = [d.get("position") for d in measured.divergences or [] if isinstance(d, dict)]
+    where = min((p for p in at if isinstance(p, int)), default=None)
+    ties = f" (the prediction counted {predicted.near_ties} near-ties)" if predicted.near_ties else ""
+    return (
+        f"predicted {100 * predicted.acceptance:.1f}% accepted over the target's plain text; the measured speculative "
+        f"run's text parted from it at character {where}{ties}, and past that point its acceptance is another text's"
+    )

@@ -23,7 +23,7 @@ from runner.errors import BenchmarkError
 from runner.methods import nothing_drafted
 from runner.models import CostMeasurement, KeptTranscript
 from runner.predict import conditions, kept, round_cost
-from runner.predict.runs import drafted_apart, predictions_by_setting
+from runner.predict.runs import acceptance_apart, drafted_apart, predictions_by_setting
 from runner.runs import records, submit
 from runner.runs.submit import queue_soak
 from runner.soak.targets import parse_duration
@@ -109,7 +109,14 @@ def run(request: HttpRequest, pk: int) -> HttpResponse:
             error = 100 * (guess.speedup - x.speedup) / x.speedup
         nothing = nothing_drafted(x.method, x.p_min) if x.status == "ok" and not x.speculation_ran else None
         results.append(
-            {"r": x, "predicted": guess, "error": error, "nothing": nothing, "differs": drafted_apart(x, guess)}
+            {
+                "r": x,
+                "predicted": guess,
+                "error": error,
+                "nothing": nothing,
+                "differs": drafted_apart(x, guess),
+                "parted": acceptance_apart(x, guess),
+            }
         )
     soaks = list(r.soaks.all())
     methods = list(r.params.get("methods") or ["draft-simple"])

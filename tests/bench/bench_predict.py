@@ -116,7 +116,7 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
         if p is None:
             continue
         err = None if not c.speedup or p.speedup is None else 100 * (p.speedup - c.speedup) / c.speedup
-        at = c.first_difference
+        at = c.earliest_difference  # every prompt's: one prompt parting early makes the cell another text
         # Texts that part late timed nearly the same text; the comparison keeps out those that part early: before
         # about half the answer (two characters a token, of the four a token holds on average).
         late = at is not None and at >= 2 * args.n_predict

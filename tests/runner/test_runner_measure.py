@@ -224,3 +224,17 @@ def test_via_server_reports_a_server_that_cannot_load(smollm2, tmp_path):
     res = measure_cell(Cell(str(bad), "", 8, (COUNT,), n_predict=8, repeats=1, via="server", method="ngram-mod"))
     assert res.status == "failed" and res.error.startswith("plain llama-server: ")
     assert "\n" not in res.error
+
+
+def test_earliest_difference_is_any_prompts():
+    """A cell of two prompts whose second parts earlier than its first: the whole cell's acceptance is another text's
+    from that earlier character on, so the comparison rule reads the earliest parting, not the first prompt's."""
+    cell = Cell("t", "d", 4, ("p", "q"), repeats=1)
+    runs = [
+        _run("plain", 10, i=0, text="the same text, long"),
+        _run("spec", 8, i=0, drafted=8, accept=6, text="the same text, lung"),
+        _run("plain", 10, i=1, text="another text"),
+        _run("spec", 8, i=1, drafted=8, accept=6, text="anoth3r text"),
+    ]
+    res = summarize(cell, runs, "ok", None, 4.0)
+    assert res.first_difference == 16 and res.earliest_difference == 5

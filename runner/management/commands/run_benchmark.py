@@ -19,7 +19,7 @@ from runner.errors import BenchmarkError
 from runner.llama import procs
 from runner.methods import default_methods, nothing_drafted, offered_method
 from runner.models import workers_on
-from runner.predict.runs import drafted_apart, predictions_by_setting
+from runner.predict.runs import acceptance_apart, drafted_apart, predictions_by_setting
 from runner.runs import records, submit
 from runner.runs.execute import execute
 from runner.runs.params import DEFAULT_PARAMS
@@ -262,6 +262,8 @@ def format_results(run: BenchmarkRun) -> str:
         guess = predicted.get((r.content_type, r.setting_label)) if r.temperature == 0 else None
         if guess is not None and (why := drafted_apart(r, guess)):
             lines.append(f"  predicted {guess.drafted} drafted, measured {r.drafted}: {why}")
+        elif guess is not None and (why := acceptance_apart(r, guess)):
+            lines.append(f"  {why}")
     pred = run.summary.get("prediction")
     if pred:
         took = sum(pred["seconds"].values())
