@@ -60,7 +60,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--zipf-s", type=float, default=1.05, help="Zipf exponent of the family sizes")
     p.add_argument("--batch", type=int, default=100, help="files per printed batch in phase 1")
     p.add_argument("--zipf-batch", type=int, default=5000, help="files per printed batch in phase 2")
-    p.add_argument("--parallel-files", type=int, default=300, help="files each process registers when timing 1/2/4")
+    p.add_argument(
+        "--parallel-files",
+        type=int,
+        default=300,
+        help="files each process registers when timing 1/2/4 (0: skip that phase)",
+    )
     p.add_argument(
         "--hostile-files", type=int, default=50, help="near-miss files a hostile uploader adds to one draft (0: skip)"
     )
@@ -491,6 +496,17 @@ def project(rows: list[dict], target: int = 200_000) -> None:
     )
 
 
+def parallel_phase() -> None:
+    print("phase 3: registering processes (each its own files of one new family per process)", flush=True)
+    rates = {}
+    for i, procs in enumerate((1, 2, 4)):
+        rates[procs] = throughput(procs, ARGS.parallel_files, i)
+        print(f"  {procs} process(es): {rates[procs]:.1f} files/s ({rates[procs] / rates[1]:.2f}x one)", flush=True)
+    print(
+        f"  => two processes {rates[2] / rates[1]:.2f}x one (goal >= 1.3), four {rates[4] / rates[2]:.2f}x two (goal >= 1)"
+    )
+
+
 def main() -> None:
     from django.core.management import call_command
 
@@ -569,14 +585,8 @@ def main() -> None:
 
     hub_like = set(BaseModel.objects.values_list("pk", flat=True))  # phase 3's models have one upload each
 
-    print("phase 3: registering processes (each its own files of one new family per process)", flush=True)
-    rates = {}
-    for i, procs in enumerate((1, 2, 4)):
-        rates[procs] = throughput(procs, ARGS.parallel_files, i)
-        print(f"  {procs} process(es): {rates[procs]:.1f} files/s ({rates[procs] / rates[1]:.2f}x one)", flush=True)
-    print(
-        f"  => two processes {rates[2] / rates[1]:.2f}x one (goal >= 1.3), four {rates[4] / rates[2]:.2f}x two (goal >= 1)"
-    )
+    if ARGS.parallel_files > 0:  # 0: no phase 3
+        parallel_phase()
     if ARGS.hostile_files:
         hostile_phase(ARGS.hostile_files, client, hub_like)
     print(f"done in {(time.monotonic() - started) / 60:.1f} min")
