@@ -21,9 +21,10 @@ against plain decoding's verify(1) + sample per token. Sampling is the fixed cos
 beyond the decodes (the whole chain runs over the vocabulary: a visible share for small models).
 Other bookkeeping per round (cache trims, batch building, on a GPU launches and synchronisations) is measured, not
 assumed: runner.predict.round_cost times real rounds of the pair itself (p-min 0), and the seconds they took beyond
-these parts, per decode call, are added to every draft-model round (``CostModel.extra_per_call_s``, shown per round
-on the hardware page). What it leaves out, and the benchmark measures: the context growing during the run (the cost
-model is taken at one depth), the two models' decodes slowing each other beyond what the pair's timed rounds hold,
+these parts (signed: less where the parts overstate a real round), per decode call or along the line fitted over two
+K, are added to every draft-model round (``CostModel.extra_per_call_s``, shown per round on the hardware page).
+What it leaves out, and the benchmark measures: the context growing during the run (the cost model is taken at one
+depth), the two models' decodes slowing each other beyond what the pair's timed rounds hold,
 and the machine's speed at the moment of the benchmark: on a shared machine a batch of one (bound by memory
 bandwidth) moves more from hour to hour than larger batches do, so a cost model taken at one moment can be off a
 benchmark taken at another.
@@ -53,6 +54,9 @@ from runner.state import checkpointed
 COST_DEPTH = 256  # context tokens behind the timed batches: a prompt and part of an answer
 MAX_TIMED_BATCH = 17  # larger verify batches (n-gram methods draft up to 64) follow the last measured slope
 MIN_GAIN = 1.01  # a predicted speedup below this is "no gain": the cost model is not finer than that
+# A measured negative residual lowers a round's time, never below this share of its modelled parts: the line is
+# fitted on full rounds, and a round far shorter than those (p-min stopped it at once) lies outside what it saw.
+MIN_PARTS_SHARE = 0.5
 # What the replay tool can replay: the draft model's own loop and the n-gram methods, which need no model.
 PREDICTABLE = ("draft-simple", *NGRAM_METHODS)
 
@@ -97,6 +101,8 @@ class CostModel:
     # How that residual grows with a round's drafted tokens, fitted from full rounds at two K (round_cost.fit):
     # (seconds per round, seconds per drafted token); None where one K was timed, and the residual goes per call.
     residual_fit: tuple[float, float] | None = None
+    # What it was fitted to: (K, seconds beyond the parts per full round of K) for each K timed
+    residual_points: tuple[tuple[int, float], ...] = ()
     # A checkpoint of the model's recurrent state (llama.cpp's common_prompt_checkpoint): seconds to save one and to
     # restore one, as the timing measured them; 0 for a model with a KV cache, which needs none.
     checkpoint_save: float = 0.0
@@ -227,21 +233,23 @@ def step_seconds(setting: Setting, drafted: int, target: CostModel, draft: CostM
     proposal is neither decoded nor followed by another sample. A shorter one stopped at p-min, whose refused
     proposal was sampled after decoding the token before it (or at the remaining budget, near the end of a run,
     which this counts as a p-min stop: one draft decode per run)."""
-    return modelled_step(setting, drafted, target, draft) + step_extra(setting, drafted, target, draft)
+    parts = modelled_step(setting, drafted, target, draft)
+    return parts + max(step_extra(setting, drafted, target, draft), (MIN_PARTS_SHARE - 1) * parts)
 
 
 def step_extra(setting: Setting, drafted: int, target: CostModel, draft: CostModel | None) -> float:
-    """What a real round costs beyond its parts, measured for the pair (so for draft-model settings only): per decode
-    call, as the two models' alternation and, on a GPU, each call's launches and synchronisations cost; never below
-    the parts (a negative residual is the parts' noise, not a saving). Per call, not per round: a setting whose
-    rounds are shorter (a higher p-min stops drafting early) makes fewer calls, and a residual taken per round would
-    price them as full rounds. Where it was timed at two K, the fitted line (a part per round, a part per drafted
-    token) replaces the per-call guess (runner.predict.round_cost.fit)."""
+    """What a real round costs beyond its parts, measured for the pair (so for draft-model settings only), signed: the
+    two models' alternation and, on a GPU, each call's launches and synchronisations add to a round; where the parts,
+    each timed alone, overstate a real round (measured on small CPUs), it takes away, and step_seconds bounds that.
+    Where it was timed at two K, the fitted line (a part per round, a part per drafted token) prices it
+    (runner.predict.round_cost.fit); with one K, per decode call: a setting whose rounds are shorter (a higher p-min
+    stops drafting early) makes fewer calls, and a residual taken per round would price them as full rounds."""
     if not uses_draft_file(setting.method) or draft is None or target.extra_per_call_s is None:
         return 0.0
     if target.residual_fit is not None:  # measured at two K: how it grows, as fitted
-        return max(0.0, round_cost.Fit(*target.residual_fit).at(drafted))
-    return max(0.0, target.extra_per_call_s) * decode_calls(setting, drafted)
+        line = round_cost.Fit(*target.residual_fit)
+        return line.per_token * decode_calls(setting, drafted) if line.shape == "per call" else line.at(drafted)
+    return target.extra_per_call_s * decode_calls(setting, drafted)
 
 
 def decode_calls(setting: Setting, drafted: int) -> int:
@@ -332,7 +340,11 @@ class Prediction:
     spec_seconds: float = 0.0
     plain_seconds: float = 0.0
     near_ties: int = 0  # transcript tokens whose margin over the next best is small: texts may part there
-    extra_seconds: float = 0.0  # of spec_seconds, what the measured residual added (step_extra)
+    extra_seconds: float = 0.0  # of spec_seconds, what the measured residual added (step_extra, bounded)
+    # A draft model's rounds and their llama.cpp decode calls (expected counts above temperature 0), with ``drafted``
+    # all a residual model needs: a part per round, per drafted token or per call
+    rounds: float = 0.0
+    calls: float = 0.0
 
     @property
     def acceptance(self) -> float | None:
@@ -498,10 +510,14 @@ class _Tally:
             )
             # a second pass is two more decode calls (the target's, the draft's intake), each with the residual
             passes = sum(1 for n in replayed if n)
-            second = passes * 2 * max(0.0, costs["target"].extra_per_call_s or 0.0) if uses_draft_file(s.method) else 0
+            second = passes * 2 * (costs["target"].extra_per_call_s or 0.0) if uses_draft_file(s.method) else 0
             row.spec_seconds += second
             row.extra_seconds += second
-        row.extra_seconds += sum(w * step_extra(s, d, costs["target"], costs.get("draft")) for w, d in weighted)
+        t, dm = costs["target"], costs.get("draft")
+        row.extra_seconds += sum(w * (step_seconds(s, d, t, dm) - modelled_step(s, d, t, dm)) for w, d in weighted)
+        if uses_draft_file(s.method):  # what bench_predict prices other residual models with
+            row.rounds += sum(w for w, _ in weighted)
+            row.calls += sum(w * decode_calls(s, d) for w, d in weighted)
         row.plain_seconds += r.n_predict * costs["target"].token()
 
 
@@ -583,13 +599,19 @@ def _cost_models(
     timeout_s: float,
 ) -> dict[str, CostModel]:
     """The target's cost model, and the draft's when a setting decodes with it."""
-    # the rounds of runner.predict.round_cost verify up to FIT_K + 1 tokens: timed, not extrapolated
+    # the rounds of runner.predict.round_cost verify up to FIT_K + 1 tokens: timed, not extrapolated (whether or not
+    # they are fitted, so that one kept cost model serves either way)
     timed = min(max(max_k, round_cost.FIT_K) + 1, MAX_TIMED_BATCH)
     # the run's limit per process holds for each tool process as for each llama.cpp one
     costs = {"target": measure_cost(target, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)}
     if draft is not None and any(uses_draft_file(s.method) for s in settings):
         t = costs["target"]
-        d = costs["draft"] = measure_cost(draft, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)
+        # a model drafting for itself: one cost model, not a second check of the same record (which could find it
+        # drifted and leave the target priced by the figures it replaced)
+        same = _same_file(target, draft)
+        d = costs["draft"] = (
+            t if same else measure_cost(draft, gen, timed, should_cancel=should_cancel, timeout_s=timeout_s)
+        )
         ckpt = (checkpointed(str(target), "target"), checkpointed(str(draft), "draft"))
         again = "remeasured" in (t.source, d.source)  # taken with cost models that no longer hold
 
@@ -608,17 +630,26 @@ def _cost_models(
         rounds = rounds_at(round_cost.ROUND_K)
         held = rounds.conditions.to_dict() if rounds.conditions is not None else {}
         costs["target"] = replace(t, extra_per_call_s=rounds.extra, residual_conditions=held)
-        if os.environ.get("SPECREG_RESIDUAL_FIT", "1") != "0":  # how it grows: a second K, and the line through both
+        # How it grows, on request: a second K and the shape that fits both. Not by default: on small shared CPUs the
+        # second point carried the noise of the target's batch timings and made predictions worse than the one K per
+        # call (docs/benchmarks.md, "Figures behind design choices").
+        if os.environ.get("SPECREG_RESIDUAL_FIT", "0") == "1":
             longer = rounds_at(round_cost.FIT_K)
-            line = round_cost.fit(
-                [
-                    (k, per_round(e, k))
-                    for k, e in ((round_cost.ROUND_K, rounds.extra), (round_cost.FIT_K, longer.extra))
-                ]
+            points = tuple(
+                (k, per_round(e, k)) for k, e in ((round_cost.ROUND_K, rounds.extra), (round_cost.FIT_K, longer.extra))
             )
+            line = round_cost.fit(list(points))
             if line is not None:
-                costs["target"] = replace(costs["target"], residual_fit=(line.per_round, line.per_token))
+                fitted = (line.per_round, line.per_token)
+                costs["target"] = replace(costs["target"], residual_fit=fitted, residual_points=points)
     return costs
+
+
+def _same_file(a: Path | str, b: Path | str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _predict_task(plan: _Plan, tally: _Tally, ctype: str, name: str, prompt: str) -> None:

@@ -199,12 +199,16 @@ def _run_once(
     return RoundRun(k, fig.decode_s, fig.n_decoded, fig.n_drafted, fig.n_accept, fig.n_encoded, fig.rounds)
 
 
+# How a round's residual may grow with K (a full round of K drafted tokens makes K + 2 decode calls): the part every
+# round pays, per drafted token, or per call (the target's batch, the draft's intake and one per drafted token).
+SHAPES = ("per round", "per call", "per drafted token")
+
+
 @dataclass(frozen=True)
 class Fit:
     """How a round's residual grows with what it drafts: ``per_round`` seconds every round pays, plus ``per_token``
-    seconds per drafted token, fitted to the residual of full rounds at two K (ROUND_K and FIT_K). Per round, per
-    decode call and per drafted token are its special cases (per_token 0; per_round twice per_token, as a round of d
-    tokens makes d + 2 calls; per_round 0); which one the machine and pair follow is measured, not assumed."""
+    seconds per drafted token. ``fit`` chooses one of SHAPES, so one of the two is zero or (per call) the part per
+    round is twice the part per token."""
 
     per_round: float
     per_token: float
@@ -212,23 +216,44 @@ class Fit:
     def at(self, drafted: int) -> float:
         return self.per_round + self.per_token * drafted
 
+    @property
+    def shape(self) -> str:
+        if self.per_token == 0:
+            return "per round"
+        if self.per_round == 0:
+            return "per drafted token"
+        return "per call" if abs(self.per_round - 2 * self.per_token) <= 1e-12 else "per round and token"
+
     def describe(self) -> str:
-        return f"{self.per_round * 1000:+.2f} ms per round {self.per_token * 1000:+.2f} ms per drafted token"
+        if self.shape == "per call":
+            return f"{self.per_token * 1000:+.2f} ms per decode call"
+        if self.shape == "per round and token":
+            return f"{self.per_round * 1000:+.2f} ms per round {self.per_token * 1000:+.2f} ms per drafted token"
+        return f"{(self.per_round or self.per_token) * 1000:+.2f} ms {self.shape}"
 
 
 def fit(points: list[tuple[int, float]]) -> Fit | None:
-    """The line through (K, seconds beyond the parts per full round) at two or more K, neither part below zero (a
-    part that would be is left out and the other fitted alone: the parts' noise is no saving). None with one K."""
-    ks = {k for k, _ in points}
-    if len(ks) < 2:
+    """Of SHAPES, the one that fits (K, seconds beyond the parts per full round) at two or more K best, its one part
+    by least squares; None with one K.
+
+    One part, not the line through both points: two timed K hold each other's noise, and a line through two noisy
+    points extrapolates it (a residual whose sign flips between K 4 and 8 gave a steep line far off at K 8). Which
+    shape the rounds follow is what the two K decide. Signed as measured: a negative part says that the parts, each
+    timed alone, overstate a real round on this machine (seen on small CPUs); a disturbed measurement is kept out by
+    its conditions (runner.predict.conditions), and prediction.step_seconds never lets a round fall below
+    MIN_PARTS_SHARE of its parts. (figures: docs/benchmarks.md, "Figures behind design choices")"""
+    if len({k for k, _ in points}) < 2:
         return None
-    n = len(points)
-    mk, mr = sum(k for k, _ in points) / n, sum(r for _, r in points) / n
-    var = sum((k - mk) ** 2 for k, _ in points)
-    slope = sum((k - mk) * (r - mr) for k, r in points) / var
-    base = mr - slope * mk
-    if slope < 0:
-        return Fit(max(0.0, mr), 0.0)
-    if base < 0:
-        return Fit(0.0, max(0.0, sum(k * r for k, r in points) / sum(k * k for k, _ in points)))
-    return Fit(base, slope)
+    fits = []
+    for shape in SHAPES:
+        x = [_units(shape, k) for k, _ in points]
+        c = sum(xi * r for xi, (_, r) in zip(x, points, strict=True)) / sum(xi * xi for xi in x)
+        error = sum((c * xi - r) ** 2 for xi, (_, r) in zip(x, points, strict=True))
+        line = Fit(c, 0.0) if shape == "per round" else Fit(2 * c, c) if shape == "per call" else Fit(0.0, c)
+        fits.append((round(error, 15), SHAPES.index(shape), line))  # equal errors: SHAPES' order
+    return min(fits, key=lambda f: f[:2])[2]
+
+
+def _units(shape: str, k: int) -> float:
+    """What a full round of K pays the part of ``shape`` for: once, K + 2 calls, K tokens."""
+    return 1.0 if shape == "per round" else float(k + 2) if shape == "per call" else float(k)

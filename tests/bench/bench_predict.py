@@ -16,6 +16,8 @@ content type, where they find drafts. Printed per setting: predicted and
 measured acceptance and speedup; then the mean and worst absolute errors over settings whose plain and speculative
 texts agree (a parted text timed another text), whether the predicted best is the measured best per content type,
 and the prediction's time (transcript, replay and cost model apart) against the measurement's.
+With SPECREG_RESIDUAL_FIT=1 the pair's rounds are timed at K 8 too, and the same predictions' speed-up error is printed
+under every residual model (none, per call at K 4, the line through both K, the shape that fits).
 Requirements: acceptance within 3 points on average and 5 at worst, speedup within 10% / 15%, the
 predicted best within 5% of the measured best (or its spread), prediction at least 10x faster than measuring once
 the transcript exists.
@@ -27,6 +29,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from statistics import mean
 
@@ -40,8 +43,8 @@ from inspector.spec_flags import Setting  # noqa: E402
 from runner import hardware  # noqa: E402
 from runner.llama import binaries as llamacpp  # noqa: E402
 from runner.measure.cells import CellResult  # noqa: E402
-from runner.predict.prediction import Prediction, per_round, predict  # noqa: E402
-from runner.predict.round_cost import FIT_K, ROUND_K, Fit  # noqa: E402
+from runner.predict.prediction import CostModel, Prediction, per_round, predict  # noqa: E402
+from runner.predict.round_cost import FIT_K, ROUND_K, Fit, fit  # noqa: E402
 from runner.predict.runs import trimmed_tasks  # noqa: E402
 from runner.prompts import load_task_set  # noqa: E402
 from runner.sweep.sweep import SweepConfig, run_sweep  # noqa: E402
@@ -74,6 +77,46 @@ def spread(c: CellResult) -> float:
     """The measured speedup's relative spread: half the measured range over the speedup."""
     r = measured_range(c)
     return 0.0 if r is None or not c.speedup else (r[1] - r[0]) / 2 / c.speedup
+
+
+def residual_models(costs: CostModel) -> dict[str, Callable[[Prediction], float]]:
+    """Each way of pricing a round's residual that specreg used or uses, as seconds over a setting's counts (rounds,
+    decode calls, drafted tokens; step_seconds' floor left out): none; per decode call at K 4, kept above zero
+    (until 2026-11-29) and signed; the line through K 4 and 8, kept above zero (until 2026-11-29) and signed; and the
+    shape of round_cost.fit that fits the two K best (what prediction uses)."""
+    per_call = costs.extra_per_call_s
+    out: dict[str, Callable[[Prediction], float]] = {"none": lambda p: 0.0}
+    if per_call is None:
+        return out
+    out["per call at K 4, above zero"] = lambda p: max(0.0, per_call) * p.calls
+    out["per call at K 4, signed"] = lambda p: per_call * p.calls
+    points = list(costs.residual_points)
+    if len(points) < 2:
+        return out
+    (k1, r1), (k2, r2) = points[:2]
+    b = (r2 - r1) / (k2 - k1)
+    a = r1 - b * k1
+    low = _line_above_zero(a, b, points[:2])
+    out["line through both K, above zero"] = lambda p: low[0] * p.rounds + low[1] * p.drafted
+    out["line through both K, signed"] = lambda p: a * p.rounds + b * p.drafted
+    shape = fit(points)
+    if shape is not None:
+        kept = (
+            (lambda p: shape.per_token * p.calls)
+            if shape.shape == "per call"
+            else (lambda p: shape.per_round * p.rounds + shape.per_token * p.drafted)
+        )
+        out[f"the shape that fits ({shape.describe()})"] = kept
+    return out
+
+
+def _line_above_zero(a: float, b: float, points: list[tuple[int, float]]) -> tuple[float, float]:
+    """round_cost.fit as it was until 2026-11-29: the line through both K, neither part below zero."""
+    if b < 0:
+        return max(0.0, sum(r for _, r in points) / len(points)), 0.0
+    if a < 0:
+        return 0.0, max(0.0, sum(k * r for k, r in points) / sum(k * k for k, _ in points))
+    return a, b
 
 
 def compare(label: str, target: Path, draft: Path, settings: list[Setting], types: list[str], args) -> dict:
@@ -150,23 +193,30 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
         f"predictions outside the measured range: {len(beyond)} of {len(agree)}"
         + (f", by {min(beyond):+.0f}% to {max(beyond):+.0f}% of its nearer end" if beyond else "")
     )
-    # The same predictions without the measured cost of a round: what step_extra added, taken out.
-    without = []
+    # The same predictions under each residual model, from their own counts: what step_extra added taken out, then
+    # each model's price of the same rounds, calls and drafted tokens (the floor of step_seconds left out).
+    models = residual_models(prun.costs["target"])
+    errors: dict[str, list[float]] = {name: [] for name in models}
     for c, p, _e in agree:
-        if c.speedup and p.spec_seconds > p.extra_seconds:
-            old = p.plain_seconds / (p.spec_seconds - p.extra_seconds)
-            without.append(abs(100 * (old - c.speedup) / c.speedup))
+        if not c.speedup or not p.calls:
+            continue
+        base = p.spec_seconds - p.extra_seconds
+        for name, price in models.items():
+            errors[name].append(abs(100 * (p.plain_seconds / (base + price(p)) - c.speedup) / c.speedup))
     per_call = prun.costs["target"].extra_per_call_s
     shown_round = "not measured" if per_call is None else f"{per_round(per_call) * 1000:+.2f} ms"
     line = prun.costs["target"].residual_fit
-    if line is not None:  # SPECREG_RESIDUAL_FIT=0 prices it per decode call instead: run both to compare
-        shown_round += f" at K {ROUND_K}; fitted over K {ROUND_K} and {FIT_K}: {Fit(*line).describe()}"
+    if line is not None:  # SPECREG_RESIDUAL_FIT=1: timed at two K, and every residual model compared
+        at = ", ".join(f"{r * 1000:+.2f} ms at K {k}" for k, r in prun.costs["target"].residual_points)
+        shown_round = f"{at}; fitted over K {ROUND_K} and {FIT_K}: {Fit(*line).describe()}"
     disturbed = [n for n, c in prun.costs.items() if c.disturbed]
     if disturbed:
         print(f"warning: cost records measured while the machine was busy: {', '.join(disturbed)}")
-    if without:
-        print(f"per round beyond the parts: {shown_round}; without it the speedup error would be: mean "
-              f"{mean(without):.1f}%, worst {max(without):.1f}%")  # fmt: skip
+    if any(errors.values()):
+        print(f"per round beyond the parts: {shown_round}; the same predictions' speedup error by residual model:")
+        for name, errs in errors.items():
+            if errs:
+                print(f"  {name}: mean {mean(errs):.1f}%, worst {max(errs):.1f}%")
     every = [abs(e) for _, _, e, _ in rows if e is not None]
     if every and len(every) > len(spd):
         print(f"speedup error over all {len(every)} settings: mean {mean(every):.1f}%, worst {max(every):.1f}%")
@@ -204,7 +254,7 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
     return {
         "acc": acc,
         "spd": spd,
-        "without": without,
+        "models": errors,
         "rows": table,
         "changed": prun.changed_tokens,
         "predict_s": predict_s,
@@ -276,11 +326,10 @@ def main() -> None:
         print(f"acceptance error: mean {mean(acc):.1f} points (target 3), worst {max(acc):.1f} (target 5)")
     if spd:
         print(f"speedup error: mean {mean(spd):.1f}% (target 10%), worst {max(spd):.1f}% (target 15%)")
-    without = [x for r in runs for x in r["without"]]
-    if without:
-        print(
-            f"speedup error without the measured cost of a round: mean {mean(without):.1f}%, worst {max(without):.1f}%"
-        )
+    for name in {name: None for r in runs for name in r["models"]}:
+        errs = [x for r in runs for x in r["models"].get(name, [])]  # the draft-model pair's own: one run holds them
+        if errs:
+            print(f"speedup error, draft models, residual {name}: mean {mean(errs):.1f}%, worst {max(errs):.1f}%")
     beyond = [x for r in runs for x in r["beyond"]]
     print(
         f"predictions outside the measured range: {len(beyond)} of {sum(r['n'] for r in runs)}"
