@@ -247,8 +247,7 @@ def step_extra(setting: Setting, drafted: int, target: CostModel, draft: CostMod
     if not uses_draft_file(setting.method) or draft is None or target.extra_per_call_s is None:
         return 0.0
     if target.residual_fit is not None:  # measured at two K: how it grows, as fitted
-        line = round_cost.Fit(*target.residual_fit)
-        return line.per_token * decode_calls(setting, drafted) if line.shape == "per call" else line.at(drafted)
+        return round_cost.Fit(*target.residual_fit).price(1, drafted, decode_calls(setting, drafted))
     return target.extra_per_call_s * decode_calls(setting, drafted)
 
 
@@ -493,8 +492,12 @@ class _Tally:
         row.tokens += r.n_predict
         row.near_ties += ties
         costs = plan.costs
+        t, dm = costs["target"], costs.get("draft")
         weighted = r.steps if isinstance(r, forced.Expected) else [(1.0, d) for d, _ in r.steps]
-        row.spec_seconds += sum(w * step_seconds(s, d, costs["target"], costs.get("draft")) for w, d in weighted)
+        # each round's parts and its time with the residual: the residual's share is their difference
+        priced = [(w, modelled_step(s, d, t, dm), step_seconds(s, d, t, dm)) for w, d in weighted]
+        row.spec_seconds += sum(w * step for w, _, step in priced)
+        row.extra_seconds += sum(w * (step - parts) for w, parts, step in priced)
         if isinstance(r, replay.Replay) and is_chain(s.method) and costs.get("draft") is not None:
             # the rounds an n-gram drafted: the draft model did not generate (it still took in the batch)
             row.spec_seconds -= sum(
@@ -513,8 +516,6 @@ class _Tally:
             second = passes * 2 * (costs["target"].extra_per_call_s or 0.0) if uses_draft_file(s.method) else 0
             row.spec_seconds += second
             row.extra_seconds += second
-        t, dm = costs["target"], costs.get("draft")
-        row.extra_seconds += sum(w * (step_seconds(s, d, t, dm) - modelled_step(s, d, t, dm)) for w, d in weighted)
         if uses_draft_file(s.method):  # what bench_predict prices other residual models with
             row.rounds += sum(w for w, _ in weighted)
             row.calls += sum(w * decode_calls(s, d) for w, d in weighted)

@@ -213,8 +213,13 @@ class Fit:
     per_round: float
     per_token: float
 
-    def at(self, drafted: int) -> float:
-        return self.per_round + self.per_token * drafted
+    def price(self, rounds: float, drafted: float, calls: float) -> float:
+        """Seconds over ``rounds`` rounds that drafted ``drafted`` tokens in ``calls`` decode calls: per call, the
+        calls themselves (a round p-min stopped makes one more than its drafted tokens and two), else per round and
+        per drafted token."""
+        if self.shape == "per call":
+            return self.per_token * calls
+        return self.per_round * rounds + self.per_token * drafted
 
     @property
     def shape(self) -> str:

@@ -101,12 +101,7 @@ def residual_models(costs: CostModel) -> dict[str, Callable[[Prediction], float]
     out["line through both K, signed"] = lambda p: a * p.rounds + b * p.drafted
     shape = fit(points)
     if shape is not None:
-        kept = (
-            (lambda p: shape.per_token * p.calls)
-            if shape.shape == "per call"
-            else (lambda p: shape.per_round * p.rounds + shape.per_token * p.drafted)
-        )
-        out[f"the shape that fits ({shape.describe()})"] = kept
+        out[f"the shape that fits ({shape.describe()})"] = lambda p: shape.price(p.rounds, p.drafted, p.calls)
     return out
 
 
