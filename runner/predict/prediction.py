@@ -57,6 +57,10 @@ MIN_GAIN = 1.01  # a predicted speedup below this is "no gain": the cost model i
 # A measured negative residual lowers a round's time, never below this share of its modelled parts: the line is
 # fitted on full rounds, and a round far shorter than those (p-min stopped it at once) lies outside what it saw.
 MIN_PARTS_SHARE = 0.5
+# A residual smaller than this share of the timed rounds' parts is priced as none: the parts' timings, each a few
+# seconds of a shared machine, move by as much from one moment to the next (conditions.DRIFT: a kept figure this far
+# off no longer describes the machine; nearer, it does).
+MIN_RESIDUAL_SHARE = conditions.DRIFT
 # What the replay tool can replay: the draft model's own loop and the n-gram methods, which need no model.
 PREDICTABLE = ("draft-simple", *NGRAM_METHODS)
 
@@ -113,6 +117,14 @@ class CostModel:
     source: str = "measured"
     conditions: dict[str, Any] = field(default_factory=dict)
     residual_conditions: dict[str, Any] = field(default_factory=dict)
+    # The residual's share of the timed rounds' modelled parts (signed), and whether it is priced: one smaller than
+    # MIN_RESIDUAL_SHARE is not told apart from how far the parts' own timings move, and adds nothing.
+    residual_share: float | None = None
+    residual_used: bool = True
+
+    def residual_per_call(self) -> float:
+        """Seconds per decode call that predictions add: the measured residual where it is priced, else none."""
+        return self.extra_per_call_s if self.extra_per_call_s is not None and self.residual_used else 0.0
 
     @property
     def disturbed(self) -> bool:
@@ -246,9 +258,9 @@ def step_extra(setting: Setting, drafted: int, target: CostModel, draft: CostMod
     stops drafting early) makes fewer calls, and a residual taken per round would price them as full rounds."""
     if not uses_draft_file(setting.method) or draft is None or target.extra_per_call_s is None:
         return 0.0
-    if target.residual_fit is not None:  # measured at two K: how it grows, as fitted
+    if target.residual_fit is not None:  # measured at two K on request: how it grows, as fitted
         return round_cost.Fit(*target.residual_fit).price(1, drafted, decode_calls(setting, drafted))
-    return target.extra_per_call_s * decode_calls(setting, drafted)
+    return target.residual_per_call() * decode_calls(setting, drafted)
 
 
 def decode_calls(setting: Setting, drafted: int) -> int:
@@ -306,17 +318,37 @@ def round_residual(
     """Seconds per decode call that the pair's timed rounds took beyond their modelled parts; a checkpointed pair's
     rounds (``run.steps``) include their checkpoints and second passes, each priced as checkpoint_seconds prices it,
     and a second pass's two decode calls (the target's and the draft's intake)."""
+    modelled, calls = _round_parts(run, target, draft, checkpoints)
+    return (run.decode_s - modelled) / calls
+
+
+def residual_share(
+    run: round_cost.RoundRun,
+    extra_per_call_s: float,
+    target: CostModel,
+    draft: CostModel,
+    checkpoints: tuple[bool, bool] = (False, False),
+) -> float:
+    """The residual over the timed rounds' modelled parts, signed: positive where the rounds took longer than their
+    parts. Small shares are the parts' own timings moving (MIN_RESIDUAL_SHARE)."""
+    modelled, calls = _round_parts(run, target, draft, checkpoints)
+    return extra_per_call_s * calls / modelled if modelled > 0 else 0.0
+
+
+def _round_parts(
+    run: round_cost.RoundRun, target: CostModel, draft: CostModel, checkpoints: tuple[bool, bool]
+) -> tuple[float, int]:
+    """The timed rounds' modelled seconds and their llama.cpp decode calls (round_residual)."""
     setting = Setting("draft-simple", run.k, 0.0)
     if run.steps:
         modelled = sum(
             modelled_step(setting, d, target, draft) + checkpoint_seconds(setting, d, n, checkpoints, target, draft)
             for d, _, n in run.steps
         )
-        calls = sum(decode_calls(setting, d) + (2 if n else 0) for d, _, n in run.steps)
-        return (run.decode_s - modelled) / calls
+        return modelled, sum(decode_calls(setting, d) + (2 if n else 0) for d, _, n in run.steps)
     steps = run.drafted_per_round()
     modelled = sum(modelled_step(setting, d, target, draft) for d in steps)
-    return (run.decode_s - modelled) / sum(decode_calls(setting, d) for d in steps)
+    return modelled, sum(decode_calls(setting, d) for d in steps)
 
 
 def per_round(extra_per_call_s: float, k: int = round_cost.ROUND_K) -> float:
@@ -513,7 +545,7 @@ class _Tally:
             )
             # a second pass is two more decode calls (the target's, the draft's intake), each with the residual
             passes = sum(1 for n in replayed if n)
-            second = passes * 2 * (costs["target"].extra_per_call_s or 0.0) if uses_draft_file(s.method) else 0
+            second = passes * 2 * costs["target"].residual_per_call() if uses_draft_file(s.method) else 0
             row.spec_seconds += second
             row.extra_seconds += second
         if uses_draft_file(s.method):  # what bench_predict prices other residual models with
@@ -630,7 +662,14 @@ def _cost_models(
 
         rounds = rounds_at(round_cost.ROUND_K)
         held = rounds.conditions.to_dict() if rounds.conditions is not None else {}
-        costs["target"] = replace(t, extra_per_call_s=rounds.extra, residual_conditions=held)
+        share = residual_share(rounds.run, rounds.extra, t, d, ckpt)
+        # Priced only where it stands out of the parts' own movement: on small shared CPUs its sign and size changed
+        # from one run to the next and pricing it made predictions worse than none; on a GPU a round's launches and
+        # synchronisations came to about its parts again (docs/benchmarks.md, "Figures behind design choices").
+        used = abs(share) >= MIN_RESIDUAL_SHARE
+        costs["target"] = replace(
+            t, extra_per_call_s=rounds.extra, residual_conditions=held, residual_share=share, residual_used=used
+        )
         # How it grows, on request: a second K and the shape that fits both. Not by default: on small shared CPUs the
         # second point carried the noise of the target's batch timings and made predictions worse than the one K per
         # call (docs/benchmarks.md, "Figures behind design choices").

@@ -168,6 +168,7 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
             f"{times(p.speedup)} | {times(c.speedup)} | {shown} | {'-' if err is None else f'{err:+.0f}%'} | {text} |"
         )
     agree = [(c, p, e) for c, p, e, same in rows if same]
+    sides(agree)
     acc = [abs(100 * (p.acceptance - c.acceptance_rate)) for c, p, _ in agree
            if p.acceptance is not None and c.acceptance_rate is not None]  # fmt: skip
     spd = [abs(e) for _, _, e in agree if e is not None]
@@ -200,6 +201,10 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
             errors[name].append(abs(100 * (p.plain_seconds / (base + price(p)) - c.speedup) / c.speedup))
     per_call = prun.costs["target"].extra_per_call_s
     shown_round = "not measured" if per_call is None else f"{per_round(per_call) * 1000:+.2f} ms"
+    share = prun.costs["target"].residual_share
+    if per_call is not None and share is not None:
+        priced = "priced" if prun.costs["target"].residual_used else "not priced: within the parts' own movement"
+        shown_round += f" ({share:+.0%} of the timed rounds' parts, {priced})"
     line = prun.costs["target"].residual_fit
     if line is not None:  # SPECREG_RESIDUAL_FIT=1: timed at two K, and every residual model compared
         at = ", ".join(f"{r * 1000:+.2f} ms at K {k}" for k, r in prun.costs["target"].residual_points)
@@ -257,6 +262,28 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
         "beyond": beyond,
         "n": len(agree),
     }
+
+
+def sides(agree: list[tuple[CellResult, Prediction, float | None]]) -> None:
+    """Where a speed-up error sits: the predicted plain and speculative rates (tokens over the predicted seconds)
+    against the measured medians of the same setting's interleaved runs. A bias on the plain side is the target's
+    batch of one; on the speculative side, a round's parts or its residual."""
+    plain, spec = [], []
+    for c, p, _e in agree:
+        if c.plain is None or c.spec is None or not p.plain_seconds or not p.spec_seconds:
+            continue
+        plain.append(100 * (p.tokens / p.plain_seconds - c.plain.median) / c.plain.median)
+        spec.append(100 * (p.tokens / p.spec_seconds - c.spec.median) / c.spec.median)
+        print(
+            f"  rates, {c.cell.content_type} {c.cell.setting.label}: plain {p.tokens / p.plain_seconds:.1f} predicted, "
+            f"{c.plain.median:.1f} measured ({c.plain.min:.1f}-{c.plain.max:.1f}) t/s; speculative "
+            f"{p.tokens / p.spec_seconds:.1f} predicted, {c.spec.median:.1f} measured ({c.spec.min:.1f}-{c.spec.max:.1f})"
+        )
+    if plain:
+        print(
+            f"rate error, signed mean: plain {mean(plain):+.1f}% ({min(plain):+.0f}% to {max(plain):+.0f}%), "
+            f"speculative {mean(spec):+.1f}% ({min(spec):+.0f}% to {max(spec):+.0f}%)"
+        )
 
 
 def exact_check(target: Path, draft: Path, settings: list[Setting], tasks, types: list[str], args, prun) -> None:

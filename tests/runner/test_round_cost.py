@@ -54,6 +54,25 @@ def test_only_draft_model_rounds_pay_the_measured_residual_signed():
     assert step_seconds(ngram, 8, measured, None) == pytest.approx(step_seconds(ngram, 8, COST, None))
 
 
+def test_a_residual_within_the_parts_own_movement_is_measured_and_shown_but_not_priced():
+    setting = Setting("draft-simple", 4, 0.0)
+    one = prediction.modelled_step(setting, 4, COST, COST)
+    # three full rounds that took 10% longer than their parts: measured, shown, below MIN_RESIDUAL_SHARE
+    slower = RoundRun(4, 3 * one * 1.1, 15, 12, 12, 250)
+    per_call = round_residual(slower, COST, COST)
+    assert prediction.residual_share(slower, per_call, COST, COST) == pytest.approx(0.1)
+    small = replace(COST, extra_per_call_s=per_call, residual_share=0.1, residual_used=False)
+    assert small.residual_per_call() == 0.0
+    assert step_seconds(setting, 4, small, COST) == pytest.approx(step_seconds(setting, 4, COST, COST))
+    # rounds that took twice their parts (a GPU's launches): priced, per decode call
+    doubled = RoundRun(4, 3 * one * 2, 15, 12, 12, 250)
+    per_call = round_residual(doubled, COST, COST)
+    assert prediction.residual_share(doubled, per_call, COST, COST) == pytest.approx(1.0)
+    big = replace(COST, extra_per_call_s=per_call, residual_share=1.0, residual_used=True)
+    assert step_seconds(setting, 4, big, COST) == pytest.approx(2 * one)
+    assert prediction.MIN_RESIDUAL_SHARE > 0.1
+
+
 def test_a_round_run_is_llama_cpps_own_loop_with_the_pair_at_p_min_0_and_the_gpu_layers():
     pinned = capabilities_from_help(Path("llama-speculative-simple"), PINNED_SERVER_HELP.read_text())
     argv = round_cost.round_argv(pinned, "/m/t.gguf", "/m/d.gguf", binaries.GenParams(n_predict=48, gpu_layers=99))
