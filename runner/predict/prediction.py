@@ -22,7 +22,8 @@ beyond the decodes (the whole chain runs over the vocabulary: a visible share fo
 Other bookkeeping per round (cache trims, batch building, on a GPU launches and synchronisations) is measured, not
 assumed: runner.predict.round_cost times real rounds of the pair itself (p-min 0), and the seconds they took beyond
 these parts (signed: less where the parts overstate a real round), per decode call or along the line fitted over two
-K, are added to every draft-model round (``CostModel.extra_per_call_s``, shown per round on the hardware page).
+K, are added to every draft-model round (``CostModel.extra_per_call_s``, shown per round on the hardware page) where
+they stand out of the parts' own movement (MIN_RESIDUAL_SHARE of the timed rounds' parts).
 What it leaves out, and the benchmark measures: the context growing during the run (the cost model is taken at one
 depth), the two models' decodes slowing each other beyond what the pair's timed rounds hold,
 and the machine's speed at the moment of the benchmark: on a shared machine a batch of one (bound by memory
