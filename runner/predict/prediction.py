@@ -118,10 +118,14 @@ class CostModel:
     source: str = "measured"
     conditions: dict[str, Any] = field(default_factory=dict)
     residual_conditions: dict[str, Any] = field(default_factory=dict)
-    # The residual's share of the timed rounds' modelled parts (signed), and whether it is priced: one smaller than
-    # MIN_RESIDUAL_SHARE is not told apart from how far the parts' own timings move, and adds nothing.
+    # The residual's share of the timed rounds' modelled parts (signed); None where not known (priced as measured)
     residual_share: float | None = None
-    residual_used: bool = True
+
+    @property
+    def residual_used(self) -> bool:
+        """Whether the residual is priced: one smaller than MIN_RESIDUAL_SHARE of the rounds' parts is not told apart
+        from how far the parts' own timings move, and adds nothing."""
+        return self.residual_share is None or abs(self.residual_share) >= MIN_RESIDUAL_SHARE
 
     def residual_per_call(self) -> float:
         """Seconds per decode call that predictions add: the measured residual where it is priced, else none."""
@@ -459,7 +463,10 @@ class PredictionRun:
             "predictions": [p.to_dict() for p in self.predictions],
             "best": self.best(),
             "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
-            "cost_model": {name: asdict(c) | {"disturbed": c.disturbed} for name, c in self.costs.items()},
+            "cost_model": {
+                name: asdict(c) | {"disturbed": c.disturbed, "residual_used": c.residual_used}
+                for name, c in self.costs.items()
+            },
             # cost records measured while other work held the CPU, used because it still does: the figures they
             # give are slower than the machine's own
             "disturbed_costs": sorted(name for name, c in self.costs.items() if c.disturbed),
@@ -663,14 +670,12 @@ def _cost_models(
 
         rounds = rounds_at(round_cost.ROUND_K)
         held = rounds.conditions.to_dict() if rounds.conditions is not None else {}
+        # Priced only where it stands out of the parts' own movement (CostModel.residual_used): on small shared CPUs
+        # its sign and size changed from one run to the next and pricing it made predictions worse than none; on a GPU
+        # a round's launches and synchronisations came to about its parts again (docs/benchmarks.md, "Figures behind
+        # design choices").
         share = residual_share(rounds.run, rounds.extra, t, d, ckpt)
-        # Priced only where it stands out of the parts' own movement: on small shared CPUs its sign and size changed
-        # from one run to the next and pricing it made predictions worse than none; on a GPU a round's launches and
-        # synchronisations came to about its parts again (docs/benchmarks.md, "Figures behind design choices").
-        used = abs(share) >= MIN_RESIDUAL_SHARE
-        costs["target"] = replace(
-            t, extra_per_call_s=rounds.extra, residual_conditions=held, residual_share=share, residual_used=used
-        )
+        costs["target"] = replace(t, extra_per_call_s=rounds.extra, residual_conditions=held, residual_share=share)
         # How it grows, on request: a second K and the shape that fits both. Not by default: on small shared CPUs the
         # second point carried the noise of the target's batch timings and made predictions worse than the one K per
         # call (docs/benchmarks.md, "Figures behind design choices").

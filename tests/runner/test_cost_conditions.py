@@ -145,3 +145,4 @@ def test_predict_json_names_the_records_it_used_and_which_were_disturbed():
     assert out["disturbed_costs"] == ["draft"]
     assert out["cost_model"]["target"]["source"] == "kept" and out["cost_model"]["target"]["disturbed"] is False
     assert "45% of the CPU" in out["cost_model"]["draft"]["conditions"]["why"]
+    assert out["cost_model"]["target"]["residual_used"] is True  # no share measured: priced as measured

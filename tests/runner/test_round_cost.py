@@ -61,14 +61,15 @@ def test_a_residual_within_the_parts_own_movement_is_measured_and_shown_but_not_
     slower = RoundRun(4, 3 * one * 1.1, 15, 12, 12, 250)
     per_call = round_residual(slower, COST, COST)
     assert prediction.residual_share(slower, per_call, COST, COST) == pytest.approx(0.1)
-    small = replace(COST, extra_per_call_s=per_call, residual_share=0.1, residual_used=False)
-    assert small.residual_per_call() == 0.0
+    small = replace(COST, extra_per_call_s=per_call, residual_share=0.1)
+    assert not small.residual_used and small.residual_per_call() == 0.0
     assert step_seconds(setting, 4, small, COST) == pytest.approx(step_seconds(setting, 4, COST, COST))
     # rounds that took twice their parts (a GPU's launches): priced, per decode call
     doubled = RoundRun(4, 3 * one * 2, 15, 12, 12, 250)
     per_call = round_residual(doubled, COST, COST)
     assert prediction.residual_share(doubled, per_call, COST, COST) == pytest.approx(1.0)
-    big = replace(COST, extra_per_call_s=per_call, residual_share=1.0, residual_used=True)
+    big = replace(COST, extra_per_call_s=per_call, residual_share=1.0)
+    assert big.residual_used
     assert step_seconds(setting, 4, big, COST) == pytest.approx(2 * one)
     assert prediction.MIN_RESIDUAL_SHARE > 0.1
 
