@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
 
 from runner.measure.cells import BUSY_SHARE, cpu_seconds, other_cpu_share
@@ -92,16 +92,29 @@ def spread_of(values: Sequence[float]) -> float | None:
 
 def quietly(measure: Callable[[], tuple[T, float | None]], attempts: int | None = None) -> tuple[T, Conditions]:
     """Run ``measure`` (returning its result and its repeats' spread) until it is not disturbed, at most
-    1 + ``attempts`` times; the last result with its conditions (disturbed where every one was)."""
+    1 + ``attempts`` times. The first quiet result with its conditions; where every one was disturbed, the least
+    disturbed (``_disturbance``), marked, with the number of attempts taken."""
     tries = 1 + max(0, int(_env("SPECREG_COST_REMEASURE", REMEASURE)) if attempts is None else attempts)
+    taken: list[tuple[T, Conditions]] = []
     for n in range(1, tries + 1):
         before, started = cpu_seconds(), time.monotonic()
         value, spread = measure()
         share = other_cpu_share(before, cpu_seconds(), time.monotonic() - started)
         c = Conditions(share, spread, time.time(), n)
         if not c.disturbed:
-            break
-    return value, c
+            return value, c
+        taken.append((value, c))
+    # Not simply the last: each attempt sampled its own moments of the machine, and the last is no likelier than
+    # the others to be the quiet one.
+    value, c = min(taken, key=lambda vc: _disturbance(vc[1]))
+    return value, replace(c, attempts=tries)
+
+
+def _disturbance(c: Conditions) -> tuple[float, float]:
+    """How disturbed a measurement was, to compare attempts: other work's share beyond BUSY_SHARE first (other
+    processes slow every figure), then its repeats' spread."""
+    busy = max(0.0, (c.other_cpu_share or 0.0) - BUSY_SHARE)
+    return busy, c.spread if c.spread is not None else 0.0
 
 
 def needs_check(c: Conditions | None, now: float | None = None) -> bool:

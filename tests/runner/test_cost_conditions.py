@@ -61,6 +61,13 @@ def test_a_measurement_beside_a_cpu_hog_is_taken_again_and_kept_marked():
     assert cond.attempts == 2 and cond.spread == 0.05
 
 
+def test_where_every_attempt_is_disturbed_the_least_disturbed_is_kept_not_the_last():
+    taken = iter([("first", 0.40), ("second", 0.18), ("third", 0.30)])
+    value, cond = quietly(lambda: next(taken), attempts=2)
+    assert value == "second" and cond.spread == 0.18
+    assert cond.disturbed and cond.attempts == 3  # marked, and says how many were taken
+
+
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECREG_CACHE_DIR", str(tmp_path / "cache"))
