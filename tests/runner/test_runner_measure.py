@@ -87,12 +87,15 @@ def test_an_add_bos_target_with_a_deepseek_style_template_reads_alike_on_both_si
     assert plain.text.startswith("\n<｜User｜>") and spec.text.startswith(plain.text), (plain.text, spec.text)
 
     # A reply its model ends: llama-completion then prints the end token ("<|im_end|>"), llama-speculative-simple
-    # does not; the plain text leaves it out.
+    # does not; the plain text leaves it out. (Which short reply depends on the build's kernels: "Yes." with AVX-512,
+    # a sentence with AVX2.)
     rendered = render_prompt("Reply with only the word yes.", read_chat_template(smollm2))
-    res = measure_cell(Cell(smollm2, smollm2, 4, (rendered.text,), n_predict=16, repeats=1))
+    res = measure_cell(Cell(smollm2, smollm2, 4, (rendered.text,), n_predict=48, repeats=1))
     assert res.status == "ok", res.error
     plain, spec = res.runs
-    assert (plain.text, spec.text) == ("Yes.", "Yes.") and res.identical is True
+    assert plain.n_tokens < 48, plain.text  # the model ended its reply
+    assert plain.text and "<|im_end|>" not in plain.text, plain.text
+    assert plain.text == spec.text and res.identical is True, (plain.text, spec.text)
 
 
 @pytest.mark.llama
