@@ -50,8 +50,15 @@ class Conditions:
 
     @property
     def disturbed(self) -> bool:
-        busy = self.other_cpu_share is not None and self.other_cpu_share > BUSY_SHARE
-        return busy or (self.spread is not None and self.spread > MAX_SPREAD)
+        busy, spread = self.disturbance
+        return busy > 0 or spread > MAX_SPREAD
+
+    @property
+    def disturbance(self) -> tuple[float, float]:
+        """How disturbed, to compare attempts: other work's share beyond BUSY_SHARE first (other processes slow every
+        figure), then its repeats' spread (0 for what the machine could not say)."""
+        busy = max(0.0, (self.other_cpu_share or 0.0) - BUSY_SHARE)
+        return busy, self.spread if self.spread is not None else 0.0
 
     def why(self) -> str:
         """Why it is disturbed, in words ("" where it is not)."""
@@ -93,7 +100,7 @@ def spread_of(values: Sequence[float]) -> float | None:
 def quietly(measure: Callable[[], tuple[T, float | None]], attempts: int | None = None) -> tuple[T, Conditions]:
     """Run ``measure`` (returning its result and its repeats' spread) until it is not disturbed, at most
     1 + ``attempts`` times. The first quiet result with its conditions; where every one was disturbed, the least
-    disturbed (``_disturbance``), marked, with the number of attempts taken."""
+    disturbed (``Conditions.disturbance``), marked, with the number of attempts taken."""
     tries = 1 + max(0, int(_env("SPECREG_COST_REMEASURE", REMEASURE)) if attempts is None else attempts)
     taken: list[tuple[T, Conditions]] = []
     for n in range(1, tries + 1):
@@ -106,15 +113,8 @@ def quietly(measure: Callable[[], tuple[T, float | None]], attempts: int | None 
         taken.append((value, c))
     # Not simply the last: each attempt sampled its own moments of the machine, and the last is no likelier than
     # the others to be the quiet one.
-    value, c = min(taken, key=lambda vc: _disturbance(vc[1]))
+    value, c = min(taken, key=lambda vc: vc[1].disturbance)
     return value, replace(c, attempts=tries)
-
-
-def _disturbance(c: Conditions) -> tuple[float, float]:
-    """How disturbed a measurement was, to compare attempts: other work's share beyond BUSY_SHARE first (other
-    processes slow every figure), then its repeats' spread."""
-    busy = max(0.0, (c.other_cpu_share or 0.0) - BUSY_SHARE)
-    return busy, c.spread if c.spread is not None else 0.0
 
 
 def needs_check(c: Conditions | None, now: float | None = None) -> bool:
