@@ -24,8 +24,10 @@ assumed: runner.predict.round_cost times real rounds of the pair itself (p-min 0
 these parts (signed: less where the parts overstate a real round), per decode call or along the line fitted over two
 K, are added to every draft-model round (``CostModel.extra_per_call_s``, shown per round on the hardware page) where
 they stand out of the parts' own movement (MIN_RESIDUAL_SHARE of the timed rounds' parts).
-What it leaves out, and the benchmark measures: the context growing during the run (the cost model is taken at one
-depth), the two models' decodes slowing each other beyond what the pair's timed rounds hold,
+The context changes a decode's cost in steps of 256 attended cells (kv_cells): the cost model times a batch of one on
+either side of a step too, and each task's decode calls are priced at the cells its own prompt and tokens fill
+(CostModel.at_context). What it leaves out, and the benchmark measures: the two models' decodes slowing each other
+beyond what the pair's timed rounds hold,
 and the machine's speed at the moment of the benchmark: on a shared machine a batch of one (bound by memory
 bandwidth) moves more from hour to hour than larger batches do, so a cost model taken at one moment can be off a
 benchmark taken at another.
@@ -120,6 +122,10 @@ class CostModel:
     residual_conditions: dict[str, Any] = field(default_factory=dict)
     # The residual's share of the timed rounds' modelled parts (signed); None where not known (priced as measured)
     residual_share: float | None = None
+    # A batch of one timed at a shallower context (``depth_lo``) right before the batches at ``depth``: what a decode
+    # call gains or saves as the context's attended cells step (kv_cells); None in records that lack it.
+    depth_lo: int = 0
+    seconds_lo: float | None = None
 
     @property
     def residual_used(self) -> bool:
@@ -146,6 +152,47 @@ class CostModel:
     def batch_last(self, b: int) -> float:
         """Time for a batch of ``b`` with only the last token's logits (a draft taking in the target's batch)."""
         return _extend(self.seconds_last or self.seconds, b)
+
+    @property
+    def per_cell(self) -> float:
+        """Seconds a decode call gains per attended KV cell, from the batch of one at the two contexts; none where
+        they attend over as many cells or the shallower one read slower (the two moments moved more than the step)."""
+        if self.seconds_lo is None or not self.seconds:
+            return 0.0
+        cells = kv_cells(self.depth + 1) - kv_cells(self.depth_lo + 1)
+        return max(0.0, (self.seconds[0] - self.seconds_lo) / cells) if cells > 0 else 0.0
+
+    def at_context(self, cells: float) -> CostModel:
+        """This cost model for decode calls that attend over ``cells`` KV cells on average (context_cells), where it
+        was timed over kv_cells(depth + 1): every batch shifted by the step between the two."""
+        shift = self.per_cell * (cells - kv_cells(self.depth + 1))
+        if not shift:
+            return self
+        return replace(
+            self,
+            seconds=tuple(t + shift for t in self.seconds),
+            seconds_last=tuple(t + shift for t in self.seconds_last),
+        )
+
+
+# llama.cpp attends over the KV cache's used cells padded to a multiple of this (src/llama-kv-cache.cpp, get_n_kv:
+# n_pad_cur = max(n_pad, 256)), so a decode's attention costs the same anywhere within a step of 256 positions.
+KV_PAD = 256
+
+
+def kv_cells(used: int) -> int:
+    """The cells a decode attends over once ``used`` cells hold the context and the batch (get_n_kv)."""
+    return max(KV_PAD, -(-used // KV_PAD) * KV_PAD)
+
+
+def context_cells(prompt: int, generated: float) -> float:
+    """The mean of kv_cells over the decode calls of a task whose prompt is ``prompt`` tokens and which generates
+    ``generated`` (an expected count above temperature 0): the call that produces token i has prompt + i + 1 cells
+    in use."""
+    n = round(generated)
+    if n <= 0:
+        return float(kv_cells(prompt + 1))
+    return sum(kv_cells(prompt + i + 1) for i in range(n)) / n
 
 
 def _extend(seconds: tuple[float, ...], b: int) -> float:
@@ -202,6 +249,8 @@ def measure_cost(
     def once() -> tuple[dict[str, Any], float | None]:
         data = timed(timing)
         spreads = [float(x) for x in data.get("spread") or []]
+        if "spread_lo" in data:  # the batch of one behind the shallower context is held to the same bound
+            spreads.append(float(data["spread_lo"]))
         return data, max(spreads) if spreads else None
 
     data, cond = conditions.quietly(once)
@@ -242,6 +291,8 @@ def _cost_model(model: Path | str, data: dict[str, Any]) -> CostModel:
         checkpoint_save=float(ckpt.get("save_s", 0.0)),
         checkpoint_restore=float(ckpt.get("restore_s", 0.0)),
         conditions=cond.to_dict() if cond is not None else {},
+        depth_lo=int(data.get("depth_lo", 0)),
+        seconds_lo=float(data["seconds_lo"]) if data.get("seconds_lo") is not None else None,
     )
 
 
@@ -343,7 +394,10 @@ def residual_share(
 def _round_parts(
     run: round_cost.RoundRun, target: CostModel, draft: CostModel, checkpoints: tuple[bool, bool]
 ) -> tuple[float, int]:
-    """The timed rounds' modelled seconds and their llama.cpp decode calls (round_residual)."""
+    """The timed rounds' modelled seconds and their llama.cpp decode calls (round_residual), each call priced at the
+    run's own context."""
+    cells = context_cells(run.n_encoded, run.n_decoded)
+    target, draft = target.at_context(cells), draft.at_context(cells)
     setting = Setting("draft-simple", run.k, 0.0)
     if run.steps:
         modelled = sum(
@@ -381,6 +435,10 @@ class Prediction:
     # all a residual model needs: a part per round, per drafted token or per call
     rounds: float = 0.0
     calls: float = 0.0
+    # Of spec_seconds and plain_seconds, what pricing each task's decode calls at its own context (its prompt and
+    # tokens: CostModel.at_context) moved them from the cost model's timed depth; signed, negative where cheaper
+    spec_context_s: float = 0.0
+    plain_context_s: float = 0.0
 
     @property
     def acceptance(self) -> float | None:
@@ -512,8 +570,11 @@ class _Tally:
         default_factory=lambda: {"transcript": 0.0, "replay": 0.0, "forced": 0.0, "cost_model": 0.0}
     )
 
-    def add(self, plan: _Plan, ctype: str, s: Setting, r: replay.Replay | forced.Expected, ties: int) -> None:
-        """One task's counts for setting ``s``, and their predicted time against plain decoding's."""
+    def add(
+        self, plan: _Plan, ctype: str, s: Setting, r: replay.Replay | forced.Expected, ties: int, prompt: int
+    ) -> None:
+        """One task's counts for setting ``s``, and their predicted time against plain decoding's; every decode
+        call priced at the task's own context (a ``prompt`` of that many tokens, then its tokens)."""
         draft = plan.draft
         row = self.rows.setdefault(
             (ctype, s.label),
@@ -531,35 +592,47 @@ class _Tally:
         row.accepted += r.n_accept
         row.tokens += r.n_predict
         row.near_ties += ties
-        costs = plan.costs
-        t, dm = costs["target"], costs.get("draft")
         weighted = r.steps if isinstance(r, forced.Expected) else [(1.0, d) for d, _ in r.steps]
-        # each round's parts and its time with the residual: the residual's share is their difference
-        priced = [(w, modelled_step(s, d, t, dm), step_seconds(s, d, t, dm)) for w, d in weighted]
-        row.spec_seconds += sum(w * step for w, _, step in priced)
-        row.extra_seconds += sum(w * (step - parts) for w, parts, step in priced)
-        if isinstance(r, replay.Replay) and is_chain(s.method) and costs.get("draft") is not None:
-            # the rounds an n-gram drafted: the draft model did not generate (it still took in the batch)
-            row.spec_seconds -= sum(
-                draft_generation(s, d, costs["draft"])
-                for (d, _), by_model in zip(r.steps, r.drafters, strict=False)
-                if not by_model
-            )
-        if isinstance(r, replay.Replay) and any(r.checkpoints):
-            replayed = r.replays or (0,) * len(r.steps)
-            row.spec_seconds += sum(
-                checkpoint_seconds(s, d, n, r.checkpoints, costs["target"], costs.get("draft"))
-                for (d, _), n in zip(r.steps, replayed, strict=False)
-            )
-            # a second pass is two more decode calls (the target's, the draft's intake), each with the residual
-            passes = sum(1 for n in replayed if n)
-            second = passes * 2 * costs["target"].residual_per_call() if uses_draft_file(s.method) else 0
-            row.spec_seconds += second
-            row.extra_seconds += second
+        cells = context_cells(prompt, r.n_predict)
+        at_task = {name: cost.at_context(cells) for name, cost in plan.costs.items()}
+        spec, extra = _spec_seconds(s, r, weighted, at_task)
+        row.spec_seconds += spec
+        row.extra_seconds += extra
+        plain = r.n_predict * at_task["target"].token()
+        row.plain_seconds += plain
+        # what the task's own context moved, against every call priced where the cost model was timed
+        row.spec_context_s += spec - _spec_seconds(s, r, weighted, plan.costs)[0]
+        row.plain_context_s += plain - r.n_predict * plan.costs["target"].token()
         if uses_draft_file(s.method):  # what bench_predict prices other residual models with
             row.rounds += sum(w for w, _ in weighted)
             row.calls += sum(w * decode_calls(s, d) for w, d in weighted)
-        row.plain_seconds += r.n_predict * costs["target"].token()
+
+
+def _spec_seconds(
+    s: Setting, r: replay.Replay | forced.Expected, weighted: list[tuple[float, int]], costs: dict[str, CostModel]
+) -> tuple[float, float]:
+    """One task's speculative seconds for setting ``s`` under ``costs``, and the residual's part of them."""
+    t, dm = costs["target"], costs.get("draft")
+    # each round's parts and its time with the residual: the residual's share is their difference
+    priced = [(w, modelled_step(s, d, t, dm), step_seconds(s, d, t, dm)) for w, d in weighted]
+    spec = sum(w * step for w, _, step in priced)
+    extra = sum(w * (step - parts) for w, parts, step in priced)
+    if isinstance(r, replay.Replay) and is_chain(s.method) and dm is not None:
+        # the rounds an n-gram drafted: the draft model did not generate (it still took in the batch)
+        spec -= sum(
+            draft_generation(s, d, dm) for (d, _), by_model in zip(r.steps, r.drafters, strict=False) if not by_model
+        )
+    if isinstance(r, replay.Replay) and any(r.checkpoints):
+        replayed = r.replays or (0,) * len(r.steps)
+        spec += sum(
+            checkpoint_seconds(s, d, n, r.checkpoints, t, dm) for (d, _), n in zip(r.steps, replayed, strict=False)
+        )
+        # a second pass is two more decode calls (the target's, the draft's intake), each with the residual
+        passes = sum(1 for n in replayed if n)
+        second = passes * 2 * t.residual_per_call() if uses_draft_file(s.method) else 0
+        spec += second
+        extra += second
+    return spec, extra
 
 
 def predict(
@@ -754,7 +827,7 @@ def _predict_task(plan: _Plan, tally: _Tally, ctype: str, name: str, prompt: str
                 timeout_s=plan.timeout_s,
             )
             tally.seconds["replay"] += time.monotonic() - started
-        tally.add(plan, ctype, s, r, ties)
+        tally.add(plan, ctype, s, r, ties, len(script.prompt))
 
 
 class ModelTooBig(replay.ReplayError):

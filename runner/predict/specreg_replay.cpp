@@ -23,7 +23,7 @@
 //       computes only the last token's, which understates the output layer with a large vocabulary), and with
 //       only the last token's logits (what a draft model pays to take in the target's batch). Writes
 //       {"depth", "batch": [...], "seconds": [...], "seconds_last": [...], "spread": [...], "sample_s",
-//       "draft_sample_s"}.
+//       "draft_sample_s", "depth_lo", "seconds_lo", "spread_lo"} (the last three: a batch of one at DEPTH/2).
 //
 //   specreg-replay forced TRANSCRIPT.json OUT.json [llama.cpp options: -m DRAFT -c N ...]   (env SPECREG_FORCED=MAXK,PMIN,ENDED)
 //       The fast path for draft models: one teacher-forced pass of the draft over prompt + transcript. Up to
@@ -207,23 +207,39 @@ static int timing(common_params & params, const std::string & out_path) {
     // this timing, which measures what a checkpoint costs on the way.
     const bool use_ckpt = common_context_can_seq_rm(ctx) == COMMON_CONTEXT_SEQ_RM_TYPE_FULL;
     common_batch batch(ctx);
-    for (int i = 0; i < depth; ++i) {  // the context's contents do not change the cost, only their number
-        batch.add((llama_token) ((i * 7919) % n_vocab), i, 0, false);
-    }
-    if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch.get()) != 0) {
-        return fail("decoding the context failed");
-    }
     common_prompt_checkpoint ckpt;
     std::vector<double> save_t, restore_t;
-    if (use_ckpt) {
-        ckpt.update_pos(depth, 0, depth - 1);
-        ckpt.update_tgt(ctx, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+    // The context holds `cur` tokens; fill_to adds tokens up to `d` (their contents do not change the cost, only
+    // their number) and, for a checkpointed context, takes the checkpoint there.
+    int cur = 0;
+    auto fill_to = [&](int d) {
+        batch.clear();
+        for (int i = cur; i < d; ++i) {
+            batch.add((llama_token) ((i * 7919) % n_vocab), i, 0, false);
+        }
+        if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch.get()) != 0) {
+            return false;
+        }
+        cur = d;
+        if (use_ckpt) {
+            ckpt.update_pos(cur, 0, cur - 1);
+            ckpt.update_tgt(ctx, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+        }
+        return true;
+    };
+    // A decode attends over the KV cache's used cells padded to a multiple of 256 (src/llama-kv-cache.cpp,
+    // get_n_kv), so the context's length changes a decode's cost in steps: a batch at DEPTH 256 attends over 512
+    // cells, one at 128 over 256. A batch of one is timed at DEPTH/2 too, right before the context grows to DEPTH:
+    // the step between the two prices each task at its own context (runner.predict.prediction, CostModel.at_context).
+    const int lo = depth / 2;
+    if (!fill_to(lo >= 1 ? lo : depth)) {
+        return fail("decoding the context failed");
     }
-    // Back to DEPTH tokens after a timed batch: remove its tokens, or restore the checkpoint [ss:274-276] (timed:
+    // Back to the context after a timed batch: remove its tokens, or restore the checkpoint [ss:274-276] (timed:
     // a round that is only partly accepted pays it), after saving one as each round does before verifying [ss:208].
     auto back_to_depth = [&]() {
         if (!use_ckpt) {
-            llama_memory_seq_rm(llama_get_memory(ctx), 0, depth, -1);
+            llama_memory_seq_rm(llama_get_memory(ctx), 0, cur, -1);
             return;
         }
         const int64_t t0 = ggml_time_us();
@@ -241,7 +257,7 @@ static int timing(common_params & params, const std::string & out_path) {
     auto decode_seconds = [&](int b, bool every_output, double & out) {
         batch.clear();
         for (int i = 0; i < b; ++i) {
-            batch.add((llama_token) (((depth + i) * 104729) % n_vocab), depth + i, 0, every_output || i == b - 1);
+            batch.add((llama_token) (((cur + i) * 104729) % n_vocab), cur + i, 0, every_output || i == b - 1);
         }
         const int64_t t0 = ggml_time_us();
         if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch.get()) != 0) {
@@ -261,6 +277,21 @@ static int timing(common_params & params, const std::string & out_path) {
     for (int b = 1; b <= max_b; ++b) {
         if (!decode_seconds(b, true, unused) || (b > 1 && !decode_seconds(b, false, unused))) {
             return fail("decoding a batch failed");
+        }
+    }
+    std::vector<double> lo_t;
+    if (lo >= 1) {
+        for (int r = 0; r <= reps; ++r) {  // the first warms up and is not counted
+            double t = 0;
+            if (!decode_seconds(1, true, t)) {
+                return fail("decoding a batch failed");
+            }
+            if (r > 0) {
+                lo_t.push_back(t);
+            }
+        }
+        if (!fill_to(depth)) {
+            return fail("decoding the context failed");
         }
     }
     std::vector<std::vector<double>> every_t(max_b), last_t(max_b);
@@ -334,6 +365,9 @@ static int timing(common_params & params, const std::string & out_path) {
         restore_t.erase(restore_t.begin(), restore_t.begin() + std::min<size_t>(restore_t.size() / 4, restore_t.size()));
         os << ", \"checkpoint\": {\"save_s\": " << median(save_t) << ", \"restore_s\": " << median(restore_t)
            << ", \"bytes\": " << ckpt.data_tgt.size() << "}";
+    }
+    if (!lo_t.empty()) {
+        os << ", \"depth_lo\": " << lo << ", \"seconds_lo\": " << median(lo_t) << ", \"spread_lo\": " << spread(lo_t);
     }
     os << ", \"depth\": " << depth << ", \"batch\": [";
     for (int b = 1; b <= max_b; ++b) {

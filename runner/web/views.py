@@ -271,6 +271,8 @@ def hardware(request: HttpRequest, name: str) -> HttpResponse:
         label = c.model_name if len(hosts) == 1 else f"{c.model_name} on {alias[c.host]}"
         per_round = rounds.get((c.model_sha256, c.host))
         said = conditions.described(c.data.get("conditions"))
+        lo, lo_s = c.data.get("depth_lo"), c.data.get("seconds_lo")
+        shallow = f"{lo_s * 1000:.1f} ms at {lo}" if isinstance(lo, int) and isinstance(lo_s, (int, float)) else ""
         costs.append(
             {
                 "label": label,
@@ -278,6 +280,7 @@ def hardware(request: HttpRequest, name: str) -> HttpResponse:
                 "host": alias[c.host],
                 "seconds": secs,
                 "depth": c.depth,
+                "shallow": shallow,
                 "round": per_round,
                 "conditions": said,
                 "disturbed": said.startswith("disturbed"),
