@@ -106,6 +106,8 @@ _EVAL = re.compile(
     rf"\(.*?,\s*{_NUM} tokens per second\)"
 )
 _PROMPT_EVAL = re.compile(rf"prompt eval time =\s*{_NUM} ms /\s*(\d+) tokens")
+# common_perf_print's sampler chain total (common/sampling.cpp): "sampling time = X ms", then "samplers time = ..."
+_SAMPLING = re.compile(rf"sampling time =\s*{_NUM} ms\s*$", re.M)
 _LOG_PREFIX = re.compile(r"^(?:\d+\.\d+\.\d+\.\d+ [A-Z] )?(?:[a-z]{3,4}\s+)?")  # "0.00.017.080 E " [+ "cmn  "]
 # lines that say what went wrong, most telling first
 _ERROR_HINTS = (
@@ -275,11 +277,23 @@ def parse_completion(rc: int | None, stdout: str, stderr: str) -> PlainFigures |
     return PlainFigures(
         int(n_eval),
         _float(eval_ms),
-        _float(tps),
+        _with_sampling(int(n_eval), _float(eval_ms), _float(tps), _SAMPLING.findall(stderr)),
         int(n_prompt),
         _float(prompt_ms),
         completion_text(stdout, eog_texts(stderr)),
     )
+
+
+def _with_sampling(n_eval: int, eval_ms: float, printed_tps: float, sampling: list[str]) -> float:
+    """Plain decoding's tokens per second as a user waits for them: llama-completion's "eval time" stops at the
+    decode (llama_context::synchronize, when the sampler reads the logits), while a speculative run's "decoded ... in"
+    and llama-server's ``predicted_per_second`` include sampling. So the sampler's time per token is added back: it
+    sampled once after the prompt and once after each of the ``n_eval`` decodes. Without a sampling line (another
+    build), the printed rate."""
+    if not sampling or n_eval <= 0:
+        return printed_tps
+    per_token_ms = (eval_ms + _float(sampling[-1]) * n_eval / (n_eval + 1)) / n_eval
+    return 1000 / per_token_ms if per_token_ms > 0 else printed_tps
 
 
 def _finite(x: Any) -> float | None:
