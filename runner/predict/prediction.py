@@ -465,6 +465,9 @@ class Prediction:
             "drafted": round(self.drafted),
             "accepted": round(self.accepted),
             "near_ties": self.near_ties,
+            # what pricing each task at its own context moved the two sides' seconds (signed)
+            "spec_context_s": round(self.spec_context_s, 4),
+            "plain_context_s": round(self.plain_context_s, 4),
         }
 
 
@@ -522,7 +525,7 @@ class PredictionRun:
             "best": self.best(),
             "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
             "cost_model": {
-                name: asdict(c) | {"disturbed": c.disturbed, "residual_used": c.residual_used}
+                name: asdict(c) | {"disturbed": c.disturbed, "residual_used": c.residual_used, "per_cell_s": c.per_cell}
                 for name, c in self.costs.items()
             },
             # cost records measured while other work held the CPU, used because it still does: the figures they

@@ -39,6 +39,17 @@ def test_a_task_behind_a_shorter_context_is_priced_by_the_step_measured():
     assert cost.at_context(512) is cost  # where it was timed
 
 
+def test_predict_json_says_what_the_context_moved():
+    cost = TIMED.__class__(**{**TIMED.__dict__, "depth_lo": 128, "seconds_lo": 0.028})
+    p = prediction.Prediction(
+        "draft-simple", "d.gguf", 4, 0.0, "code", "K=4", spec_context_s=-0.1, plain_context_s=-0.2
+    )
+    assert (p.to_dict()["spec_context_s"], p.to_dict()["plain_context_s"]) == (-0.1, -0.2)
+    run = prediction.PredictionRun([p], {"target": cost})
+    shown = run.to_dict()["cost_model"]["target"]
+    assert shown["per_cell_s"] == pytest.approx(0.002 / 256) and shown["seconds_lo"] == 0.028
+
+
 def test_no_step_is_priced_where_none_was_measured_or_the_shallower_read_slower():
     assert TIMED.per_cell == 0 and TIMED.at_context(256) is TIMED  # a record from before the shallower timing
     slower = TIMED.__class__(**{**TIMED.__dict__, "depth_lo": 128, "seconds_lo": 0.033})
