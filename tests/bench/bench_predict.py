@@ -2,7 +2,7 @@
 faster it is than measuring.
 
 Usage: python tests/bench/bench_predict.py [--quick] [--types code,prose] [--n-predict 96] [--repeats 2]
-                                           [--temperature T]
+                                           [--temperature T] [--part all|draft|draftless] [--ngram-target smollm2|qwen15]
   default: Qwen2.5-Coder-1.5B + 0.5B, draft-simple at K 2/4/8 and p-min 0 / 0.75, then the draftless methods on
            SmolLM2-135M (ngram-mod, ngram-map-k, ngram-simple), two prompts per content type, 96 tokens;
   --quick: SmolLM2 drafting for itself at K 2 and ngram-mod, one code prompt, 24 tokens, one repeat;
@@ -326,6 +326,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--prompts", type=int, default=2, help="prompts per content type")
     parser.add_argument("--quick", action="store_true", help="SmolLM2, two settings, one code prompt, 24 tokens")
+    parser.add_argument("--part", choices=("all", "draft", "draftless"), default="all", help="which comparisons to run")
+    parser.add_argument(
+        "--ngram-target",
+        choices=("smollm2", "qwen15"),
+        default="smollm2",
+        help="the draftless methods' target (SmolLM2's texts part early under n-gram drafting on this build)",
+    )
     parser.add_argument(
         "--temperature", type=float, default=0.0, help="above 0: the draft model's expected acceptance only"
     )
@@ -346,15 +353,17 @@ def main() -> None:
     else:
         types = args.types.split(",")
         drafts = [Setting("draft-simple", k, p) for p in (0.0, 0.75) for k in (2, 4, 8)]
-        runs.append(compare("draft model", model_path("qwen15"), model_path("qwen05"), drafts, types, args))
+        if args.part in ("all", "draft"):
+            runs.append(compare("draft model", model_path("qwen15"), model_path("qwen05"), drafts, types, args))
         ngram = [
             Setting("ngram-mod", 16, None, (("--spec-ngram-mod-n-match", "24"),)),
             Setting("ngram-map-k", 8, None, (("--spec-ngram-map-k-size-n", "12"),)),
             Setting("ngram-simple", 8, None, (("--spec-ngram-simple-size-n", "12"),)),
         ]
-        if args.temperature == 0:  # n-gram methods are predicted at temperature 0 only
+        if args.temperature == 0 and args.part in ("all", "draftless"):  # n-gram methods: temperature 0 only
             # edits repeat their input: where n-gram methods find drafts (code and prose give them little)
-            runs.append(compare("draftless", smol, smol, ngram, sorted({*types, "edit"}), args))
+            target = model_path(args.ngram_target)
+            runs.append(compare("draftless", target, target, ngram, sorted({*types, "edit"}), args))
     acc = [x for r in runs for x in r["acc"]]
     spd = [x for r in runs for x in r["spd"]]
     print("\n## All")
