@@ -219,10 +219,13 @@ def measure_cost(
     past its age is compared with one fresh batch of a token and taken again where it drifted. A new build, another
     thread count or another ``gen.gpu_layers`` (in the options, so in the key) measures again."""
     caps = binaries.capabilities(binaries.find_binary(replay.SPEC_TOOL))
-    ctx = max(gen.ctx_size or 0, COST_DEPTH + max_batch + 64)
-    gen = replace(gen, temperature=0.0, ctx_size=ctx, n_predict=1)
-    options = binaries.generation_argv(caps, gen, "x")
-    timing = f"{COST_DEPTH},{max_batch},{reps}"
+
+    def keyed(b: int) -> tuple[list[str], str]:
+        ctx = max(gen.ctx_size or 0, COST_DEPTH + b + 64)
+        at = replace(gen, temperature=0.0, ctx_size=ctx, n_predict=1)
+        return binaries.generation_argv(caps, at, "x"), f"{COST_DEPTH},{b},{reps}"
+
+    options, timing = keyed(max_batch)
     meta = {"threads": gen.threads, "depth": COST_DEPTH}
 
     def timed(spec: str) -> dict[str, Any]:
@@ -232,7 +235,15 @@ def measure_cost(
             replay.run_tool(argv, timeout_s, {**os.environ, "SPECREG_TIMING": spec}, should_cancel)
             return json.loads(out.read_text())
 
-    found = kept.find(kept.COSTS, model, [*options, timing], **meta)
+    # a record timed over more batch sizes serves fewer (an n-gram prediction's up to 17, then a draft pair's up to
+    # 9): the smallest that holds them, so that one machine times one model once
+    found = None
+    for b in range(max_batch, max(max_batch, MAX_TIMED_BATCH) + 1):
+        opts, spec = keyed(b)
+        found = kept.find(kept.COSTS, model, [*opts, spec], **meta)
+        if found is not None:
+            options, timing = opts, spec
+            break
     source = "measured"
     if found is not None:
         try:
@@ -430,6 +441,10 @@ class Prediction:
     spec_seconds: float = 0.0
     plain_seconds: float = 0.0
     near_ties: int = 0  # transcript tokens whose margin over the next best is small: texts may part there
+    # the earliest such token over the content type's tasks (0-based, of the generated ones); None: none had one.
+    # Before it a real run writes the transcript's text and the predicted rounds are its rounds; from it the text
+    # may part (a verify batch sums in another order) and the rest of the run is another text's
+    first_tie: int | None = None
     extra_seconds: float = 0.0  # of spec_seconds, what the measured residual added (step_extra, bounded)
     # A draft model's rounds and their llama.cpp decode calls (expected counts above temperature 0), with ``drafted``
     # all a residual model needs: a part per round, per drafted token or per call
@@ -465,6 +480,7 @@ class Prediction:
             "drafted": round(self.drafted),
             "accepted": round(self.accepted),
             "near_ties": self.near_ties,
+            "first_tie": self.first_tie,
             # what pricing each task at its own context moved the two sides' seconds (signed)
             "spec_context_s": round(self.spec_context_s, 4),
             "plain_context_s": round(self.plain_context_s, 4),
@@ -560,7 +576,7 @@ class _Plan:
 
     @property
     def transcript_n(self) -> int:
-        return self.n_predict + self.max_k + 2  # longer than any replay's run by its draft
+        return self.n_predict + self.max_k + 2  # longer than any replay's run by its draft (first_ties: the same)
 
 
 @dataclass
@@ -574,7 +590,13 @@ class _Tally:
     )
 
     def add(
-        self, plan: _Plan, ctype: str, s: Setting, r: replay.Replay | forced.Expected, ties: int, prompt: int
+        self,
+        plan: _Plan,
+        ctype: str,
+        s: Setting,
+        r: replay.Replay | forced.Expected,
+        ties: tuple[int, int | None],
+        prompt: int,
     ) -> None:
         """One task's counts for setting ``s``, and their predicted time against plain decoding's; every decode
         call priced at the task's own context (a ``prompt`` of that many tokens, then its tokens)."""
@@ -594,7 +616,9 @@ class _Tally:
         row.drafted += r.n_drafted
         row.accepted += r.n_accept
         row.tokens += r.n_predict
-        row.near_ties += ties
+        row.near_ties += ties[0]
+        if ties[1] is not None:
+            row.first_tie = ties[1] if row.first_tie is None else min(row.first_tie, ties[1])
         weighted = r.steps if isinstance(r, forced.Expected) else [(1.0, d) for d, _ in r.steps]
         cells = context_cells(prompt, r.n_predict)
         at_task = {name: cost.at_context(cells) for name, cost in plan.costs.items()}
@@ -774,10 +798,45 @@ def _same_file(a: Path | str, b: Path | str) -> bool:
         return False
 
 
+def _task_gen(gen: binaries.GenParams, prompt: str, n_predict: int, max_k: int) -> binaries.GenParams:
+    """One task's generation: a context that holds its prompt, its answer and the largest draft."""
+    size = len(prompt) + n_predict + max_k + 64
+    return replace(gen, ctx_size=max(2048, -(-size // 256) * 256))
+
+
+def _tie_positions(script: replay.Transcript, n_predict: int, below: float = NEAR_TIE) -> list[int]:
+    return [i for i, m in enumerate(script.margins[:n_predict]) if m < below]
+
+
+def first_ties(
+    target: Path | str,
+    tasks: TaskSet,
+    content_types: list[str],
+    *,
+    n_predict: int = 96,
+    max_k: int = 1,
+    below: float = NEAR_TIE,
+) -> dict[tuple[str, str], int | None]:
+    """Per task (content type, id), the first token of the target's greedy answer whose margin is under ``below``
+    logits, None where none is: where a real speculative run may write another text than the prediction's. The same
+    transcripts as a temperature-0 ``predict`` of settings up to K ``max_k`` (kept: made once), so choosing prompts by
+    it costs nothing after."""
+    gen = generation_params(offload_for(None), n_predict, None, 0.0)
+    template = read_chat_template(target)
+    found: dict[tuple[str, str], int | None] = {}
+    for ctype in content_types:
+        for task in tasks.by_type(ctype):
+            prompt = render_prompt(task.prompt, template, task.system).text
+            task_gen = replace(_task_gen(gen, prompt, n_predict, max_k), n_predict=n_predict + max_k + 2)
+            script = replay.transcript(target, prompt, task_gen, task=f"{tasks.name}/{ctype}/{task.id}")
+            at = _tie_positions(script, n_predict, below)
+            found[(ctype, task.id)] = at[0] if at else None
+    return found
+
+
 def _predict_task(plan: _Plan, tally: _Tally, ctype: str, name: str, prompt: str) -> None:
     """One task: the target's transcript, the draft's forced pass where one serves, then every setting's counts."""
-    size = len(prompt) + plan.n_predict + plan.max_k + 64
-    task_gen = replace(plan.gen, ctx_size=max(2048, -(-size // 256) * 256))
+    task_gen = _task_gen(plan.gen, prompt, plan.n_predict, plan.max_k)
     started = time.monotonic()
     script = replay.transcript(
         plan.target,
@@ -788,7 +847,8 @@ def _predict_task(plan: _Plan, tally: _Tally, ctype: str, name: str, prompt: str
         timeout_s=plan.timeout_s,
     )
     tally.seconds["transcript"] += time.monotonic() - started
-    ties = sum(1 for m in script.margins[: plan.n_predict] if m < NEAR_TIE)
+    at = _tie_positions(script, plan.n_predict)
+    ties = (len(at), at[0] if at else None)
     ended = len(script.tokens) < plan.transcript_n  # the target stopped: its last token ends the run
     passed = None
     if plan.fast and plan.draft is not None:

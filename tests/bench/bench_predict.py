@@ -3,9 +3,14 @@ faster it is than measuring.
 
 Usage: python tests/bench/bench_predict.py [--quick] [--types code,prose] [--n-predict 96] [--repeats 2]
                                            [--temperature T] [--part all|draft|draftless] [--ngram-target smollm2|qwen15]
-  default: Qwen2.5-Coder-1.5B + 0.5B, draft-simple at K 2/4/8 and p-min 0 / 0.75, then the draftless methods on
-           SmolLM2-135M (ngram-mod, ngram-map-k, ngram-simple), two prompts per content type, 96 tokens;
+                                           [--untied]
+  default: the draftless methods on SmolLM2-135M (ngram-mod, ngram-map-k, ngram-simple; --ngram-target qwen15: on
+           Qwen2.5-Coder-1.5B), then Qwen2.5-Coder-1.5B + 0.5B, draft-simple at K 2/4/8 and p-min 0 / 0.75, two prompts
+           per content type, 96 tokens;
   --quick: SmolLM2 drafting for itself at K 2 and ngram-mod, one code prompt, 24 tokens, one repeat;
+  --untied: per content type, the prompts (of all the type's) whose target answer reaches a margin under 0.25 logits
+           latest, chosen from the prediction's transcripts before anything is measured: where a real run is expected
+           to write the predicted text longest, so that the comparison times the same text on both sides;
   --temperature T (above 0): the draft-model settings only, predicted as expected counts over a sampled transcript
            and measured at T (one sample per prompt and repeat: the measured acceptance is itself noisy).
 Each setting is predicted (transcript; one teacher-forced pass of the draft for the draft-model settings, checked
@@ -43,12 +48,17 @@ from inspector.spec_flags import Setting  # noqa: E402
 from runner import hardware  # noqa: E402
 from runner.llama import binaries as llamacpp  # noqa: E402
 from runner.measure.cells import CellResult  # noqa: E402
-from runner.predict.prediction import CostModel, Prediction, per_round, predict  # noqa: E402
+from runner.predict.prediction import CostModel, Prediction, first_ties, per_round, predict  # noqa: E402
 from runner.predict.round_cost import FIT_K, ROUND_K, Fit, fit  # noqa: E402
 from runner.predict.runs import trimmed_tasks  # noqa: E402
-from runner.prompts import load_task_set  # noqa: E402
+from runner.prompts import TaskSet, load_task_set  # noqa: E402
 from runner.sweep.sweep import SweepConfig, run_sweep  # noqa: E402
 from tests.models import model_path  # noqa: E402
+
+# Margins (logits) that verify batches have been seen to flip, with some room: a parted text's first differing token
+# had a margin of about a tenth of a logit, and up to a fifth (docs/benchmarks.md, "Where predicted acceptance parts
+# from measured")
+FLIPS_BELOW = 0.25
 
 HEADER = (
     "| type | setting | predicted acc | measured acc | predicted speed-up | measured speed-up | measured range | error "
@@ -114,8 +124,36 @@ def _line_above_zero(a: float, b: float, points: list[tuple[int, float]]) -> tup
     return a, b
 
 
-def compare(label: str, target: Path, draft: Path, settings: list[Setting], types: list[str], args) -> dict:
-    tasks = trimmed_tasks(load_task_set(), types, args.prompts)
+def untied_tasks(target: Path, settings: list[Setting], types: list[str], args) -> tuple[TaskSet, float]:
+    """Per content type, the ``args.prompts`` prompts whose target answer reaches a margin under FLIPS_BELOW latest
+    (prediction.first_ties, from the transcripts the prediction makes anyway), chosen before anything is measured:
+    where a real run is expected to write the predicted text longest. With the seconds it took (every prompt's
+    transcript: counted as the prediction's)."""
+    started = time.monotonic()
+    task_set = load_task_set()
+    ties = first_ties(
+        target, task_set, types, n_predict=args.n_predict, max_k=max(s.k for s in settings), below=FLIPS_BELOW
+    )
+    chosen = []
+    for t in types:
+        latest = sorted(task_set.by_type(t), key=lambda x: -(ties[(t, x.id)] if ties[(t, x.id)] is not None else 1e9))
+        chosen += latest[: args.prompts]
+        shown = ", ".join(f"{x.id} {'none' if ties[(t, x.id)] is None else ties[(t, x.id)]}" for x in latest)
+        print(f"{t}: first margin under {FLIPS_BELOW} logits (token) per prompt, latest first: {shown}")
+    return type(task_set)(task_set.name, task_set.description, tuple(chosen)), time.monotonic() - started
+
+
+def compare(
+    label: str,
+    target: Path,
+    draft: Path,
+    settings: list[Setting],
+    types: list[str],
+    args,
+    chosen: tuple[TaskSet, float] | None = None,
+) -> dict:
+    # chosen (--untied): the prompts and what choosing them took, counted with the prediction (their transcripts)
+    tasks, chose_s = chosen or (trimmed_tasks(load_task_set(), types, args.prompts), 0.0)
     print(f"\n## {label}: target {target.name}, draft {draft.name}, {len(settings)} settings, types {types}\n")
     started = time.monotonic()
     prun = predict(
@@ -128,7 +166,7 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
         log=lambda s: None,
         temperature=args.temperature,
     )
-    predict_s = time.monotonic() - started
+    predict_s = time.monotonic() - started + chose_s
     if args.temperature == 0:
         exact_check(target, draft, settings, tasks, types, args, prun)
     config = SweepConfig(
@@ -247,6 +285,8 @@ def compare(label: str, target: Path, draft: Path, settings: list[Setting], type
             f"{best_m[0].cell.setting.label} {times(best_m[0].speedup)} ({gap:.0%} apart: {'ok' if ok else 'MISSED'})"
         )
     parts = ", ".join(f"{k} {v:.1f} s" for k, v in prun.seconds.items())
+    if chose_s:
+        parts += f", choosing the prompts {chose_s:.1f} s"
     after = prun.seconds["replay"] + prun.seconds["forced"]  # the cost model too is kept per model and build
     print(
         f"prediction {predict_s:.1f} s ({parts}); measurement {measure_s:.1f} s: "
@@ -334,6 +374,11 @@ def main() -> None:
         help="the draftless methods' target (SmolLM2's texts part early under n-gram drafting on this build)",
     )
     parser.add_argument(
+        "--untied",
+        action="store_true",
+        help="per content type, the prompts whose target answer reaches a near-tie latest (of all the type's)",
+    )
+    parser.add_argument(
         "--temperature", type=float, default=0.0, help="above 0: the draft model's expected acceptance only"
     )
     args = parser.parse_args()
@@ -353,17 +398,23 @@ def main() -> None:
     else:
         types = args.types.split(",")
         drafts = [Setting("draft-simple", k, p) for p in (0.0, 0.75) for k in (2, 4, 8)]
-        if args.part in ("all", "draft"):
-            runs.append(compare("draft model", model_path("qwen15"), model_path("qwen05"), drafts, types, args))
         ngram = [
             Setting("ngram-mod", 16, None, (("--spec-ngram-mod-n-match", "24"),)),
             Setting("ngram-map-k", 8, None, (("--spec-ngram-map-k-size-n", "12"),)),
             Setting("ngram-simple", 8, None, (("--spec-ngram-simple-size-n", "12"),)),
         ]
+        # The draftless methods first: on the draft pair's target (--ngram-target qwen15) their cost model, timed up to
+        # a batch of 17, then serves the pair's up to 9, as it would a user predicting both (measure_cost)
         if args.temperature == 0 and args.part in ("all", "draftless"):  # n-gram methods: temperature 0 only
             # edits repeat their input: where n-gram methods find drafts (code and prose give them little)
             target = model_path(args.ngram_target)
-            runs.append(compare("draftless", target, target, ngram, sorted({*types, "edit"}), args))
+            ntypes = sorted({*types, "edit"})
+            chosen = untied_tasks(target, ngram, ntypes, args) if args.untied else None
+            runs.append(compare("draftless", target, target, ngram, ntypes, args, chosen))
+        if args.part in ("all", "draft"):
+            target = model_path("qwen15")
+            chosen = untied_tasks(target, drafts, types, args) if args.untied else None
+            runs.append(compare("draft model", target, model_path("qwen05"), drafts, types, args, chosen))
     acc = [x for r in runs for x in r["acc"]]
     spd = [x for r in runs for x in r["spd"]]
     print("\n## All")

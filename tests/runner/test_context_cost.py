@@ -11,7 +11,7 @@ import pytest
 from inspector.spec_flags import Setting
 from runner.llama import binaries
 from runner.models import CostMeasurement
-from runner.predict import conditions, prediction
+from runner.predict import conditions, prediction, replay
 from runner.predict.conditions import Conditions
 from runner.predict.prediction import CostModel, context_cells, kv_cells, round_residual
 from runner.predict.round_cost import RoundRun
@@ -99,3 +99,21 @@ def test_the_hardware_page_shows_the_batch_of_one_behind_the_shallower_context(c
     CostMeasurement.objects.create(key="t", depth=256, data=data, **common)
     html = client.get("/hardware/cpu-2c/").content.decode()
     assert '256<br><span class="muted small">1 token: 24.6 ms at 128</span>' in html
+
+
+@pytest.mark.llama
+@pytest.mark.django_db
+def test_a_record_timed_over_more_batch_sizes_serves_a_prediction_of_fewer(smollm2_path, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECREG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(conditions, "quiet_now", lambda window_s=0.5: False)  # kept as it is, disturbed or not
+    wide = prediction.measure_cost(smollm2_path, GEN, 4, reps=3)
+    assert len(wide.seconds) == 4
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("timed again")
+
+    monkeypatch.setattr(replay, "run_tool", no_run)
+    narrow = prediction.measure_cost(smollm2_path, GEN, 3, reps=3)
+    assert narrow.source == "kept" and narrow.seconds == wide.seconds and CostMeasurement.objects.count() == 1
+    with pytest.raises(AssertionError, match="timed again"):  # more than any record holds is timed
+        prediction.measure_cost(smollm2_path, GEN, 5, reps=3)
