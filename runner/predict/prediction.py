@@ -255,6 +255,7 @@ def measure_cost(
             if verdict in ("kept", "checked"):
                 return replace(cost, source=verdict)
         source = "remeasured"
+        options, timing = keyed(max_batch)  # only what is asked: a wider record stays for what needs it
     started = time.monotonic()
 
     def once() -> tuple[dict[str, Any], float | None]:

@@ -112,8 +112,14 @@ def test_a_record_timed_over_more_batch_sizes_serves_a_prediction_of_fewer(smoll
     def no_run(*args, **kwargs):
         raise AssertionError("timed again")
 
+    real = replay.run_tool
     monkeypatch.setattr(replay, "run_tool", no_run)
     narrow = prediction.measure_cost(smollm2_path, GEN, 3, reps=3)
     assert narrow.source == "kept" and narrow.seconds == wide.seconds and CostMeasurement.objects.count() == 1
     with pytest.raises(AssertionError, match="timed again"):  # more than any record holds is timed
         prediction.measure_cost(smollm2_path, GEN, 5, reps=3)
+    # where the wider record no longer stands, only the sizes asked for are timed again, beside it
+    monkeypatch.setattr(replay, "run_tool", real)
+    monkeypatch.setattr(prediction, "_reuse", lambda *args: "remeasure")
+    again = prediction.measure_cost(smollm2_path, GEN, 3, reps=3)
+    assert again.source == "remeasured" and len(again.seconds) == 3 and CostMeasurement.objects.count() == 2
