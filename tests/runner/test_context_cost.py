@@ -74,9 +74,15 @@ def test_the_round_residual_is_taken_against_parts_priced_at_the_runs_own_contex
 GEN = binaries.GenParams(n_predict=8, threads=2)
 
 
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch):
+    """The records in a cache of the test's own, not the user's."""
+    monkeypatch.setenv("SPECREG_CACHE_DIR", str(tmp_path / "cache"))
+
+
 @pytest.mark.llama
 @pytest.mark.django_db
-def test_the_cost_model_times_a_batch_of_one_behind_half_its_depth(smollm2_path, cache, monkeypatch):
+def test_the_cost_model_times_a_batch_of_one_behind_half_its_depth(smollm2_path, own_cache, monkeypatch):
     # beside other tests the measurement may be disturbed: this test is about what is timed and kept, not retaken
     monkeypatch.setattr(conditions, "quiet_now", lambda window_s=0.5: False)
     cost = prediction.measure_cost(smollm2_path, GEN, 3, reps=3)
@@ -103,8 +109,7 @@ def test_the_hardware_page_shows_the_batch_of_one_behind_the_shallower_context(c
 
 @pytest.mark.llama
 @pytest.mark.django_db
-def test_a_record_timed_over_more_batch_sizes_serves_a_prediction_of_fewer(smollm2_path, tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECREG_CACHE_DIR", str(tmp_path / "cache"))
+def test_a_record_timed_over_more_batch_sizes_serves_a_prediction_of_fewer(smollm2_path, own_cache, monkeypatch):
     monkeypatch.setattr(conditions, "quiet_now", lambda window_s=0.5: False)  # kept as it is, disturbed or not
     wide = prediction.measure_cost(smollm2_path, GEN, 4, reps=3)
     assert len(wide.seconds) == 4
