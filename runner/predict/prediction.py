@@ -577,7 +577,7 @@ class _Plan:
 
     @property
     def transcript_n(self) -> int:
-        return self.n_predict + self.max_k + 2  # longer than any replay's run by its draft (first_ties: the same)
+        return _transcript_len(self.n_predict, self.max_k)
 
 
 @dataclass
@@ -805,6 +805,11 @@ def _task_gen(gen: binaries.GenParams, prompt: str, n_predict: int, max_k: int) 
     return replace(gen, ctx_size=max(2048, -(-size // 256) * 256))
 
 
+def _transcript_len(n_predict: int, max_k: int) -> int:
+    """A transcript longer than any replay's run by its draft: one length, so predict and first_ties share it."""
+    return n_predict + max_k + 2
+
+
 def _tie_positions(script: replay.Transcript, n_predict: int, below: float = NEAR_TIE) -> list[int]:
     return [i for i, m in enumerate(script.margins[:n_predict]) if m < below]
 
@@ -828,7 +833,7 @@ def first_ties(
     for ctype in content_types:
         for task in tasks.by_type(ctype):
             prompt = render_prompt(task.prompt, template, task.system).text
-            task_gen = replace(_task_gen(gen, prompt, n_predict, max_k), n_predict=n_predict + max_k + 2)
+            task_gen = replace(_task_gen(gen, prompt, n_predict, max_k), n_predict=_transcript_len(n_predict, max_k))
             script = replay.transcript(target, prompt, task_gen, task=f"{tasks.name}/{ctype}/{task.id}")
             at = _tie_positions(script, n_predict, below)
             found[(ctype, task.id)] = at[0] if at else None
