@@ -74,3 +74,14 @@ def _cost_measurements_once():
 
     os.environ.setdefault("SPECREG_COST_REMEASURE", "0")
     yield
+
+
+def pytest_configure(config):
+    """A suite stopped by SIGTERM or SIGHUP (a CI time limit, a closed terminal) stops the llama-server processes its
+    tests started in-process: they lead process groups of their own, out of reach of a signal to the suite's group."""
+    import threading
+
+    from runner.llama import procs
+
+    if threading.current_thread() is threading.main_thread():
+        procs.stop_on_termination()

@@ -100,6 +100,23 @@ def stop_all() -> None:
         _kill_group(pgid, signal.SIGKILL)
 
 
+def stop_on_termination() -> None:
+    """Make SIGTERM and SIGHUP to this process stop every group it started, then end it as the signal would.
+
+    For a script that starts llama.cpp itself (the benchmark scripts): its processes lead process groups of
+    their own, so a signal to the script's group (``timeout``, a closed terminal, a supervisor) misses them, and
+    without this a terminated script leaves its ``llama-server`` running. Call it from the main thread.
+    """
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop_all()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+
 def _group_gone(pgid: int, timeout_s: float) -> bool:
     """Wait until no live process is left in the group (a killed process takes a moment to exit)."""
     deadline = time.monotonic() + timeout_s

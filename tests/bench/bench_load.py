@@ -27,6 +27,7 @@ django.setup()
 from inspector.spec_flags import Setting  # noqa: E402
 from runner import hardware  # noqa: E402
 from runner.llama import binaries as llamacpp  # noqa: E402
+from runner.llama import procs  # noqa: E402
 from runner.measure.cli import Cell, measure_cell  # noqa: E402
 from runner.prompts import load_task_set, read_chat_template, render_prompt  # noqa: E402
 from tests.models import model_path  # noqa: E402
@@ -103,4 +104,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    procs.stop_on_termination()  # a terminated run leaves no llama-server behind
     sys.exit(main())

@@ -27,6 +27,7 @@ django.setup()
 from inspector.spec_flags import NGRAM_SWEEP, Setting  # noqa: E402
 from runner import hardware  # noqa: E402
 from runner.llama import binaries as llamacpp  # noqa: E402
+from runner.llama import procs  # noqa: E402
 from runner.measure.cli import measure_cell  # noqa: E402
 from runner.methods import settings_for  # noqa: E402
 from runner.prompts import load_task_set  # noqa: E402
@@ -123,4 +124,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    procs.stop_on_termination()  # a terminated run leaves no llama-server behind
     main()

@@ -22,6 +22,7 @@ django.setup()
 
 from runner import hardware  # noqa: E402
 from runner.llama import binaries as llamacpp  # noqa: E402
+from runner.llama import procs  # noqa: E402
 from runner.prompts import load_task_set  # noqa: E402
 from runner.sweep.sweep import SweepConfig, run_sweep  # noqa: E402
 from tests.models import model_path  # noqa: E402
@@ -92,4 +93,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    procs.stop_on_termination()  # a terminated run leaves no llama-server behind
     main()

@@ -47,6 +47,7 @@ django.setup()
 from inspector.spec_flags import Setting  # noqa: E402
 from runner import hardware  # noqa: E402
 from runner.llama import binaries as llamacpp  # noqa: E402
+from runner.llama import procs  # noqa: E402
 from runner.measure.cells import CellResult  # noqa: E402
 from runner.predict.prediction import CostModel, Prediction, first_ties, per_round, predict  # noqa: E402
 from runner.predict.round_cost import FIT_K, ROUND_K, Fit, fit  # noqa: E402
@@ -436,4 +437,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    procs.stop_on_termination()  # a terminated run leaves no llama-server behind
     main()

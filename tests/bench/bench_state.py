@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.bench import bench_predict  # noqa: E402, I001  (sets Django up: first)
 from inspector.spec_flags import Setting  # noqa: E402
-from runner.llama import binaries  # noqa: E402
+from runner.llama import binaries, procs  # noqa: E402
 from runner.measure.cli import Cell, measure_cell  # noqa: E402
 from runner.methods import settings_for  # noqa: E402
 from runner.predict.runs import trimmed_tasks  # noqa: E402
@@ -113,4 +113,5 @@ def chain_beside_parts(target: Path, draft: Path, types: list[str], args) -> Non
 
 
 if __name__ == "__main__":
+    procs.stop_on_termination()  # a terminated run leaves no llama-server behind
     main()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -112,3 +114,26 @@ def test_llama_arg_variables_never_reach_a_benchmark_process(monkeypatch):
     assert "LLAMA_ARG_" not in res.stdout and "SPECREG_KEEP=yes" in res.stdout
     given = run_process(["/usr/bin/env"], timeout_s=10, env={"LLAMA_ARG_THREADS": "1", "A": "b"})
     assert given.stdout.split() == ["A=b"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_terminated_script_takes_its_services_with_it(sig):
+    # A benchmark script starts llama-server in a process group of its own: a signal to the script's group misses it.
+    script = (
+        "import sys, time\n"
+        "from runner.llama import procs\n"
+        "procs.stop_on_termination()\n"
+        "proc, _, problem = procs.start_service(['sleep', '60'])\n"
+        "print(proc.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=root) as script_proc:
+        service = int(script_proc.stdout.readline())
+        assert _alive(service)
+        script_proc.send_signal(sig)
+        assert script_proc.wait(timeout=20) == -sig  # it still ends the way the signal ends it
+    deadline = time.monotonic() + 10
+    while group_members(service) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert group_members(service) == []
