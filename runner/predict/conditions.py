@@ -97,6 +97,14 @@ def spread_of(values: Sequence[float]) -> float | None:
     return (v[(3 * len(v)) // 4] - v[len(v) // 4]) / v[len(v) // 2]
 
 
+def watched(measure: Callable[[], T]) -> tuple[T, float | None]:
+    """``measure``'s result and the share of the machine's CPU other processes took while it ran (None where the
+    machine cannot say)."""
+    before, started = cpu_seconds(), time.monotonic()
+    value = measure()
+    return value, other_cpu_share(before, cpu_seconds(), time.monotonic() - started)
+
+
 def quietly(measure: Callable[[], tuple[T, float | None]], attempts: int | None = None) -> tuple[T, Conditions]:
     """Run ``measure`` (returning its result and its repeats' spread) until it is not disturbed, at most
     1 + ``attempts`` times. The first quiet result with its conditions; where every one was disturbed, the least
@@ -104,9 +112,7 @@ def quietly(measure: Callable[[], tuple[T, float | None]], attempts: int | None 
     tries = 1 + max(0, int(_env("SPECREG_COST_REMEASURE", REMEASURE)) if attempts is None else attempts)
     taken: list[tuple[T, Conditions]] = []
     for n in range(1, tries + 1):
-        before, started = cpu_seconds(), time.monotonic()
-        value, spread = measure()
-        share = other_cpu_share(before, cpu_seconds(), time.monotonic() - started)
+        (value, spread), share = watched(measure)
         c = Conditions(share, spread, time.time(), n)
         if not c.disturbed:
             return value, c

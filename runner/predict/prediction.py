@@ -50,12 +50,12 @@ from inspector.spec_flags import Setting, chain_parts, is_chain, uses_draft_file
 from inspector.speculative import NGRAM_METHODS
 from runner.hardware import gpu_layers, hardware_class, measurement_class, ram_bytes
 from runner.llama import binaries
-from runner.predict import changed_tokens, conditions, forced, kept, replay, round_cost
+from runner.predict import changed_tokens, conditions, forced, kept, replay, round_cost, timing_retakes
 from runner.prompts import TaskSet, read_chat_template, render_prompt
 from runner.state import checkpointed
 
 COST_DEPTH = 256  # context tokens behind the timed batches: a prompt and part of an answer
-MAX_TIMED_BATCH = 17  # larger verify batches (n-gram methods draft up to 64) follow the last measured slope
+MAX_TIMED_BATCH = 17  # larger verify batches (n-gram methods draft up to 64) follow the timed slope (_extend)
 MIN_GAIN = 1.01  # a predicted speedup below this is "no gain": the cost model is not finer than that
 # A measured negative residual lowers a round's time, never below this share of its modelled parts: the line is
 # fitted on full rounds, and a round far shorter than those (p-min stopped it at once) lies outside what it saw.
@@ -195,11 +195,18 @@ def context_cells(prompt: int, generated: float) -> float:
     return sum(kv_cells(prompt + i + 1) for i in range(n)) / n
 
 
+# A batch larger than the timed ones follows the mean slope over this many sizes before the largest: a CPU's cost
+# steps within each group of 4 or 8 tokens (on AVX-512 a batch of 16 was cheaper than one of 15), so the slope of the
+# last two sizes alone can be several times the real one, or below zero.
+SLOPE_OVER = 8
+
+
 def _extend(seconds: tuple[float, ...], b: int) -> float:
     if b <= len(seconds):
         return seconds[b - 1]
     last = seconds[-1]
-    slope = last - seconds[-2] if len(seconds) > 1 else last
+    span = min(SLOPE_OVER, len(seconds) - 1)
+    slope = (last - seconds[-1 - span]) / span if span else last
     return last + slope * (b - len(seconds))
 
 
@@ -228,11 +235,13 @@ def measure_cost(
     options, timing = keyed(max_batch)
     meta = {"threads": gen.threads, "depth": COST_DEPTH}
 
-    def timed(spec: str) -> dict[str, Any]:
+    def timed(spec: str, sizes: list[int] | None = None) -> dict[str, Any]:
+        env = {**os.environ, "SPECREG_TIMING": spec}
+        if sizes is not None:
+            env["SPECREG_TIMING_SIZES"] = ",".join(map(str, sizes))
         with tempfile.TemporaryDirectory() as d:
             out = Path(d) / "timing.json"
-            argv = timing_argv(replay.tool(), model, options, out)
-            replay.run_tool(argv, timeout_s, {**os.environ, "SPECREG_TIMING": spec}, should_cancel)
+            replay.run_tool(timing_argv(replay.tool(), model, options, out), timeout_s, env, should_cancel)
             return json.loads(out.read_text())
 
     # a record timed over more batch sizes serves fewer (an n-gram prediction's up to 17, then a draft pair's up to
@@ -257,14 +266,8 @@ def measure_cost(
         source = "remeasured"
         options, timing = keyed(max_batch)  # only what is asked: a wider record stays for what needs it
     started = time.monotonic()
-
-    def once() -> tuple[dict[str, Any], float | None]:
-        data = timed(timing)
-        spreads = [float(x) for x in data.get("spread") or []]
-        if "spread_lo" in data:  # the batch of one behind the shallower context is held to the same bound
-            spreads.append(float(data["spread_lo"]))
-        return data, max(spreads) if spreads else None
-
+    # a retake times only the sizes that were disturbed
+    once = timing_retakes.retaking(lambda sizes: timed(timing, sizes), range(1, max_batch + 1))
     data, cond = conditions.quietly(once)
     data["conditions"] = cond.to_dict()
     cost = replace(_cost_model(model, data), source=source)

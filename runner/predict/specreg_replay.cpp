@@ -17,7 +17,9 @@
 //       accepted counts are the ones the real run would report, at the cost of the draft alone. Writes
 //       {"n_predict", "n_drafted", "n_accept", "steps": [[drafted, accepted], ...]} to stdout.
 //
-//   specreg-replay timing OUT.json [llama.cpp options: -m MODEL -c N -t T ...]   (env SPECREG_TIMING=DEPTH,MAXB,REPS)
+//   specreg-replay timing OUT.json [llama.cpp options: -m MODEL -c N -t T ...]   (env SPECREG_TIMING=DEPTH,MAXB,REPS;
+//                                                                                 SPECREG_TIMING_SIZES=1,2,..: the
+//                                                                                 batch sizes to time, 1 to MAXB)
 //       The cost model's measurements: with DEPTH tokens already in the context, the median time to decode a
 //       batch of b = 1..MAXB tokens *with logits for every token* (as a verify step needs them; llama-bench
 //       computes only the last token's, which understates the output layer with a large vocabulary), and with
@@ -190,6 +192,28 @@ static int timing(common_params & params, const std::string & out_path) {
             return fail("SPECREG_TIMING must be DEPTH,MAX_BATCH,REPEATS (positive integers)");
         }
     }
+    // The batch sizes timed: every one up to MAX_BATCH, or those listed (ascending, 1 to MAX_BATCH); the caller fills in
+    // the others, and a retake times only the sizes whose repeats spread.
+    std::vector<int> sizes;
+    if (const char * list = getenv("SPECREG_TIMING_SIZES")) {
+        for (const char * p = list; *p != '\0';) {
+            char * end = nullptr;
+            const long b = strtol(p, &end, 10);
+            const bool ascending = sizes.empty() || b > sizes.back();
+            if (end == p || b < 1 || b > max_b || !ascending || (*end != ',' && *end != '\0')) {
+                return fail("SPECREG_TIMING_SIZES must list ascending batch sizes from 1 to MAX_BATCH");
+            }
+            sizes.push_back((int) b);
+            p = *end == ',' ? end + 1 : end;
+        }
+    } else {
+        for (int b = 1; b <= max_b; ++b) {
+            sizes.push_back(b);
+        }
+    }
+    if (sizes.empty()) {
+        return fail("SPECREG_TIMING_SIZES lists no batch size");
+    }
     params.n_outputs_max = max_b;
     params.n_outputs_max_per_seq = max_b;
     auto init = common_init_from_params(params);
@@ -274,7 +298,7 @@ static int timing(common_params & params, const std::string & out_path) {
     // plain decoding repeats its batch of one (timed round robin, after other sizes, a batch of one measured 15%
     // slower than plain decoding runs).
     double unused = 0;
-    for (int b = 1; b <= max_b; ++b) {
+    for (const int b : sizes) {
         if (!decode_seconds(b, true, unused) || (b > 1 && !decode_seconds(b, false, unused))) {
             return fail("decoding a batch failed");
         }
@@ -294,12 +318,13 @@ static int timing(common_params & params, const std::string & out_path) {
             return fail("decoding the context failed");
         }
     }
-    std::vector<std::vector<double>> every_t(max_b), last_t(max_b);
-    for (int b = 1; b <= max_b; ++b) {
+    std::vector<std::vector<double>> every_t(sizes.size()), last_t(sizes.size());
+    for (size_t k = 0; k < sizes.size(); ++k) {
+        const int b = sizes[k];
         for (int pass = 0; pass < 2; ++pass) {
             const bool every = pass == 0;
             if (!every && b == 1) {
-                last_t[0] = every_t[0];  // a batch of one has one output either way
+                last_t[k] = every_t[k];  // a batch of one has one output either way
                 continue;
             }
             for (int r = 0; r <= reps; ++r) {  // the first of each run warms up and is not counted
@@ -308,7 +333,7 @@ static int timing(common_params & params, const std::string & out_path) {
                     return fail("decoding a batch failed");
                 }
                 if (r > 0) {
-                    (every ? every_t : last_t)[b - 1].push_back(t);
+                    (every ? every_t : last_t)[k].push_back(t);
                 }
             }
         }
@@ -325,10 +350,10 @@ static int timing(common_params & params, const std::string & out_path) {
         return mid > 0 ? (t[(3 * t.size()) / 4] - t[t.size() / 4]) / mid : 0.0;
     };
     std::vector<double> seconds, seconds_last, spreads;
-    for (int b = 1; b <= max_b; ++b) {
-        seconds.push_back(median(every_t[b - 1]));
-        seconds_last.push_back(median(last_t[b - 1]));
-        spreads.push_back(spread(every_t[b - 1]));
+    for (size_t k = 0; k < sizes.size(); ++k) {
+        seconds.push_back(median(every_t[k]));
+        seconds_last.push_back(median(last_t[k]));
+        spreads.push_back(spread(every_t[k]));
     }
     // Sampling, which a step pays besides its decodes: the target samples every verified position with the run's
     // own chain (speculative-simple.cpp: common_sampler_sample_and_accept_n), plain decoding one per token, and
@@ -370,8 +395,8 @@ static int timing(common_params & params, const std::string & out_path) {
         os << ", \"depth_lo\": " << lo << ", \"seconds_lo\": " << median(lo_t) << ", \"spread_lo\": " << spread(lo_t);
     }
     os << ", \"depth\": " << depth << ", \"batch\": [";
-    for (int b = 1; b <= max_b; ++b) {
-        os << (b > 1 ? "," : "") << b;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+        os << (k ? "," : "") << sizes[k];
     }
     os << "], \"seconds\": [";
     for (size_t i = 0; i < seconds.size(); ++i) {
