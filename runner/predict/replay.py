@@ -13,10 +13,11 @@ import json
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from inspector.spec_flags import Setting
+from inspector.spec_flags import MAX_K, Setting
 from runner.llama import binaries
 from runner.predict import kept
 from runner.predict.tool import SPEC_TOOL, TIMEOUT_S, ReplayCancelled, ReplayError, run_tool, tool
@@ -31,6 +32,10 @@ __all__ = [
     "transcript",
     "transcript_argv",
 ]
+
+# How much longer a kept transcript may be and still serve a shorter one (cut): a prediction asks the length of its
+# answer and its largest draft, and a draft is at most MAX_K.
+LONGER_BY = MAX_K + 2
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,12 @@ class Transcript:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
+
+    def cut(self, n: int) -> Transcript:
+        """The first ``n`` generated tokens of this transcript (one that ended sooner stays as it is)."""
+        return Transcript(
+            self.prompt, self.tokens[:n], self.margins[:n], None if self.cands is None else self.cands[:n]
+        )
 
     @classmethod
     def from_json(cls, data: dict) -> Transcript:
@@ -132,6 +143,9 @@ def transcript(
             return Transcript.from_json(data)
         except (ValueError, KeyError, TypeError):
             pass  # a damaged record is made again (and replaced)
+    longer = _kept_longer(target, prompt, gen, caps, meta)
+    if longer is not None:
+        return longer
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "transcript.json"
@@ -146,6 +160,26 @@ def transcript(
         **meta,
     )
     return script
+
+
+def _kept_longer(
+    target: Path | str, prompt: str, gen: binaries.GenParams, caps: binaries.Capabilities, meta: dict[str, Any]
+) -> Transcript | None:
+    """A kept transcript of the same prompt and options up to LONGER_BY tokens longer, cut to ``gen.n_predict``: the
+    first tokens do not depend on how far the target goes on (greedy, or sampled with the same seed: one draw per
+    token in order), and the n-gram methods' K 16 asks a longer one of a target than a draft pair's K 8 then does."""
+    for n in range(gen.n_predict + 1, gen.n_predict + LONGER_BY + 1):
+        longer = replace(gen, n_predict=n)
+        data = kept.find(
+            kept.TRANSCRIPTS, target, binaries.generation_argv(caps, longer, prompt), **{**meta, "n_predict": n}
+        )
+        if data is None:
+            continue
+        try:
+            return Transcript.from_json(data).cut(gen.n_predict)
+        except (ValueError, KeyError, TypeError):
+            continue  # damaged: another, or made afresh
+    return None
 
 
 def replay(

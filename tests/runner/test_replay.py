@@ -96,8 +96,17 @@ def test_a_transcript_is_made_once_and_reused_until_the_options_change(smollm2_p
 
     monkeypatch.setattr(replay, "run_tool", no_run)
     assert replay.transcript(smollm2_path, PROMPT + " (reuse)", gen) == first  # from the cache, the target idle
-    with pytest.raises(AssertionError, match="ran again"):  # another length is another transcript
+    # a shorter one is the kept one cut: its first tokens do not depend on how far the target went on
+    shorter = replay.transcript(smollm2_path, PROMPT + " (reuse)", replace(gen, n_predict=9))
+    assert shorter == replay.Transcript(first.prompt, first.tokens[:9], first.margins[:9])
+    with pytest.raises(AssertionError, match="ran again"):  # a longer one is another transcript
         replay.transcript(smollm2_path, PROMPT + " (reuse)", llamacpp.GenParams(n_predict=13, threads=2))
+    with pytest.raises(AssertionError, match="ran again"):  # and so is one with other options
+        replay.transcript(smollm2_path, PROMPT + " (reuse)", replace(gen, n_predict=9, ctx_size=1024))
+    monkeypatch.undo()
+    # made afresh, the shorter one is the same tokens: what lets the longer one stand for it
+    fresh = replay.transcript(smollm2_path, PROMPT + " (reuse)", replace(gen, n_predict=9, ctx_size=4096))
+    assert fresh.tokens == shorter.tokens
 
 
 def test_a_kept_transcript_is_the_files_by_sha256_and_another_worker_reuses_it_from_the_database(
