@@ -3,10 +3,12 @@ test Hub, the worker, the browser, registered files, accounts, near-miss files, 
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 
+from runner.llama import procs
 from tests.models import model_path
 
 pytest_plugins = [
@@ -79,9 +81,5 @@ def _cost_measurements_once():
 def pytest_configure(config):
     """A suite stopped by SIGTERM or SIGHUP (a CI time limit, a closed terminal) stops the llama-server processes its
     tests started in-process: they lead process groups of their own, out of reach of a signal to the suite's group."""
-    import threading
-
-    from runner.llama import procs
-
     if threading.current_thread() is threading.main_thread():
         procs.stop_on_termination()

@@ -192,8 +192,8 @@ static int timing(common_params & params, const std::string & out_path) {
             return fail("SPECREG_TIMING must be DEPTH,MAX_BATCH,REPEATS (positive integers)");
         }
     }
-    // The batch sizes timed: every one up to MAX_BATCH, or those listed (ascending, 1 to MAX_BATCH); the caller fills in
-    // the others, and a retake times only the sizes whose repeats spread.
+    // The batch sizes timed: every one up to MAX_BATCH, or those listed (ascending, 1 to MAX_BATCH): a retake times
+    // only the sizes whose repeats spread.
     std::vector<int> sizes;
     if (const char * list = getenv("SPECREG_TIMING_SIZES")) {
         for (const char * p = list; *p != '\0';) {

@@ -17,45 +17,38 @@ from typing import Any
 from runner.predict import conditions
 
 
-def _key(busy: float | None, spread: float) -> tuple[float, float]:
-    """How disturbed one size's take is, as conditions.Conditions.disturbance orders attempts."""
-    return max(0.0, (busy or 0.0) - conditions.BUSY_SHARE), spread
-
-
-def _steady(key: tuple[float, float]) -> bool:
-    return key[0] <= 0 and key[1] <= conditions.MAX_SPREAD
-
-
 def retaking(
     timed: Callable[[list[int]], dict[str, Any]], sizes: Sequence[int]
 ) -> Callable[[], tuple[dict[str, Any], float | None]]:
     """A measurement for conditions.quietly whose every call times (``timed(sizes)``: the timing mode's JSON) the
     sizes not yet steady, all of them the first time, and returns the takes merged (each size its steadiest, the
     sampling from the latest) with the largest spread among them."""
-    best: dict[int, tuple[tuple[float, float], float, float, float]] = {}  # size: key, seconds, seconds_last, spread
-    lo: list[tuple[tuple[float, float], float, float]] = []  # the batch of one behind the shallower context
+    # per size: the conditions of its steadiest take (conditions.Conditions orders and judges them), its seconds
+    # with every token's logits and with the last token's
+    best: dict[int, tuple[conditions.Conditions, float, float]] = {}
+    lo: list[tuple[conditions.Conditions, float]] = []  # the batch of one behind the shallower context
 
     def once() -> tuple[dict[str, Any], float | None]:
-        todo = [b for b in sizes if b not in best or not _steady(best[b][0])]
+        todo = [b for b in sizes if b not in best or best[b][0].disturbed]
         data, busy = conditions.watched(lambda: timed(todo or [1]))
         spreads = data.get("spread") or [0.0] * len(data["batch"])
         for b, s, s_last, sp in zip(data["batch"], data["seconds"], data["seconds_last"], spreads, strict=True):
-            key = _key(busy, float(sp))
-            if int(b) not in best or key < best[int(b)][0]:
-                best[int(b)] = (key, float(s), float(s_last), float(sp))
+            c = conditions.Conditions(busy, float(sp), 0.0)
+            if int(b) not in best or c.disturbance < best[int(b)][0].disturbance:
+                best[int(b)] = (c, float(s), float(s_last))
         if data.get("seconds_lo") is not None:
-            key = _key(busy, float(data.get("spread_lo", 0.0)))
-            if not lo or key < lo[0][0]:
-                lo[:] = [(key, float(data["seconds_lo"]), float(data.get("spread_lo", 0.0)))]
-        merged = dict(data)
+            c = conditions.Conditions(busy, float(data.get("spread_lo", 0.0)), 0.0)
+            if not lo or c.disturbance < lo[0][0].disturbance:
+                lo[:] = [(c, float(data["seconds_lo"]))]
         order = sorted(best)
+        merged = dict(data)
         merged["batch"] = order
         merged["seconds"] = [best[b][1] for b in order]
         merged["seconds_last"] = [best[b][2] for b in order]
-        merged["spread"] = [best[b][3] for b in order]
+        merged["spread"] = [best[b][0].spread or 0.0 for b in order]
         if lo:
-            merged["seconds_lo"], merged["spread_lo"] = lo[0][1], lo[0][2]
-        worst = [*merged["spread"], *([lo[0][2]] if lo else [])]
+            merged["seconds_lo"], merged["spread_lo"] = lo[0][1], lo[0][0].spread or 0.0
+        worst = [*merged["spread"], *([merged["spread_lo"]] if lo else [])]
         return merged, max(worst) if worst else None
 
     return once
